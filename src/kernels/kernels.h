@@ -1,0 +1,121 @@
+// kernels/kernels.h — the op interface every backend implements (cpu/, cuda/).
+// Model code is written once against Kernels&. All tensors passed to one backend live on that
+// backend's device; shapes are checked up front and violations throw "[op] ..." rill::Errors.
+// Activations are f32 on the CPU backend and bf16 on CUDA (activation_dtype()); weights may be
+// f32 or bf16 (and quantized formats later). Kernels know nothing about requests or models.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/buffer.h"
+#include "core/tensor.h"
+
+namespace rill {
+
+/// RMSNorm flavour. Llama/Qwen3: y = w * round_act(x̂) (two roundings in bf16);
+/// Gemma/Qwen3.5: y = round_act(x̂ * w) or x̂ * (1 + w), one rounding. Identical in f32.
+struct NormParams {
+  float eps = 1e-6f;
+  bool one_plus_weight = false;  ///< multiply by (1 + w) (Gemma, Qwen3.5)
+  bool scale_in_fp32 = false;    ///< multiply by the weight before rounding to the activation dtype
+};
+
+/// Rotary embedding for one model: frequencies precomputed at load in f32.
+struct RopeTable {
+  Tensor inv_freq;               ///< f32 [rotary_dim / 2] on the kernel's device
+  int rotary_dim = 0;            ///< ≤ head_dim, even; dims past it pass through (partial rotary)
+  float attention_factor = 1.f;  ///< multiplies cos and sin (YaRN)
+};
+
+/// One attention layer's paged KV storage: k and v are [num_blocks, block_size, kv_heads, head_dim].
+struct KvLayer {
+  Tensor k;
+  Tensor v;
+};
+
+/// Per-step layout shared by every attention layer: rows' new tokens are laid end to end.
+/// Query token i of row r sits at absolute position context_lens[r] - q_len(r) + i and sees
+/// keys at positions [max(0, pos - window + 1), pos] through the row's block table.
+struct AttentionBatch {
+  Tensor cu_seqlens_q;  ///< i32 [rows + 1], offsets of each row's new tokens
+  Tensor context_lens;  ///< i32 [rows], KV length of the row after this step's tokens
+  Tensor block_tables;  ///< i32 [rows, max_blocks_per_row]
+  Tensor slot_mapping;  ///< i32 [tokens], cache slot (block * block_size + offset) of each new token
+  Tensor positions;     ///< i32 [tokens], absolute position of each new token
+  int32_t num_rows = 0;
+  int32_t max_seqlen_q = 0;     ///< host-side hint: longest new-token run of a row
+  int32_t max_context_len = 0;  ///< host-side hint: longest context of a row
+};
+
+struct AttentionParams {
+  float scale = 1.f;        ///< multiplies q·k (HF: head_dim^-0.5 unless the family says otherwise)
+  int32_t sliding_window = 0;  ///< 0: full causal attention
+  float softcap = 0.f;      ///< 0: none; else scores = softcap * tanh(scores / softcap)
+};
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+
+  virtual Device device() const = 0;
+  /// The dtype this backend computes activations in (f32 on CPU, bf16 on CUDA).
+  virtual DType activation_dtype() const = 0;
+  /// Memory of this backend's device.
+  virtual Allocator& allocator() = 0;
+  /// Host → device copy of dst.nbytes() bytes (a plain memcpy on the CPU).
+  virtual void upload(const void* host, Tensor dst) = 0;
+  /// Device → host copy of src.nbytes() bytes; waits for the data.
+  virtual void download(const Tensor& src, void* host) = 0;
+  /// Waits for all queued work.
+  virtual void synchronize() = 0;
+
+  /// y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]). Accumulates in f32.
+  virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  /// y[M,D] = rmsnorm(x[M,D]) * w[D] per row. x and y may alias.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) = 0;
+  /// residual[M,D] += x; y = rmsnorm(residual) * w. The fused pre-norm of a decoder layer.
+  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, const NormParams& p,
+                            Tensor& y) = 0;
+  /// In place: q[T,Hq,D], k[T,Hkv,D] rotated by rotate-half pairing (j, j + rotary_dim/2) at positions[T].
+  virtual void rope(Tensor& q, Tensor& k, const Tensor& positions, const RopeTable& table) = 0;
+  /// Writes k[T,Hkv,D] and v[T,Hkv,D] into the paged cache at slot_mapping[T].
+  virtual void store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvLayer& cache) = 0;
+  /// rope() then store_kv(); backends may fuse the two.
+  virtual void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const AttentionBatch& batch,
+                             const RopeTable& table, KvLayer& cache) {
+    rope(q, k, batch.positions, table);
+    store_kv(k, v, batch.slot_mapping, cache);
+  }
+  /// out[T,Hq,D] = softmax(q·Kᵀ·scale + causal mask)·V over each row's paged KV (GQA: query
+  /// head h reads kv head h / (Hq/Hkv)). The step's own K/V must already be in the cache.
+  virtual void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch,
+                         const AttentionParams& p, Tensor& out) = 0;
+  /// y[M,I] = silu(x[M, :I]) * x[M, I:] where x is [M, 2I] (gate and up projections side by side).
+  virtual void swiglu(const Tensor& x, Tensor& y) = 0;
+  /// out[T,H] = table[ids[T]] (table f32 or bf16, out in the activation dtype).
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  /// out = a + b (same shape; out may alias a or b).
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  /// out[R,H] = x[index[R], :].
+  virtual void gather_rows(const Tensor& x, const Tensor& index, Tensor& out) = 0;
+  /// out i32[R] = argmax over each row of x[R,V] (lowest index wins ties).
+  virtual void argmax(const Tensor& x, Tensor& out) = 0;
+  /// out[R,V] = softmax over each row of x (f32 out).
+  virtual void softmax(const Tensor& x, Tensor& out) = 0;
+  /// Elementwise dtype conversion (f32 ↔ bf16 ↔ f16), same shape.
+  virtual void convert(const Tensor& x, Tensor& out) = 0;
+};
+
+/// The CPU backend (Highway SIMD, the global thread pool).
+std::unique_ptr<Kernels> make_cpu_kernels();
+
+/// The CUDA backend on the given device ordinal; throws rill::Error when none is usable.
+/// Returns nullptr-free only in builds with CUDA (see cuda_available()).
+std::unique_ptr<Kernels> make_cuda_kernels(int device_ordinal = 0);
+
+/// True when this build has the CUDA backend and a usable GPU is present.
+bool cuda_available();
+
+}  // namespace rill
