@@ -1,13 +1,19 @@
-// cli/main.cpp — the `rill` binary: subcommands are registered here, implemented in cli/*.cpp.
+// cli/main.cpp — the `rill` binary: registers the subcommands (cli/cmd_*.cpp) and turns
+// rill::Error into a one-line message and exit code 1.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <exception>
 
+#include "cli/commands.h"
 #include "core/error.h"
+#include "core/log.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"rill — LLM inference engine and server"};
   app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -15,6 +21,9 @@ int main(int argc, char** argv) {
   } catch (const rill::Error& e) {
     std::fprintf(stderr, "rill: error: %s\n", e.what());
     return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rill: internal error: %s\n", e.what());
+    return 2;
   }
   return 0;
 }

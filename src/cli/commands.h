@@ -1,0 +1,12 @@
+// cli/commands.h — each `rill` subcommand registers itself on the app from its own file.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace rill::cli {
+
+void add_run_command(CLI::App& app);         ///< cmd_run.cpp: rill run
+void add_make_model_command(CLI::App& app);  ///< cmd_make_model.cpp: rill make-model
+void add_bench_command(CLI::App& app);       ///< cmd_bench.cpp: rill bench
+
+}  // namespace rill::cli
