@@ -1,0 +1,234 @@
+// model/llama.cpp — Llama / Mistral / Qwen2 / Qwen3 dense decoder (models/llama-qwen3.md).
+// The forward pass is a sequence of Kernels calls on arena tensors:
+//   x = embed(ids); per layer: h = norm(x); q,k,v = h·W; (Qwen3) per-head q/k norm; rope;
+//   append K/V; o = attention(q, cache); x += o·Wo; h = norm(x); x += down(silu(gate)·up)
+// Family quirks are plain code here, keyed by the architecture name.
+#include "model/llama.h"
+
+#include <vector>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/layers/rope.h"
+#include "model/weights.h"
+
+namespace rill {
+namespace {
+
+enum class Family { llama, qwen2, qwen3 };
+
+struct Layer {
+  Tensor input_norm, post_norm;
+  Tensor q, k, v, o;              // [Hq·D, H], [Hkv·D, H], [Hkv·D, H], [H, Hq·D]
+  Tensor q_bias, k_bias, v_bias, o_bias;
+  Tensor q_norm, k_norm;          // Qwen3: [D]
+  Tensor gate_up, gate_up_bias;   // [2I, H]: gate rows then up rows
+  Tensor down, down_bias;         // [H, I]
+};
+
+const Tensor* opt(const Tensor& t) { return t.defined() ? &t : nullptr; }
+
+class LlamaModel final : public Model {
+ public:
+  LlamaModel(ModelConfig config, std::unique_ptr<WeightStore> store, Kernels& kernels, const LoadOptions& options)
+      : config_(std::move(config)), store_(std::move(store)), kernels_(kernels) {
+    const std::string& arch = config_.architecture;
+    family_ = arch == "Qwen3ForCausalLM" ? Family::qwen3 : arch == "Qwen2ForCausalLM" ? Family::qwen2 : Family::llama;
+    load_weights(options);
+    RopeFrequencies freqs = compute_rope_frequencies(config_.rope, config_.head_dim);
+    inv_freq_buffer_ = Buffer(kernels_.allocator(), freqs.inv_freq.size() * sizeof(float));
+    rope_.inv_freq = inv_freq_buffer_.as(DType::f32, {int64_t(freqs.inv_freq.size())});
+    kernels_.upload(freqs.inv_freq.data(), rope_.inv_freq);
+    rope_.rotary_dim = freqs.rotary_dim;
+    rope_.attention_factor = freqs.attention_factor;
+    for (const std::string& t : config_.layer_types)
+      if (t != "full_attention" && t != "sliding_attention")
+        fail("{}: layer type '{}' is not supported by {}", config_.path.string(), t, arch);
+    norm_.eps = float(config_.rms_norm_eps);
+    // Llama/Qwen3 round x̂ to the activation dtype before multiplying by w (llama-qwen3.md).
+    norm_.scale_in_fp32 = false;
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  Kernels& kernels() override { return kernels_; }
+  size_t weight_bytes() const override { return weight_bytes_; }
+
+  KvSpec kv_spec() const override {
+    return KvSpec{int32_t(config_.num_hidden_layers), int32_t(config_.num_key_value_heads), int32_t(config_.head_dim),
+                  kernels_.activation_dtype()};
+  }
+
+  Tensor forward(const StepBatch& batch, std::span<KvLayer> cache) override;
+
+ private:
+  void load_weights(const LoadOptions& options);
+  void ensure_arena(int64_t tokens, int64_t logit_rows);
+  Tensor upload_i32(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape);
+
+  ModelConfig config_;
+  std::unique_ptr<WeightStore> store_;
+  Kernels& kernels_;
+  Family family_ = Family::llama;
+  std::vector<Buffer> owned_;
+  size_t weight_bytes_ = 0;
+  Tensor embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+  Buffer inv_freq_buffer_;
+  RopeTable rope_;
+  NormParams norm_;
+  Arena arena_;
+  int64_t arena_tokens_ = 0, arena_logit_rows_ = 0;
+};
+
+void LlamaModel::load_weights(const LoadOptions& options) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t I = c.intermediate_size, V = c.vocab_size;
+  WeightLoader w(*store_, kernels_, options.weight_dtype);
+  const bool qkv_bias = family_ == Family::qwen2 || c.attention_bias;
+  const bool o_bias = family_ != Family::qwen2 && c.attention_bias;
+  const bool mlp_bias = family_ == Family::llama && c.mlp_bias;
+  embed_ = w.get("model.embed_tokens.weight", {V, H});
+  final_norm_ = w.get("model.norm.weight", {H});
+  if (c.tie_word_embeddings) {
+    lm_head_ = embed_;
+  } else {
+    lm_head_ = w.get("lm_head.weight", {V, H});
+  }
+  layers_.resize(size_t(c.num_hidden_layers));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    if (options.verbose && (i % 8 == 0 || i + 1 == c.num_hidden_layers))
+      logger().debug("loading layer {}/{}", i + 1, c.num_hidden_layers);
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    Layer& L = layers_[size_t(i)];
+    L.input_norm = w.get(p + "input_layernorm.weight", {H});
+    L.post_norm = w.get(p + "post_attention_layernorm.weight", {H});
+    L.q = w.get(p + "self_attn.q_proj.weight", {Hq * D, H});
+    L.k = w.get(p + "self_attn.k_proj.weight", {Hkv * D, H});
+    L.v = w.get(p + "self_attn.v_proj.weight", {Hkv * D, H});
+    L.o = w.get(p + "self_attn.o_proj.weight", {H, Hq * D});
+    if (qkv_bias) {
+      L.q_bias = w.get(p + "self_attn.q_proj.bias", {Hq * D});
+      L.k_bias = w.get(p + "self_attn.k_proj.bias", {Hkv * D});
+      L.v_bias = w.get(p + "self_attn.v_proj.bias", {Hkv * D});
+    }
+    if (o_bias) L.o_bias = w.get(p + "self_attn.o_proj.bias", {H});
+    if (family_ == Family::qwen3) {
+      L.q_norm = w.get(p + "self_attn.q_norm.weight", {D});
+      L.k_norm = w.get(p + "self_attn.k_norm.weight", {D});
+    }
+    L.gate_up = w.concat_rows({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {{I, H}, {I, H}});
+    if (mlp_bias) L.gate_up_bias = w.concat_rows({p + "mlp.gate_proj.bias", p + "mlp.up_proj.bias"}, {{I}, {I}});
+    L.down = w.get(p + "mlp.down_proj.weight", {H, I});
+    if (mlp_bias) L.down_bias = w.get(p + "mlp.down_proj.bias", {H});
+  }
+  weight_bytes_ = w.device_bytes();
+  owned_ = w.take_buffers();
+}
+
+void LlamaModel::ensure_arena(int64_t T, int64_t R) {
+  if (T <= arena_tokens_ && R <= arena_logit_rows_) return;
+  // Grow geometrically so a run of growing prompts reallocates O(log n) times, then never.
+  arena_tokens_ = std::max(T, arena_tokens_ * 2);
+  arena_logit_rows_ = std::max(R, arena_logit_rows_ * 2);
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const size_t act = dtype_size(kernels_.activation_dtype());
+  const int64_t per_token = 3 * H + 2 * Hq * D + 2 * Hkv * D + 3 * c.intermediate_size + 16;
+  const size_t bytes = size_t(arena_tokens_ * per_token) * act + size_t(arena_logit_rows_ * (c.vocab_size + H)) * act +
+                      size_t(arena_tokens_ * 8 + 4096) * sizeof(int32_t) + 64 * 256;
+  arena_ = Arena(kernels_.allocator(), bytes);
+}
+
+Tensor LlamaModel::upload_i32(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
+  Tensor t = arena_.tensor(DType::i32, shape);
+  kernels_.upload(v.data(), t);
+  return t;
+}
+
+Tensor LlamaModel::forward(const StepBatch& batch, std::span<KvLayer> cache) {
+  const ModelConfig& c = config_;
+  const int64_t T = batch.num_tokens(), R = int64_t(batch.logit_indices.size());
+  RILL_ENSURE(T > 0, "[forward] empty step");
+  RILL_ENSURE(int64_t(cache.size()) == c.num_hidden_layers, "[forward] {} KV layers given for {} layers",
+              cache.size(), c.num_hidden_layers);
+  for (int32_t id : batch.tokens)
+    RILL_ENSURE(id >= 0 && id < c.vocab_size, "[forward] token id {} is outside the vocabulary [0, {})", id,
+                c.vocab_size);
+  ensure_arena(T, R);
+  arena_.reset();
+  const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t I = c.intermediate_size;
+  const DType act = kernels_.activation_dtype();
+  Kernels& k = kernels_;
+
+  AttentionBatch ab;
+  ab.num_rows = batch.num_rows();
+  ab.max_seqlen_q = batch.max_seqlen_q();
+  ab.max_context_len = batch.max_context_len();
+  ab.cu_seqlens_q = upload_i32(batch.cu_seqlens, {ab.num_rows + 1});
+  ab.context_lens = upload_i32(batch.context_lens, {ab.num_rows});
+  ab.block_tables = upload_i32(batch.block_tables, {ab.num_rows, batch.max_blocks_per_row});
+  ab.slot_mapping = upload_i32(batch.slot_mapping, {T});
+  ab.positions = upload_i32(batch.positions, {T});
+  Tensor ids = upload_i32(batch.tokens, {T});
+
+  Tensor residual = arena_.tensor(act, {T, H});
+  Tensor h = arena_.tensor(act, {T, H});
+  Tensor q = arena_.tensor(act, {T, Hq, D});
+  Tensor kk = arena_.tensor(act, {T, Hkv, D});
+  Tensor v = arena_.tensor(act, {T, Hkv, D});
+  Tensor attn = arena_.tensor(act, {T, Hq, D});
+  Tensor delta = arena_.tensor(act, {T, H});
+  Tensor gate_up = arena_.tensor(act, {T, 2 * I});
+  Tensor mlp_in = arena_.tensor(act, {T, I});
+
+  Tensor q2 = q.view({T, Hq * D}), k2 = kk.view({T, Hkv * D}), v2 = v.view({T, Hkv * D});
+  Tensor attn2 = attn.view({T, Hq * D});
+  Tensor q_heads = q.view({T * Hq, D}), k_heads = kk.view({T * Hkv, D});
+
+  AttentionParams ap;
+  ap.scale = 1.0f / std::sqrt(float(D));
+
+  k.embedding(ids, embed_, residual);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& L = layers_[i];
+    if (i == 0) {
+      k.rms_norm(residual, L.input_norm, norm_, h);
+    } else {
+      k.add_rms_norm(residual, delta, L.input_norm, norm_, h);
+    }
+    k.matmul(h, L.q, opt(L.q_bias), q2);
+    k.matmul(h, L.k, opt(L.k_bias), k2);
+    k.matmul(h, L.v, opt(L.v_bias), v2);
+    if (family_ == Family::qwen3) {
+      k.rms_norm(q_heads, L.q_norm, norm_, q_heads);
+      k.rms_norm(k_heads, L.k_norm, norm_, k_heads);
+    }
+    k.rope_store_kv(q, kk, v, ab, rope_, cache[i]);
+    ap.sliding_window = c.layer_types[i] == "sliding_attention" ? int32_t(c.sliding_window) : 0;
+    k.attention(q, cache[i], ab, ap, attn);
+    k.matmul(attn2, L.o, opt(L.o_bias), delta);
+    k.add_rms_norm(residual, delta, L.post_norm, norm_, h);
+    k.matmul(h, L.gate_up, opt(L.gate_up_bias), gate_up);
+    k.swiglu(gate_up, mlp_in);
+    k.matmul(mlp_in, L.down, opt(L.down_bias), delta);
+  }
+  k.add_rms_norm(residual, delta, final_norm_, norm_, h);
+  Tensor logits = arena_.tensor(act, {R, c.vocab_size});
+  if (R == 0) return logits;
+  Tensor selected = arena_.tensor(act, {R, H});
+  Tensor index = upload_i32(batch.logit_indices, {R});
+  k.gather_rows(h, index, selected);
+  k.matmul(selected, lm_head_, nullptr, logits);
+  return logits;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_llama_family(ModelConfig config, std::unique_ptr<WeightStore> store, Kernels& kernels,
+                                         const LoadOptions& options) {
+  return std::make_unique<LlamaModel>(std::move(config), std::move(store), kernels, options);
+}
+
+}  // namespace rill

@@ -1,0 +1,31 @@
+// model/registry.cpp — the explicit list of model families: architecture name → loader.
+#include <array>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/llama.h"
+#include "model/model.h"
+
+namespace rill {
+namespace {
+constexpr std::array<const char*, 4> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                                       "Qwen3ForCausalLM"};
+}
+
+std::span<const char* const> supported_architectures() { return kArchitectures; }
+
+std::unique_ptr<Model> load_model(const std::filesystem::path& dir, Kernels& kernels, const LoadOptions& options) {
+  ModelConfig config = ModelConfig::load(dir);
+  bool known = false;
+  for (const char* a : kArchitectures) known = known || config.architecture == a;
+  if (!known) {
+    std::string list;
+    for (const char* a : kArchitectures) list += std::string(list.empty() ? "" : ", ") + a;
+    fail("{}: architecture '{}' is not supported (supported: {})", config.path.string(), config.architecture, list);
+  }
+  auto store = std::make_unique<WeightStore>(dir);
+  return make_llama_family(std::move(config), std::move(store), kernels, options);
+}
+
+}  // namespace rill

@@ -1,0 +1,48 @@
+// model/step_batch.h — StepBatch: one forward step's rows laid end to end (host side).
+// Prompt chunks, decode tokens and verification blocks are all rows with some number of new
+// tokens; the model does not distinguish them. Invariant: a row's block table covers its
+// context_len tokens; slot_mapping[i] is the cache slot of new token i.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace rill {
+
+struct StepBatch {
+  int32_t block_size = 16;
+  std::vector<int32_t> tokens;         ///< [T] new token ids of all rows, end to end
+  std::vector<int32_t> positions;      ///< [T] absolute positions
+  std::vector<int32_t> cu_seqlens;     ///< [rows + 1]
+  std::vector<int32_t> context_lens;   ///< [rows] KV length after this step
+  std::vector<int32_t> block_tables;   ///< [rows × max_blocks_per_row], padded with 0
+  int32_t max_blocks_per_row = 0;
+  std::vector<int32_t> slot_mapping;   ///< [T]
+  std::vector<int32_t> logit_indices;  ///< indices into [T] whose logits forward() returns, in order
+
+  int32_t num_rows() const { return int32_t(context_lens.size()); }
+  int32_t num_tokens() const { return int32_t(tokens.size()); }
+  int32_t max_seqlen_q() const;
+  int32_t max_context_len() const;
+};
+
+enum class Logits { none, last, all };
+
+/// Builds a StepBatch row by row. Block tables are given per row; rows may differ in length.
+class StepBatchBuilder {
+ public:
+  explicit StepBatchBuilder(int32_t block_size) { batch_.block_size = block_size; }
+  /// Adds a row whose `tokens` start at absolute position `start_pos` (its cache already holds
+  /// start_pos tokens); `block_table` must cover start_pos + tokens.size() tokens.
+  StepBatchBuilder& add_row(std::span<const int32_t> tokens, int32_t start_pos, std::span<const int32_t> block_table,
+                            Logits logits);
+  /// Finishes: pads block tables to a rectangle.
+  StepBatch build();
+
+ private:
+  StepBatch batch_;
+  std::vector<std::vector<int32_t>> tables_;
+};
+
+}  // namespace rill
