@@ -13,7 +13,12 @@ int main(int argc, char** argv) {
   CLI::App app{"rill — LLM inference engine and server"};
   app.require_subcommand(1);
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->capture_default_str();
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str()
+      ->each([](const std::string& level) { rill::set_log_level(level); });
+  rill::cli::add_run_command(app);
+  rill::cli::add_make_model_command(app);
+  rill::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,113 @@
+// cli/cmd_bench.cpp — `rill bench`: prefill and decode throughput of a model on one device.
+// Prefill: `batch` rows of `prompt-len` random tokens in one step each; decode: `batch` rows
+// advancing one token per step from that context. Timed after a warm-up step, with the device
+// synchronised; figures go to stdout as one line each so scripts can collect them.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "model/model.h"
+
+namespace rill::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model, device = "auto";
+  int32_t prompt_len = 512, decode_tokens = 64, batch = 1, block_size = 16;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+void bench(const BenchArgs& a) {
+  if (a.prompt_len < 1) fail("--prompt-len: must be ≥ 1, got {}", a.prompt_len);
+  if (a.decode_tokens < 1) fail("--decode-tokens: must be ≥ 1, got {}", a.decode_tokens);
+  if (a.batch < 1) fail("--batch: must be ≥ 1, got {}", a.batch);
+  std::filesystem::path dir = resolve_model_dir(a.model);
+  auto kernels = make_kernels(a.device);
+  auto t0 = std::chrono::steady_clock::now();
+  auto model = load_model(dir, *kernels, LoadOptions{std::nullopt, true});
+  const ModelConfig& cfg = model->config();
+  logger().info("loaded {} ({:.2f} GB of weights) in {:.2f} s on {}", dir.string(), double(model->weight_bytes()) / 1e9,
+                seconds_since(t0), kernels->device() == Device::cuda ? "cuda" : "cpu");
+  const int32_t context = a.prompt_len + a.decode_tokens + 1;
+  if (context > cfg.max_position_embeddings)
+    fail("--prompt-len + --decode-tokens ({}) exceeds the model's context of {}", context, cfg.max_position_embeddings);
+  const int32_t blocks_per_row = (context + a.block_size - 1) / a.block_size;
+  KvBuffers kv(*kernels, model->kv_spec(), blocks_per_row * a.batch, a.block_size);
+  std::vector<std::vector<int32_t>> tables(size_t(a.batch));
+  for (int32_t r = 0; r < a.batch; ++r)
+    for (int32_t b = 0; b < blocks_per_row; ++b) tables[size_t(r)].push_back(r * blocks_per_row + b);
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> token(0, int32_t(cfg.vocab_size) - 1);
+
+  // Warm-up: one short step (kernel selection, arena growth, page faults of the weights).
+  {
+    StepBatchBuilder b(a.block_size);
+    std::vector<int32_t> t{token(rng), token(rng)};
+    b.add_row(t, 0, tables[0], Logits::last);
+    model->forward(b.build(), kv.layers());
+    kernels->synchronize();
+  }
+  Progress progress("prefill");
+  double prefill_s = 0;
+  for (int32_t r = 0; r < a.batch; ++r) {
+    std::vector<int32_t> prompt(size_t(a.prompt_len));
+    for (int32_t& t : prompt) t = token(rng);
+    StepBatchBuilder b(a.block_size);
+    b.add_row(prompt, 0, tables[size_t(r)], Logits::last);
+    StepBatch step = b.build();
+    auto t1 = std::chrono::steady_clock::now();
+    model->forward(step, kv.layers());
+    kernels->synchronize();
+    prefill_s += seconds_since(t1);
+    progress.update(r + 1, a.batch, "rows");
+  }
+  progress.finish();
+  Progress dprogress("decode");
+  double decode_s = 0;
+  for (int32_t s = 0; s < a.decode_tokens; ++s) {
+    StepBatchBuilder b(a.block_size);
+    std::vector<std::vector<int32_t>> next(size_t(a.batch), std::vector<int32_t>{0});
+    for (int32_t r = 0; r < a.batch; ++r) {
+      next[size_t(r)][0] = token(rng);
+      b.add_row(next[size_t(r)], a.prompt_len + s, tables[size_t(r)], Logits::last);
+    }
+    StepBatch step = b.build();
+    auto t1 = std::chrono::steady_clock::now();
+    Tensor logits = model->forward(step, kv.layers());
+    std::vector<float> host = logits_to_host(*kernels, logits);  // a real step reads its logits back
+    decode_s += seconds_since(t1);
+    dprogress.update(s + 1, a.decode_tokens, "steps");
+  }
+  dprogress.finish();
+  const double prefill_tps = double(a.prompt_len) * a.batch / prefill_s;
+  const double decode_tps = double(a.decode_tokens) * a.batch / decode_s;
+  std::printf("model %s device %s batch %d prompt %d\n", dir.filename().string().c_str(),
+              kernels->device() == Device::cuda ? "cuda" : "cpu", a.batch, a.prompt_len);
+  std::printf("prefill_tokens_per_s %.1f\n", prefill_tps);
+  std::printf("decode_tokens_per_s %.2f (%.2f ms/step at context %d..%d)\n", decode_tps,
+              1e3 * decode_s / a.decode_tokens, a.prompt_len, a.prompt_len + a.decode_tokens);
+  std::printf("weight_bytes %zu\n", model->weight_bytes());
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode tokens/s of a model");
+  cmd->add_option("--model", args->model, "Model directory (default: the built-in default model)");
+  cmd->add_option("--device", args->device, "auto, cpu or cuda")->capture_default_str();
+  cmd->add_option("--prompt-len", args->prompt_len, "Prompt tokens per row")->capture_default_str();
+  cmd->add_option("--decode-tokens", args->decode_tokens, "Decode steps to time")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "Rows decoded together")->capture_default_str();
+  cmd->callback([args] { bench(*args); });
+}
+
+}  // namespace rill::cli
