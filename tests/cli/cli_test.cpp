@@ -1,0 +1,117 @@
+// The rill binary end to end: `rill run` on a fixture (no tokenizer files) reproduces the
+// transformers greedy continuation; bad --prompt-ids, bad model directories and bad shapes give
+// one-line errors and a non-zero exit code; make-model is deterministic.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result run(const std::string& args) {
+  static int counter = 0;
+  fs::path err_file = fs::temp_directory_path() / ("rill-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::string cmd = std::string(RILL_BINARY) + " " + args + " 2>" + err_file.string();
+  FILE* p = ::popen(cmd.c_str(), "r");
+  Result r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(in), {});
+  fs::remove(err_file);
+  return r;
+}
+
+const std::string kFixture = std::string(RILL_SOURCE_DIR) + "/tests/fixtures/models/qwen3-tiny";
+
+TEST(Cli, RunGreedyMatchesTransformers) {
+  std::ifstream in(kFixture + "/reference.json");
+  auto ref = nlohmann::json::parse(in);
+  std::string ids;
+  for (auto& t : ref["prompts"][1]) ids += (ids.empty() ? "" : ",") + std::to_string(t.get<int>());
+  // The fixture's eos (id 2) must not cut the comparison short: compare up to the first eos.
+  Result r = run("run --model " + kFixture + " --device cpu --prompt-ids " + ids + " --max-tokens 32 --print-ids");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<int> expect;
+  for (auto& t : ref["greedy"][1]) {
+    expect.push_back(t.get<int>());
+    if (t.get<int>() == 2) break;
+  }
+  std::vector<int> got;
+  std::istringstream s(r.out);
+  for (int v; s >> v;) got.push_back(v);
+  EXPECT_EQ(got, expect);
+}
+
+TEST(Cli, BadPromptIds) {
+  for (const char* bad : {"1,abc,3", "1,-4", "5,1000", "1,99999999999999999999", "\"\""}) {
+    Result r = run("run --model " + kFixture + " --device cpu --prompt-ids " + bad + " --print-ids");
+    EXPECT_NE(r.code, 0) << bad;
+    EXPECT_NE(r.err.find("--prompt-ids"), std::string::npos) << bad << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << bad;
+  }
+}
+
+TEST(Cli, BadModelDirectory) {
+  Result r = run("run --model /nonexistent/dir --prompt-ids 1,2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/dir"), std::string::npos) << r.err;
+  fs::path tmp = fs::temp_directory_path() / ("rill-cli-model-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  std::ofstream(tmp / "config.json") << "{\"architectures\": [\"Qwen3ForCausalLM\"]}";
+  r = run("run --model " + tmp.string() + " --device cpu --prompt-ids 1,2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("hidden_size"), std::string::npos) << r.err;
+  fs::remove_all(tmp);
+}
+
+TEST(Cli, BadSamplingValues) {
+  Result r = run("run --model " + kFixture + " --device cpu --prompt-ids 1,2 --top-p 1.5");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--top-p"), std::string::npos) << r.err;
+  r = run("run --model " + kFixture + " --device cpu --prompt-ids 1,2 --max-tokens 0");
+  EXPECT_NE(r.err.find("--max-tokens"), std::string::npos) << r.err;
+}
+
+TEST(Cli, SeededSamplingIsReproducible) {
+  std::string cmd = "run --model " + kFixture + " --device cpu --prompt-ids 4,5,6 --max-tokens 20 --temperature 0.8 --top-p 0.9 --top-k 50 --seed 7 --print-ids";
+  Result a = run(cmd), b = run(cmd);
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_FALSE(a.out.empty());
+}
+
+TEST(Cli, MakeModelIsDeterministicAndLoads) {
+  fs::path a = fs::temp_directory_path() / ("rill-mm-a-" + std::to_string(::getpid()));
+  fs::path b = fs::temp_directory_path() / ("rill-mm-b-" + std::to_string(::getpid()));
+  ASSERT_EQ(run("make-model --shape qwen3-tiny --out " + a.string()).code, 0);
+  ASSERT_EQ(run("make-model --shape qwen3-tiny --out " + b.string()).code, 0);
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_EQ(slurp(a / "model.safetensors"), slurp(b / "model.safetensors"));
+  Result r = run("run --model " + a.string() + " --device cpu --prompt-ids 1,2,3 --max-tokens 4 --print-ids");
+  EXPECT_EQ(r.code, 0) << r.err;
+  Result bad = run("make-model --shape qwen9-huge --out " + a.string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("qwen9-huge"), std::string::npos) << bad.err;
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+}  // namespace
