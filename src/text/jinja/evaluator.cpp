@@ -233,7 +233,7 @@ Value Evaluator::make_macro(const Node& n, const FramePtr& frame) {
       inner->set(p, node->defaults[k] ? eval(*node->defaults[k], inner)
                                       : Value::undefined(fmt::format("parameter '{}' was not provided", p)));
     }
-    inner->set("varargs", Value::make_list(std::move(varargs)));
+    inner->set("varargs", Value::make_tuple(std::move(varargs)));
     inner->set("kwargs", std::move(kwargs));
     std::string out;
     exec(node->body, inner, out);

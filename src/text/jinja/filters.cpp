@@ -419,7 +419,10 @@ Value f_tojson(const Value& v, CallArgs& a) {
 Value f_attr(const Value& v, CallArgs& a) {
   ArgBinder b("attr", a, {"name"});
   if (!b.get(0)) fail("attr filter needs a name");
-  return get_attribute(v, soft_str(*b.get(0)));
+  // Python getattr only (no item lookup), so dict keys are not attributes here.
+  const std::string name = soft_str(*b.get(0));
+  if (auto m = bound_method(v, name)) return *m;
+  return Value::undefined(fmt::format("'{} object' has no attribute '{}'", v.type_name(), name));
 }
 
 // --- higher-order filters ---

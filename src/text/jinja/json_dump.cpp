@@ -30,7 +30,7 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
       default:
         if (c < 0x20) {
           hex4(static_cast<unsigned>(c));
-        } else if (ensure_ascii && c > 0x7F) {
+        } else if (ensure_ascii && c > 0x7E) {  // Python escapes everything outside ' '..'~'
           if (c >= 0x10000) {
             char32_t v = c - 0x10000;
             hex4(0xD800 + static_cast<unsigned>(v >> 10));

@@ -90,8 +90,11 @@ class Parser {
     while (true) {
       const Token& t = cur();
       if (t.type == TokenType::End) {
-        if (end_tags.size() != 0)
-          error(t.line, fmt::format("unexpected end of template, expected '{}'", *end_tags.begin()));
+        if (end_tags.size() != 0) {
+          std::string expected;
+          for (const char* e : end_tags) expected += (expected.empty() ? "'" : ", '") + std::string(e) + "'";
+          error(t.line, fmt::format("unexpected end of template, expected one of {}", expected));
+        }
         return body;
       }
       if (t.type == TokenType::Text) {

@@ -34,7 +34,8 @@ bool t_iterable(const Value& v, CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_list() || (v.is_dict() && !v.is_namespace);
 }
 bool t_sequence(const Value& v, CallArgs& a) { return t_iterable(v, a); }
-bool t_callable(const Value& v, CallArgs&) { return v.kind == Kind::Function; }
+// Jinja's Undefined defines __call__ (it raises), so it counts as callable.
+bool t_callable(const Value& v, CallArgs&) { return v.kind == Kind::Function || v.is_undefined(); }
 bool t_escaped(const Value&, CallArgs&) { return false; }
 bool t_sameas(const Value& v, CallArgs& a) { return py_same(v, arg0(a, "sameas")); }
 bool t_eq(const Value& v, CallArgs& a) { return py_equal(v, arg0(a, "eq")); }
