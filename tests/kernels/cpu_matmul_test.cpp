@@ -93,7 +93,7 @@ TEST(CpuMatmul, LargePanelsAndEveryTarget) {
 TEST(CpuMatmul, RowResultIndependentOfBatch) {
   auto kern = make_cpu_kernels();
   std::mt19937 rng(test::test_seed(3));
-  const int64_t M = 9, K = 515, N = 67;
+  const int64_t M = 9, K = 2 * 1024 + 5, N = 67;  // several k blocks and a tail
   MatmulCase c = make_case(rng, M, K, N, true, true);
   run(*kern, c, M, K, N, true, true);
   for (int64_t m = 0; m < M; ++m) {

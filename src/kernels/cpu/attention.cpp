@@ -1,12 +1,14 @@
 // kernels/cpu/attention.cpp — causal GQA attention over the paged KV cache (f32, Highway dispatch).
-// One work unit is (kv head, query token): its Hq/Hkv query heads share every K/V row they read.
-// Two passes in f32 (scores and their max, then exp-weighted sum of V), so the result does not
-// depend on how the key range is split. Units are ordered kv-head-major so consecutive units of a
-// prefill chunk reuse the same K/V rows from cache. The cache must already hold the step's K/V.
+// A work unit is (row, a tile of up to kQueryTile consecutive query tokens, a range of kv heads):
+// every K/V row it loads serves all of the tile's queries and their Hq/Hkv query heads. Exact
+// softmax in three passes per unit (scores and max, exp and a double-precision sum, weighted sum
+// of V), so a query's result does not depend on the tiling or on the other rows of the batch.
+// The cache must already hold the step's own K/V (store_kv runs first).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/attention.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
 
 #include <cmath>
 #include <cstdint>
@@ -22,11 +24,16 @@ struct AttentionArgs {
   const int32_t* cu_seqlens = nullptr;
   const int32_t* context_lens = nullptr;
   const int32_t* block_tables = nullptr;  // [rows, max_blocks]
-  int64_t rows = 0, max_blocks = 0, block_size = 0;
-  int64_t T = 0, Hq = 0, Hkv = 0, D = 0;
+  int64_t max_blocks = 0, block_size = 0;
+  int64_t Hq = 0, Hkv = 0, D = 0;
   float scale = 1.f, softcap = 0.f;
   int64_t window = 0;
 };
+// Query tokens [t0, t1) of one row (flattened token indices) against kv heads [g0, g1).
+struct AttentionUnit {
+  int32_t row, t0, t1, g0, g1;
+};
+constexpr int64_t kQueryTile = 16;
 }  // namespace rill::cpu
 #endif
 
@@ -59,75 +66,101 @@ HWY_INLINE void Axpy(float p, const float* HWY_RESTRICT v, float* HWY_RESTRICT a
   const int64_t lanes = int64_t(hn::Lanes(df));
   const VF pv = hn::Set(df, p);
   int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) hn::StoreU(hn::MulAdd(pv, hn::LoadU(df, v + i), hn::LoadU(df, acc + i)), df, acc + i);
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::MulAdd(pv, hn::LoadU(df, v + i), hn::LoadU(df, acc + i)), df, acc + i);
+  }
   for (; i < n; ++i) acc[i] += p * v[i];
 }
 
-// Units [u0, u1) of the kv-head-major order u = g * T + t. `scratch` holds
-// (Hq / Hkv) * (max_context_len + D) floats.
-void AttendUnits(const AttentionArgs& a, int64_t u0, int64_t u1, float* HWY_RESTRICT scratch) {
+// x[0..n) = exp(x - m); returns the sum in double (a long row of small terms).
+HWY_INLINE double ExpSub(float* HWY_RESTRICT x, int64_t n, float m) {
+  const DF df;
+  const int64_t lanes = int64_t(hn::Lanes(df));
+  const VF mv = hn::Set(df, m);
+  double total = 0.0;
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, x + i), mv)), df, x + i);
+  for (; i < n; ++i) x[i] = std::exp(x[i] - m);
+  for (i = 0; i < n; ++i) total += x[i];
+  return total;
+}
+
+// Runs one unit. `scratch` holds tile * heads * (keys + D + 2) floats, where heads = (g1 - g0) * G
+// and keys = the tile's key span.
+void AttendUnit(const AttentionArgs& a, const AttentionUnit& u, float* HWY_RESTRICT scratch) {
   const int64_t G = a.Hq / a.Hkv;
   const int64_t D = a.D;
-  for (int64_t u = u0; u < u1; ++u) {
-    const int64_t g = u / a.T;
-    const int64_t t = u % a.T;
-    // The row owning token t: the first r with t < cu_seqlens[r + 1] (empty rows are skipped).
-    int64_t r = 0;
-    for (int64_t hi = a.rows - 1; r < hi;) {
-      const int64_t mid = (r + hi) / 2;
-      if (a.cu_seqlens[mid + 1] <= t) {
-        r = mid + 1;
-      } else {
-        hi = mid;
-      }
-    }
-    const int64_t q_len = a.cu_seqlens[r + 1] - a.cu_seqlens[r];
-    const int64_t pos = int64_t(a.context_lens[r]) - q_len + (t - a.cu_seqlens[r]);
-    const int64_t first = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;
-    const int64_t n = pos - first + 1;
-    const int32_t* table = a.block_tables + r * a.max_blocks;
-    float* scores = scratch;         // [G, n]
-    float* acc = scratch + G * n;    // [G, D]
-    const float* q = a.q + (t * a.Hq + g * G) * D;
+  const int64_t q_len = a.cu_seqlens[u.row + 1] - a.cu_seqlens[u.row];
+  const int64_t first_pos = int64_t(a.context_lens[u.row]) - q_len - a.cu_seqlens[u.row];  // pos of token t: first_pos + t
+  const int64_t nq = u.t1 - u.t0;
+  const int64_t nh = int64_t(u.g1 - u.g0) * G;  // query heads per token in this unit
+  const int64_t hi = first_pos + u.t1 - 1;       // last key any query of the tile sees
+  const int64_t lo_first = a.window > 0 && first_pos + u.t0 - a.window + 1 > 0 ? first_pos + u.t0 - a.window + 1 : 0;
+  const int64_t span = hi - lo_first + 1;
+  const int32_t* table = a.block_tables + int64_t(u.row) * a.max_blocks;
+  const int64_t slot_stride = a.Hkv * D;
 
-    float max_s[64];
-    float* maxes = G <= 64 ? max_s : acc + G * D;  // G > 64 never occurs in practice; scratch has room
-    for (int64_t h = 0; h < G; ++h) maxes[h] = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t key = first + j;
-      const int64_t slot = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
-      const float* kr = a.k + (slot * a.Hkv + g) * D;
-      for (int64_t h = 0; h < G; ++h) {
-        float s = Dot(q + h * D, kr, D) * a.scale;
+  float* scores = scratch;                // [nq, nh, span], key j at index j - lo_first
+  float* acc = scores + nq * nh * span;   // [nq, nh, D]
+  float* maxes = acc + nq * nh * D;       // [nq, nh]
+  float* inv_sums = maxes + nq * nh;      // [nq, nh]
+  for (int64_t i = 0; i < nq * nh; ++i) maxes[i] = -INFINITY;
+  for (int64_t i = 0; i < nq * nh * D; ++i) acc[i] = 0.f;
+
+  // Query qi sees keys [lo(qi), pos(qi)].
+  auto pos_of = [&](int64_t qi) { return first_pos + u.t0 + qi; };
+  auto lo_of = [&](int64_t qi) {
+    const int64_t p = pos_of(qi);
+    return a.window > 0 && p - a.window + 1 > 0 ? p - a.window + 1 : 0;
+  };
+
+  // Pass 1: scores and per-query maxima.
+  for (int64_t j = lo_first; j <= hi; ++j) {
+    const int64_t slot = int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size;
+    const float* k_slot = a.k + slot * slot_stride;
+    for (int64_t qi = 0; qi < nq; ++qi) {
+      if (j > pos_of(qi) || j < lo_of(qi)) continue;
+      const float* q_tok = a.q + ((u.t0 + qi) * a.Hq + int64_t(u.g0) * G) * D;
+      for (int64_t hh = 0; hh < nh; ++hh) {
+        const float* kr = k_slot + (u.g0 + hh / G) * D;
+        float s = Dot(q_tok + hh * D, kr, D) * a.scale;
         if (a.softcap > 0.f) s = a.softcap * std::tanh(s / a.softcap);
-        scores[h * n + j] = s;
-        if (s > maxes[h]) maxes[h] = s;
+        scores[(qi * nh + hh) * span + (j - lo_first)] = s;
+        if (s > maxes[qi * nh + hh]) maxes[qi * nh + hh] = s;
       }
-    }
-    float sums[64];
-    float* sum = G <= 64 ? sums : maxes + G;
-    for (int64_t h = 0; h < G; ++h) {
-      double total = 0.0;  // long contexts: keep the normalizer exact to f32 precision
-      float* sh = scores + h * n;
-      for (int64_t j = 0; j < n; ++j) {
-        sh[j] = std::exp(sh[j] - maxes[h]);
-        total += sh[j];
-      }
-      sum[h] = float(total);
-      for (int64_t d = 0; d < D; ++d) acc[h * D + d] = 0.f;
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t key = first + j;
-      const int64_t slot = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
-      const float* vr = a.v + (slot * a.Hkv + g) * D;
-      for (int64_t h = 0; h < G; ++h) Axpy(scores[h * n + j], vr, acc + h * D, D);
-    }
-    for (int64_t h = 0; h < G; ++h) {
-      const float inv = 1.f / sum[h];
-      float* o = a.out + (t * a.Hq + g * G + h) * D;
-      for (int64_t d = 0; d < D; ++d) o[d] = acc[h * D + d] * inv;
     }
   }
+  // Pass 2: exp and normalizer over each query's own key range.
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    const int64_t lo = lo_of(qi), n = pos_of(qi) - lo + 1;
+    for (int64_t hh = 0; hh < nh; ++hh) {
+      float* row = scores + (qi * nh + hh) * span + (lo - lo_first);
+      inv_sums[qi * nh + hh] = float(1.0 / ExpSub(row, n, maxes[qi * nh + hh]));
+    }
+  }
+  // Pass 3: probability-weighted sum of V.
+  for (int64_t j = lo_first; j <= hi; ++j) {
+    const int64_t slot = int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size;
+    const float* v_slot = a.v + slot * slot_stride;
+    for (int64_t qi = 0; qi < nq; ++qi) {
+      if (j > pos_of(qi) || j < lo_of(qi)) continue;
+      for (int64_t hh = 0; hh < nh; ++hh) {
+        Axpy(scores[(qi * nh + hh) * span + (j - lo_first)], v_slot + (u.g0 + hh / G) * D, acc + (qi * nh + hh) * D,
+             D);
+      }
+    }
+  }
+  for (int64_t qi = 0; qi < nq; ++qi) {
+    float* o = a.out + ((u.t0 + qi) * a.Hq + int64_t(u.g0) * G) * D;
+    for (int64_t hh = 0; hh < nh; ++hh) {
+      const float inv = inv_sums[qi * nh + hh];
+      for (int64_t d = 0; d < D; ++d) o[hh * D + d] = acc[(qi * nh + hh) * D + d] * inv;
+    }
+  }
+}
+
+void AttendUnits(const AttentionArgs& a, const AttentionUnit* units, int64_t u0, int64_t u1, float* scratch) {
+  for (int64_t u = u0; u < u1; ++u) AttendUnit(a, units[u], scratch);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -148,8 +181,8 @@ HWY_EXPORT(AttendUnits);
 
 namespace {
 
-// Checks the batch tensors and their contents against q and the cache; returns the longest context.
-int64_t check_batch(const AttentionBatch& b, int64_t T, int64_t num_blocks, int64_t block_size) {
+// Checks the batch tensors and their contents against q and the cache.
+void check_batch(const AttentionBatch& b, int64_t T, int64_t num_blocks, int64_t block_size) {
   constexpr const char* op = "attention";
   check_tensor(op, "batch.cu_seqlens_q", b.cu_seqlens_q, 1);
   check_tensor(op, "batch.context_lens", b.context_lens, 1);
@@ -169,7 +202,6 @@ int64_t check_batch(const AttentionBatch& b, int64_t T, int64_t num_blocks, int6
   RILL_ENSURE(cu[0] == 0, "[attention] batch.cu_seqlens_q[0] must be 0, got {}", cu[0]);
   RILL_ENSURE(cu[rows] == T, "[attention] batch.cu_seqlens_q[{}] = {} must equal the {} query tokens", rows,
               cu[rows], T);
-  int64_t longest = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t q_len = int64_t(cu[r + 1]) - cu[r];
     RILL_ENSURE(q_len >= 0, "[attention] batch.cu_seqlens_q decreases at row {}", r);
@@ -182,9 +214,7 @@ int64_t check_batch(const AttentionBatch& b, int64_t T, int64_t num_blocks, int6
       RILL_ENSURE(blk >= 0 && blk < num_blocks, "[attention] batch.block_tables[{}, {}] = {} is outside [0, {})", r,
                   i, blk, num_blocks);
     }
-    longest = std::max<int64_t>(longest, ctx[r]);
   }
-  return longest;
 }
 
 }  // namespace
@@ -212,7 +242,7 @@ void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batc
   RILL_ENSURE(p.sliding_window >= 0, "[attention] sliding_window must be >= 0, got {}", p.sliding_window);
   const int64_t block_size = cache.k.size(1);
   RILL_ENSURE(block_size > 0, "[attention] cache block_size must be > 0, got {}", cache.k.describe());
-  const int64_t longest = check_batch(batch, T, cache.k.size(0), block_size);
+  check_batch(batch, T, cache.k.size(0), block_size);
   if (T == 0 || Hq == 0) return;
 
   AttentionArgs a;
@@ -223,10 +253,8 @@ void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batc
   a.cu_seqlens = batch.cu_seqlens_q.data_as<const int32_t>();
   a.context_lens = batch.context_lens.data_as<const int32_t>();
   a.block_tables = batch.block_tables.data_as<const int32_t>();
-  a.rows = batch.num_rows;
   a.max_blocks = batch.block_tables.size(1);
   a.block_size = block_size;
-  a.T = T;
   a.Hq = Hq;
   a.Hkv = Hkv;
   a.D = D;
@@ -234,12 +262,47 @@ void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batc
   a.softcap = p.softcap;
   a.window = p.sliding_window;
 
+  // Tiles of query tokens per row; kv heads split into `splits` ranges when there are too few tiles
+  // to occupy the threads, or when a tile's accumulators would not stay in L1/L2.
   const int64_t G = Hq / Hkv;
-  const size_t scratch_floats = size_t(G * (longest + D) + 2 * G);
-  ThreadPool::global().parallel_for(Hkv * T, 1, [&](int64_t u0, int64_t u1) {
+  const int64_t threads = ThreadPool::global().num_threads();
+  int64_t num_tiles = 0, widest_tile = 0;
+  for (int64_t r = 0; r < batch.num_rows; ++r) {
+    const int64_t q_len = a.cu_seqlens[r + 1] - a.cu_seqlens[r];
+    num_tiles += (q_len + kQueryTile - 1) / kQueryTile;
+    widest_tile = std::max(widest_tile, std::min(q_len, kQueryTile));
+  }
+  int64_t splits = 1;
+  auto next_divisor = [&](int64_t s) {
+    do ++s;
+    while (Hkv % s != 0);
+    return s;
+  };
+  while (splits < Hkv && num_tiles * splits < threads) splits = next_divisor(splits);
+  while (splits < Hkv && widest_tile * (Hkv / splits) * G * D * 4 > (int64_t(64) << 10)) splits = next_divisor(splits);
+  const int64_t heads_per_unit = Hkv / splits;
+
+  thread_local std::vector<AttentionUnit> units;
+  units.clear();
+  int64_t scratch_floats = 0;
+  for (int64_t r = 0; r < batch.num_rows; ++r) {
+    const int64_t q_len = a.cu_seqlens[r + 1] - a.cu_seqlens[r];
+    for (int64_t i = 0; i < q_len; i += kQueryTile) {
+      const int64_t nq = std::min(kQueryTile, q_len - i);
+      const int64_t t0 = a.cu_seqlens[r] + i;
+      for (int64_t g = 0; g < Hkv; g += heads_per_unit)
+        units.push_back({int32_t(r), int32_t(t0), int32_t(t0 + nq), int32_t(g), int32_t(g + heads_per_unit)});
+      // Key span of the tile: at most the row's context, or window + tile - 1 keys.
+      int64_t span = a.context_lens[r];
+      if (a.window > 0) span = std::min(span, a.window + nq - 1);
+      scratch_floats = std::max(scratch_floats, nq * heads_per_unit * G * (span + D + 2));
+    }
+  }
+  const AttentionUnit* unit_data = units.data();
+  ThreadPool::global().parallel_for(int64_t(units.size()), 1, [&](int64_t u0, int64_t u1) {
     thread_local std::vector<float> scratch;
-    if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
-    HWY_DYNAMIC_DISPATCH(AttendUnits)(a, u0, u1, scratch.data());
+    if (scratch.size() < size_t(scratch_floats)) scratch.resize(size_t(scratch_floats));
+    HWY_DYNAMIC_DISPATCH(AttendUnits)(a, unit_data, u0, u1, scratch.data());
   });
 }
 

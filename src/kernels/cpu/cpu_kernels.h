@@ -30,6 +30,8 @@ class CpuKernels final : public Kernels {
   void argmax(const Tensor& x, Tensor& out) override;
   void softmax(const Tensor& x, Tensor& out) override;
   void convert(const Tensor& x, Tensor& out) override;
+  void sample(const SampleArgs& args) override;                        // sampling.cpp
+  void copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) override;  // sampling.cpp
 };
 
 }  // namespace rill::cpu

@@ -27,6 +27,8 @@ struct MatmulArgs {
 };
 // Rows of x handled by the streaming path: up to this many, w is read once straight from memory.
 constexpr int64_t kMatvecMaxRows = 4;
+// k block of every dot product (a multiple of every target's lane count): 4 rows of x stay in L1.
+constexpr int64_t kKBlock = 1024;
 }  // namespace rill::cpu
 #endif
 
@@ -37,6 +39,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
+
+// Rows of x per prefill tile: 4x4 accumulators fit AVX-512's 32 registers, 3x4 fit AVX2's 16.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kTileM = 4;
+#else
+constexpr int kTileM = 3;
+#endif
 
 HWY_INLINE VF LoadW(DF df, const float* HWY_RESTRICT p) { return hn::LoadU(df, p); }
 HWY_INLINE VF LoadW(DF df, const uint16_t* HWY_RESTRICT p) {
@@ -52,14 +61,50 @@ HWY_INLINE float BiasAt(const MatmulArgs& a, int64_t n) {
   return a.bias_bf16 ? ScalarW(static_cast<const uint16_t*>(a.bias) + n) : static_cast<const float*>(a.bias)[n];
 }
 
-// y[i, j] for MR rows of x (row stride K) and NR rows of w (row stride K), i < MR, j < NR.
+// out[0..4) = the lane sums of a, b, c, d, by one fixed addition tree per target: pairs of lanes
+// within each 128-bit block first, then the blocks folded in halves.
+#if HWY_TARGET != HWY_SCALAR
+template <class D, class V>
+HWY_INLINE void FoldBlocks(D d, V v, float* HWY_RESTRICT out) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    FoldBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out);
+  } else {
+    hn::StoreU(v, d, out);
+  }
+}
+#endif
+
+HWY_INLINE void SumOfLanes4(DF df, VF a, VF b, VF c, VF d, float* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR
+  out[0] = hn::GetLane(a);
+  out[1] = hn::GetLane(b);
+  out[2] = hn::GetLane(c);
+  out[3] = hn::GetLane(d);
+#else
+  const hn::RepartitionToWide<DF> dw;
+  const VF ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));
+  const VF cd = hn::Add(hn::InterleaveLower(df, c, d), hn::InterleaveUpper(df, c, d));
+  const auto ab_w = hn::BitCast(dw, ab);
+  const auto cd_w = hn::BitCast(dw, cd);
+  const VF abcd = hn::Add(hn::BitCast(df, hn::InterleaveLower(dw, ab_w, cd_w)),
+                          hn::BitCast(df, hn::InterleaveUpper(dw, ab_w, cd_w)));
+  FoldBlocks(df, abcd, out);
+#endif
+}
+
+// One k block [k0, k0 + count) of the MR x NR outputs y[i, j] (row stride N): x row i at
+// x + i * K and w row j at w + j * ldw, both already offset to k0. The first block stores its lane
+// sums, later blocks add theirs to y; the last adds the scalar tail (count % lanes, only the last
+// block has one since kKBlock is a multiple of every lane count) and the bias. Every path runs the
+// same blocks in the same order, which is what makes the result independent of M.
 template <int MR, int NR, typename W>
-HWY_INLINE void Tile(const MatmulArgs& a, const float* HWY_RESTRICT x, const W* HWY_RESTRICT w, int64_t n,
-                     float* HWY_RESTRICT y) {
+HWY_INLINE void TileBlock(const MatmulArgs& a, const float* HWY_RESTRICT x, const W* HWY_RESTRICT w, int64_t ldw,
+                          int64_t count, bool first, bool last, int64_t n, float* HWY_RESTRICT y) {
   const DF df;
   const int64_t K = a.K;
   const int64_t lanes = int64_t(hn::Lanes(df));
-  const int64_t k_vec = K - K % lanes;
+  const int64_t k_vec = count - count % lanes;
   VF acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = hn::Zero(df);
@@ -67,66 +112,99 @@ HWY_INLINE void Tile(const MatmulArgs& a, const float* HWY_RESTRICT x, const W* 
     VF xv[MR];
     for (int i = 0; i < MR; ++i) xv[i] = hn::LoadU(df, x + i * K + k);
     for (int j = 0; j < NR; ++j) {
-      const VF wv = LoadW(df, w + j * K + k);
+      const VF wv = LoadW(df, w + j * ldw + k);
       for (int i = 0; i < MR; ++i) acc[i][j] = hn::MulAdd(xv[i], wv, acc[i][j]);
     }
   }
+  // Lane sums four at a time (one shared shuffle tree); unused slots of a group sum zeros.
+  float sums[MR * NR + 3];
+  for (int g = 0; g < MR * NR; g += 4) {
+    VF v[4];
+    for (int e = 0; e < 4; ++e) v[e] = g + e < MR * NR ? acc[(g + e) / NR][(g + e) % NR] : hn::Zero(df);
+    SumOfLanes4(df, v[0], v[1], v[2], v[3], sums + g);
+  }
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
-      float s = hn::GetLane(hn::SumOfLanes(df, acc[i][j]));
-      for (int64_t k = k_vec; k < K; ++k) s += x[i * K + k] * ScalarW(w + j * K + k);
-      y[i * a.N + j] = s + BiasAt(a, n + j);
+      float s = sums[i * NR + j];
+      if (!first) s = y[i * a.N + j] + s;
+      if (last) {
+        for (int64_t k = k_vec; k < count; ++k) s += x[i * K + k] * ScalarW(w + j * ldw + k);
+        s += BiasAt(a, n + j);
+      }
+      y[i * a.N + j] = s;
     }
   }
 }
 
-// Outputs y[m .. m+MR, n0 .. n1) with w rows taken from `w` (row n at w + (n - n0) * K).
+// Block [k0, k0 + count) of outputs y[m .. m+MR, n0 .. n1); w row n at w + (n - n0) * ldw (offset to k0).
 template <int MR, int NR, typename W>
-HWY_INLINE void TileRow(const MatmulArgs& a, int64_t m, const W* w, int64_t n0, int64_t n1) {
-  const float* x = a.x + m * a.K;
+HWY_INLINE void TileRowBlock(const MatmulArgs& a, int64_t m, const W* w, int64_t ldw, int64_t n0, int64_t n1,
+                             int64_t k0, int64_t count) {
+  const float* x = a.x + m * a.K + k0;
   float* y = a.y + m * a.N;
+  const bool first = k0 == 0, last = k0 + count == a.K;
   int64_t n = n0;
-  for (; n + NR <= n1; n += NR) Tile<MR, NR>(a, x, w + (n - n0) * a.K, n, y + n);
-  for (; n < n1; ++n) Tile<MR, 1>(a, x, w + (n - n0) * a.K, n, y + n);
+  for (; n + NR <= n1; n += NR) TileBlock<MR, NR>(a, x, w + (n - n0) * ldw, ldw, count, first, last, n, y + n);
+  for (; n < n1; ++n) TileBlock<MR, 1>(a, x, w + (n - n0) * ldw, ldw, count, first, last, n, y + n);
+}
+
+// Streams each weight row once: for each group of NR rows, all k blocks, all M (<= 4) rows of x.
+template <int MR, int NR, typename W>
+HWY_INLINE void MatvecRows(const MatmulArgs& a, int64_t n0, int64_t n1) {
+  const W* w = static_cast<const W*>(a.w);
+  for (int64_t n = n0; n < n1; n += NR) {
+    const int64_t n_end = n + NR < n1 ? n + NR : n1;
+    for (int64_t k0 = 0; k0 < a.K || k0 == 0; k0 += kKBlock) {
+      const int64_t count = a.K - k0 < kKBlock ? a.K - k0 : kKBlock;
+      TileRowBlock<MR, NR>(a, 0, w + n * a.K + k0, a.K, n, n_end, k0, count);
+    }
+  }
 }
 
 template <typename W>
 void MatvecRangeT(const MatmulArgs& a, int64_t n0, int64_t n1) {
-  const W* w = static_cast<const W*>(a.w) + n0 * a.K;
   switch (a.M) {
-    case 1: TileRow<1, 8>(a, 0, w, n0, n1); break;
-    case 2: TileRow<2, 4>(a, 0, w, n0, n1); break;
-    case 3: TileRow<3, 4>(a, 0, w, n0, n1); break;
-    case 4: TileRow<4, 4>(a, 0, w, n0, n1); break;
+    case 1: MatvecRows<1, 8, W>(a, n0, n1); break;
+    case 2: MatvecRows<2, 4, W>(a, n0, n1); break;
+    case 3: MatvecRows<3, 4, W>(a, n0, n1); break;
+    case 4: MatvecRows<4, 4, W>(a, n0, n1); break;
     default: break;  // the caller routes larger M to MatmulPanel
   }
 }
 
-// Rows n0 .. n1 of w against every row of x. A bf16 panel is converted into `panel`
-// ((n1 - n0) * K floats) once, then stays in L2 while all rows of x stream past it.
+// Rows n0 .. n1 of w against every row of x, one k block at a time: a bf16 block of the panel is
+// converted into `panel` ((n1 - n0) * kKBlock floats) once and stays in L2 while all rows of x
+// pass over it; each x tile's k block (4 rows) stays in L1 across the panel.
 template <typename W>
 void MatmulPanelT(const MatmulArgs& a, int64_t n0, int64_t n1, float* HWY_RESTRICT panel) {
   const int64_t K = a.K;
-  const float* wp = nullptr;
-  if constexpr (sizeof(W) == 2) {
-    const DF df;
-    const int64_t lanes = int64_t(hn::Lanes(df));
-    const W* src = static_cast<const W*>(a.w) + n0 * K;
-    const int64_t count = (n1 - n0) * K;
-    int64_t i = 0;
-    for (; i + lanes <= count; i += lanes) hn::StoreU(LoadW(df, src + i), df, panel + i);
-    for (; i < count; ++i) panel[i] = ScalarW(src + i);
-    wp = panel;
-  } else {
-    wp = static_cast<const float*>(a.w) + n0 * K;
-  }
-  int64_t m = 0;
-  for (; m + 4 <= a.M; m += 4) TileRow<4, 4>(a, m, wp, n0, n1);
-  switch (a.M - m) {
-    case 1: TileRow<1, 4>(a, m, wp, n0, n1); break;
-    case 2: TileRow<2, 4>(a, m, wp, n0, n1); break;
-    case 3: TileRow<3, 4>(a, m, wp, n0, n1); break;
-    default: break;
+  for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kKBlock) {
+    const int64_t count = K - k0 < kKBlock ? K - k0 : kKBlock;
+    const float* wp = nullptr;
+    int64_t ldw = K;
+    if constexpr (sizeof(W) == 2) {
+      const DF df;
+      const int64_t lanes = int64_t(hn::Lanes(df));
+      for (int64_t r = 0; r < n1 - n0; ++r) {
+        const W* src = static_cast<const W*>(a.w) + (n0 + r) * K + k0;
+        float* dst = panel + r * count;
+        int64_t i = 0;
+        for (; i + lanes <= count; i += lanes) hn::StoreU(LoadW(df, src + i), df, dst + i);
+        for (; i < count; ++i) dst[i] = ScalarW(src + i);
+      }
+      wp = panel;
+      ldw = count;
+    } else {
+      wp = static_cast<const float*>(a.w) + n0 * K + k0;
+    }
+    int64_t m = 0;
+    for (; m + kTileM <= a.M; m += kTileM) TileRowBlock<kTileM, 4>(a, m, wp, ldw, n0, n1, k0, count);
+    switch (a.M - m) {
+      case 1: TileRowBlock<1, 4>(a, m, wp, ldw, n0, n1, k0, count); break;
+      case 2: TileRowBlock<2, 4>(a, m, wp, ldw, n0, n1, k0, count); break;
+      case 3: TileRowBlock<3, 4>(a, m, wp, ldw, n0, n1, k0, count); break;
+      default: break;
+    }
   }
 }
 
@@ -201,12 +279,13 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
     pool.parallel_for(N, grain, [&](int64_t n0, int64_t n1) { HWY_DYNAMIC_DISPATCH(MatvecRange)(a, n0, n1); });
     return;
   }
-  // A panel of `rows` f32 weight rows (≤ 256 KiB) stays in L2 while all of x streams past it.
-  const int64_t rows = std::clamp<int64_t>((int64_t(256) << 10) / (4 * std::max<int64_t>(1, K)) / 4 * 4, 4, 64);
+  // A panel of 64 weight rows x one k block (256 KiB in f32) stays in L2 while all of x streams past it.
+  const int64_t rows = 64;
   const int64_t num_panels = (N + rows - 1) / rows;
   pool.parallel_for(num_panels, 1, [&](int64_t p0, int64_t p1) {
     thread_local std::vector<float> panel;
-    if (a.w_bf16 && panel.size() < size_t(rows * K)) panel.resize(size_t(rows * K));
+    const size_t panel_floats = size_t(rows * std::min(K, kKBlock));
+    if (a.w_bf16 && panel.size() < panel_floats) panel.resize(panel_floats);
     for (int64_t p = p0; p < p1; ++p) {
       HWY_DYNAMIC_DISPATCH(MatmulPanel)(a, p * rows, std::min(N, (p + 1) * rows), panel.data());
     }
