@@ -1,0 +1,403 @@
+// kernels/cuda/attention.cu — paged attention on tensor cores (mma.sync bf16, f32 accumulation,
+// online softmax), one kernel for prefill and decode. A block owns one (row, kv head, m-tile,
+// KV split): its M rows are the row's (query token, head-in-group) pairs packed token-major, so
+// the G = hq / hkv query heads of a KV head share every K/V tile (GQA costs no extra reads).
+// K/V tiles are gathered through the block table with cp.async (zero-filled past the end) and
+// overlapped with compute (K of the next tile loads during P·V, V during the next Q·Kᵀ).
+// Decode (few query tokens, long context) splits the KV range over blocks (flash-decoding);
+// each split writes an unnormalised partial (O, max, sum) that attention_combine merges.
+// Scores: s = q·k·scale, optionally softcap·tanh(s / softcap), then causal / window masking;
+// the softmax runs in base 2 on s·log2(e).
+#include <algorithm>
+#include <mutex>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace rill::cuda {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+struct AttnKernelArgs {
+  const bf16* q;
+  const bf16* k_cache;
+  const bf16* v_cache;
+  bf16* out;
+  const int32_t* cu_seqlens_q;
+  const int32_t* context_lens;
+  const int32_t* block_tables;
+  int64_t tokens;
+  int hq, hkv, group;
+  int block_size, max_blocks_per_row;
+  float scale;
+  float softcap;
+  int window;
+  int splits;
+  float* part_o;   // [splits, tokens, hq, D] when splits > 1
+  float* part_ml;  // [splits, tokens, hq, 2]
+};
+
+template <int D, int kWarps, int kBN>
+struct AttnConfig {
+  static constexpr int kBM = 16 * kWarps;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kStride = D + 8;  // +16 bytes per row: conflict-free ldmatrix
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static constexpr bool kQInRegs = D <= 128;
+  static constexpr size_t kSmemBytes = size_t(kBM + 2 * kBN) * kStride * sizeof(bf16);
+};
+
+// Loads keys [tile_start, tile_start + kBN) of one kv head into smem (rows ≥ kv_end zero-filled).
+template <int D, int kBN, int kThreads>
+__device__ __forceinline__ void load_kv_tile(bf16* smem, const bf16* cache, const int32_t* table, int block_size,
+                                             int hkv, int kvh, int tile_start, int kv_end) {
+  constexpr int kChunks = D / 8, kStride = D + 8;
+#pragma unroll 4
+  for (int i = threadIdx.x; i < kBN * kChunks; i += kThreads) {
+    int r = i / kChunks, c = i % kChunks;
+    int kp = tile_start + r;
+    bool ok = kp < kv_end;
+    const bf16* src = cache;
+    if (ok) {
+      int64_t slot = int64_t(table[kp / block_size]) * block_size + kp % block_size;
+      src = cache + (slot * hkv + kvh) * D + c * 8;
+    }
+    cp_async16(smem + r * kStride + c * 8, src, ok);
+  }
+}
+
+template <int D, int kWarps, int kBN>
+__global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a) {
+  using Cfg = AttnConfig<D, kWarps, kBN>;
+  constexpr int kBM = Cfg::kBM, kStride = Cfg::kStride, kThreads = Cfg::kThreads;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* q_s = reinterpret_cast<bf16*>(smem_raw);
+  bf16* k_s = q_s + kBM * kStride;
+  bf16* v_s = k_s + kBN * kStride;
+
+  const int row = blockIdx.z / a.splits, split = blockIdx.z % a.splits;
+  const int kvh = blockIdx.y;
+  const int q_begin = a.cu_seqlens_q[row];
+  const int q_len = a.cu_seqlens_q[row + 1] - q_begin;
+  const int ctx = a.context_lens[row];
+  const int packed = q_len * a.group;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * kBM;  // heavy (late) tiles first under causality
+  if (m0 >= packed) return;
+  const int pos0 = ctx - q_len;  // absolute position of the row's first new token
+  const int qi_first = m0 / a.group;
+  const int qi_last = (min(m0 + kBM, packed) - 1) / a.group;
+  const int kv_end = min(ctx, pos0 + qi_last + 1);
+  const int kv_lo = a.window > 0 ? max(0, pos0 + qi_first - a.window + 1) : 0;
+  const int t_lo = kv_lo / kBN, t_hi = kv_end > 0 ? (kv_end + kBN - 1) / kBN : t_lo;
+  const int n_tiles_all = max(t_hi - t_lo, 0);
+  const int chunk = (n_tiles_all + a.splits - 1) / a.splits;
+  const int my_lo = t_lo + split * chunk;
+  const int my_hi = min(t_hi, my_lo + chunk);
+  const int n_tiles = max(my_hi - my_lo, 0);
+  const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, tig = lane % 4;
+
+  // Q tile: packed row m → token q_begin + m / group, head kvh * group + m % group.
+  for (int i = threadIdx.x; i < kBM * Cfg::kChunks; i += kThreads) {
+    int r = i / Cfg::kChunks, c = i % Cfg::kChunks;
+    int m = m0 + r;
+    bool ok = m < packed;
+    const bf16* src = a.q;
+    if (ok) {
+      int64_t token = q_begin + m / a.group;
+      int head = kvh * a.group + m % a.group;
+      src = a.q + (token * a.hq + head) * D + c * 8;
+    }
+    cp_async16(q_s + r * kStride + c * 8, src, ok);
+  }
+  cp_async_commit();
+  if (n_tiles > 0) {
+    load_kv_tile<D, kBN, kThreads>(k_s, a.k_cache, table, a.block_size, a.hkv, kvh, my_lo * kBN, kv_end);
+    cp_async_commit();
+    load_kv_tile<D, kBN, kThreads>(v_s, a.v_cache, table, a.block_size, a.hkv, kvh, my_lo * kBN, kv_end);
+    cp_async_commit();
+  }
+
+  // This thread's two rows (g and g + 8 of the warp's 16) and their query positions.
+  int qpos[2];
+  bool row_ok[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int m = m0 + warp * 16 + g + h * 8;
+    row_ok[h] = m < packed;
+    qpos[h] = pos0 + (row_ok[h] ? m / a.group : 0);
+  }
+  const bool warp_active = m0 + warp * 16 < packed;
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  uint32_t qf[Cfg::kQInRegs ? D / 16 : 1][4];
+
+  if (n_tiles > 0) {
+    cp_async_wait<1>();  // Q and K of the first tile
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  // A fragment (16x16): lanes 0-15 address rows 0-15 at column k0, lanes 16-31 at k0 + 8.
+  const bf16* q_frag_base = q_s + (warp * 16 + (lane % 16)) * kStride + (lane / 16) * 8;
+  if constexpr (Cfg::kQInRegs) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], q_frag_base + kk * 16);
+  }
+
+  const float scale_log2 = a.scale * kLog2e;
+  for (int t = 0; t < n_tiles; ++t) {
+    const int tile_start = (my_lo + t) * kBN;
+    if (t > 0) {
+      cp_async_wait<1>();  // K of this tile (V may still be in flight)
+      __syncthreads();
+    }
+    float s[kBN / 8][4];
+#pragma unroll
+    for (int i = 0; i < kBN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    if (warp_active) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t af[4];
+        if constexpr (Cfg::kQInRegs) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) af[i] = qf[kk][i];
+        } else {
+          ldmatrix_x4(af, q_frag_base + kk * 16);
+        }
+#pragma unroll
+        for (int nt2 = 0; nt2 < kBN / 16; ++nt2) {
+          // B fragments of two 8-key n-tiles: K stored [key][dim] is the column-major B.
+          uint32_t bf[4];
+          const bf16* p = k_s + (nt2 * 16 + (lane % 8) + (lane / 16) * 8) * kStride + kk * 16 + ((lane / 8) % 2) * 8;
+          ldmatrix_x4(bf, p);
+          mma_bf16_16816(s[2 * nt2], af, bf[0], bf[1]);
+          mma_bf16_16816(s[2 * nt2 + 1], af, bf[2], bf[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done reading k_s
+    if (t + 1 < n_tiles) {
+      load_kv_tile<D, kBN, kThreads>(k_s, a.k_cache, table, a.block_size, a.hkv, kvh, tile_start + kBN, kv_end);
+      cp_async_commit();
+    }
+
+    if (warp_active) {
+      // Scale, cap, mask; track the running max per row.
+      const bool full = tile_start + kBN <= pos0 + qi_first + 1 && tile_start + kBN <= ctx &&
+                        (a.window <= 0 || tile_start > pos0 + qi_last - a.window);
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x;
+          if (a.softcap > 0.f) x = a.softcap * tanhf(s[nt][e] * a.scale / a.softcap) * kLog2e;
+          else x = s[nt][e] * scale_log2;
+          if (!full) {
+            int h = e / 2;
+            int kp = tile_start + nt * 8 + tig * 2 + (e % 2);
+            bool ok = row_ok[h] && kp <= qpos[h] && kp < ctx && (a.window <= 0 || kp > qpos[h] - a.window);
+            x = ok ? x : -INFINITY;
+          }
+          s[nt][e] = x;
+        }
+      }
+      float alpha[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        float m_new = fmaxf(row_max[h], mx);
+        float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[h] = exp2f(row_max[h] - m_use);
+        row_max[h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt) {
+          s[nt][2 * h] = exp2f(s[nt][2 * h] - m_use);
+          s[nt][2 * h + 1] = exp2f(s[nt][2 * h + 1] - m_use);
+          sum += s[nt][2 * h] + s[nt][2 * h + 1];
+        }
+        row_sum[h] = row_sum[h] * alpha[h] + sum;
+      }
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt][0] *= alpha[0];
+        o[dt][1] *= alpha[0];
+        o[dt][2] *= alpha[1];
+        o[dt][3] *= alpha[1];
+      }
+    }
+
+    // V of this tile: the newest outstanding group may be K of the next tile.
+    if (t + 1 < n_tiles) {
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (warp_active) {
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk) {
+        // P as the A fragment: the C layout of two adjacent n-tiles is the A layout of one k-step.
+        uint32_t pf[4] = {float2_to_bf16x2(s[2 * kk][0], s[2 * kk][1]), float2_to_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                          float2_to_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                          float2_to_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dt2 = 0; dt2 < D / 16; ++dt2) {
+          // V stored [key][dim] is row-major B: load transposed.
+          uint32_t vf[4];
+          const bf16* p = v_s + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kStride + dt2 * 16 + (lane / 16) * 8;
+          ldmatrix_x4_trans(vf, p);
+          mma_bf16_16816(o[2 * dt2], pf, vf[0], vf[1]);
+          mma_bf16_16816(o[2 * dt2 + 1], pf, vf[2], vf[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done reading v_s
+    if (t + 1 < n_tiles) {
+      load_kv_tile<D, kBN, kThreads>(v_s, a.v_cache, table, a.block_size, a.hkv, kvh, tile_start + kBN, kv_end);
+      cp_async_commit();
+    }
+  }
+
+  if (!warp_active) return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (!row_ok[h]) continue;
+    int m = m0 + warp * 16 + g + h * 8;
+    int64_t token = q_begin + m / a.group;
+    int head = kvh * a.group + m % a.group;
+    int64_t idx = token * a.hq + head;
+    if (a.splits == 1) {
+      float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;
+      bf16* dst = a.out + idx * D + tig * 2;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        *reinterpret_cast<uint32_t*>(dst + dt * 8) = float2_to_bf16x2(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
+    } else {
+      int64_t pidx = int64_t(split) * a.tokens * a.hq + idx;
+      float* dst = a.part_o + pidx * D + tig * 2;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[dt][2 * h], o[dt][2 * h + 1]);
+      if (tig == 0) *reinterpret_cast<float2*>(a.part_ml + pidx * 2) = make_float2(row_max[h], row_sum[h]);
+    }
+  }
+}
+
+// Merges the splits' partials of one (token, head): weights 2^(m_s - M), skipping empty splits.
+template <int D>
+__global__ void attention_combine_kernel(const float* part_o, const float* part_ml, bf16* out, int64_t tokens,
+                                         int hq, int splits) {
+  int64_t idx = blockIdx.x;  // token * hq + head
+  int64_t stride = tokens * hq;
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[(s * stride + idx) * 2]);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.f, sum = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      float2 ml = *reinterpret_cast<const float2*>(part_ml + (s * stride + idx) * 2);
+      if (ml.x == -INFINITY || ml.y == 0.f) continue;
+      float w = exp2f(ml.x - mx);
+      sum += ml.y * w;
+      acc += part_o[(s * stride + idx) * D + d] * w;
+    }
+    out[idx * D + d] = __float2bfloat16_rn(sum > 0.f ? acc / sum : 0.f);
+  }
+}
+
+template <int D, int kWarps, int kBN>
+void run_attention(const AttentionArgs& a, int splits, cudaStream_t stream) {
+  using Cfg = AttnConfig<D, kWarps, kBN>;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<D, kWarps, kBN>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg::kSmemBytes)));
+  });
+  AttnKernelArgs k{};
+  k.q = static_cast<const bf16*>(a.q);
+  k.k_cache = static_cast<const bf16*>(a.k_cache);
+  k.v_cache = static_cast<const bf16*>(a.v_cache);
+  k.out = static_cast<bf16*>(a.out);
+  k.cu_seqlens_q = a.cu_seqlens_q;
+  k.context_lens = a.context_lens;
+  k.block_tables = a.block_tables;
+  k.tokens = a.tokens;
+  k.hq = a.hq;
+  k.hkv = a.hkv;
+  k.group = a.hq / a.hkv;
+  k.block_size = a.block_size;
+  k.max_blocks_per_row = a.max_blocks_per_row;
+  k.scale = a.scale;
+  k.softcap = a.softcap;
+  k.window = a.sliding_window;
+  k.splits = splits;
+  int64_t parts = int64_t(splits) * a.tokens * a.hq;
+  k.part_o = a.workspace;
+  k.part_ml = a.workspace ? a.workspace + parts * D : nullptr;
+  unsigned m_tiles = ceil_div(int64_t(a.max_seqlen_q) * k.group, Cfg::kBM);
+  dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows) * unsigned(splits));
+  attention_kernel<D, kWarps, kBN><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(k);
+  RILL_CUDA_CHECK_LAUNCH();
+  if (splits > 1) {
+    attention_combine_kernel<D><<<unsigned(a.tokens * a.hq), D < 128 ? D : 128, 0, stream>>>(
+        k.part_o, k.part_ml, k.out, a.tokens, a.hq, splits);
+    RILL_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <int D, int kBN>
+void dispatch_warps(const AttentionArgs& a, int warps, int splits, cudaStream_t stream) {
+  switch (warps) {
+    case 1: run_attention<D, 1, kBN>(a, splits, stream); return;
+    case 2: run_attention<D, 2, kBN>(a, splits, stream); return;
+    default: run_attention<D, 4, kBN>(a, splits, stream); return;
+  }
+}
+
+}  // namespace
+
+void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.tokens == 0 || a.num_rows == 0) return;
+  const int group = a.hq / a.hkv;
+  const int64_t packed = int64_t(a.max_seqlen_q) * group;
+  const int warps = packed <= 16 ? 1 : packed <= 32 ? 2 : 4;
+  const int bn = a.head_dim <= 128 ? 64 : 32;
+  const int64_t m_tiles = (packed + 16 * warps - 1) / (16 * warps);
+  const int64_t blocks = m_tiles * a.hkv * a.num_rows;
+  const int64_t kv_tiles = (int64_t(a.max_context_len) + bn - 1) / bn;
+  // Split the KV range when the grid cannot fill the GPU: aim for a few waves of blocks.
+  int64_t splits = 1;
+  const int64_t target = int64_t(a.num_sms) * (warps == 1 ? 4 : 2);
+  if (blocks < target) splits = std::min<int64_t>((target + blocks - 1) / blocks, kv_tiles);
+  splits = std::min<int64_t>(splits, 64);
+  if (a.force_splits > 0) splits = a.force_splits;
+  const int64_t bytes_per_split = a.tokens * a.hq * int64_t(a.head_dim + 2) * int64_t(sizeof(float));
+  if (!a.workspace) splits = 1;
+  else splits = std::max<int64_t>(1, std::min<int64_t>(splits, int64_t(a.workspace_bytes) / bytes_per_split));
+  switch (a.head_dim) {
+    case 64: dispatch_warps<64, 64>(a, warps, int(splits), stream); return;
+    case 128: dispatch_warps<128, 64>(a, warps, int(splits), stream); return;
+    case 256: dispatch_warps<256, 32>(a, warps, int(splits), stream); return;
+    default: throw_error("[attention] head_dim must be 64, 128 or 256");
+  }
+}
+
+}  // namespace rill::cuda

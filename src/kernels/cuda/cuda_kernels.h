@@ -1,0 +1,74 @@
+// kernels/cuda/cuda_kernels.h — CudaKernels: the CUDA implementation of Kernels (bf16
+// activations, f32 accumulation) on one device and one non-blocking stream. Exposes the stream
+// so the model can capture whole steps into CUDA graphs; every op only enqueues work (nothing
+// synchronises except download/synchronize and the first, timed call of a new matmul shape,
+// which is skipped while the stream is capturing). Workspaces are allocated once at creation,
+// so no op allocates.
+#pragma once
+
+#include <memory>
+
+#include "core/buffer.h"
+#include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/kernels.h"
+
+namespace rill::cuda {
+
+class CudaKernels final : public Kernels {
+ public:
+  explicit CudaKernels(int device_ordinal);
+  ~CudaKernels() override;
+
+  Device device() const override { return Device::cuda; }
+  DType activation_dtype() const override { return DType::bf16; }
+  Allocator& allocator() override { return allocator_; }
+  void upload(const void* host, Tensor dst) override;
+  void download(const Tensor& src, void* host) override;
+  void synchronize() override;
+
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  void rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) override;
+  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) override;
+  void rope(Tensor& q, Tensor& k, const Tensor& positions, const RopeTable& table) override;
+  void store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvLayer& cache) override;
+  void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const AttentionBatch& batch, const RopeTable& table,
+                     KvLayer& cache) override;
+  void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch, const AttentionParams& p,
+                 Tensor& out) override;
+  void swiglu(const Tensor& x, Tensor& y) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& index, Tensor& out) override;
+  void argmax(const Tensor& x, Tensor& out) override;
+  void softmax(const Tensor& x, Tensor& out) override;
+  void convert(const Tensor& x, Tensor& out) override;
+  /// Defined in sampling.cu (the engine's file). Until that file exists backend.cpp defines a
+  /// stub that throws; the stub disappears when sampling.cu is present (see backend.cpp).
+  void sample(const SampleArgs& args) override;
+  void copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) override;
+  /// Free device memory plus what this backend's allocator holds cached.
+  size_t free_memory() override;
+
+  /// The stream every op is enqueued on (capture it to build a graph of a step).
+  cudaStream_t stream() const { return stream_.get(); }
+  const DeviceInfo& info() const { return info_; }
+  CachingAllocator& caching_allocator() { return allocator_; }
+  MatmulEngine& matmul_engine() { return *matmul_; }
+  /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
+  void set_attention_splits(int splits) { attention_splits_ = splits; }
+
+ private:
+  DeviceInfo info_;
+  CachingAllocator allocator_;
+  Stream stream_;
+  CublasLtHandle lt_;
+  Buffer lt_workspace_;
+  Buffer splitk_workspace_;
+  Buffer attention_workspace_;
+  std::unique_ptr<MatmulEngine> matmul_;
+  int attention_splits_ = 0;
+};
+
+}  // namespace rill::cuda

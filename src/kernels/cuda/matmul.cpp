@@ -1,0 +1,213 @@
+// kernels/cuda/matmul.cpp — per-shape plans for MatmulEngine: cuBLASLt descriptors and heuristic
+// algorithms, the matvec alternative for M ≤ 8, and the timed choice between them.
+// Row-major y[M,N] = x[M,K]·w[N,K]ᵀ is column-major yᵀ[N,M] = op(w)·xᵀ with op = transpose:
+// A = w (K×N, ld K, transposed), B = x (K×M, ld K), C = D = yᵀ (N×M, ld N); the bias is
+// per row of D, i.e. per output feature.
+#include "kernels/cuda/matmul.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/runtime.h"
+
+namespace rill::cuda {
+
+struct MatmulEngine::Plan {
+  MatmulShape shape;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  std::vector<cublasLtMatmulHeuristicResult_t> algos;
+  bool chosen = false;
+  MatmulChoice choice;
+
+  ~Plan() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+  }
+};
+
+std::string MatmulChoice::describe() const {
+  if (path == Path::matvec) return fmt::format("matvec(split={})", splits);
+  return fmt::format("cublaslt(algo#{})", algo_index);
+}
+
+namespace {
+int pointer_alignment(const void* p) {
+  auto u = reinterpret_cast<uintptr_t>(p);
+  int align = 256;
+  while (align > 1 && u % uintptr_t(align) != 0) align /= 2;
+  return align;
+}
+}  // namespace
+
+MatmulEngine::MatmulEngine(cublasLtHandle_t lt, cudaStream_t stream, void* lt_workspace, size_t lt_workspace_bytes,
+                           float* splitk_workspace, size_t splitk_bytes, int num_sms)
+    : lt_(lt),
+      stream_(stream),
+      lt_workspace_(lt_workspace),
+      lt_workspace_bytes_(lt_workspace_bytes),
+      splitk_workspace_(splitk_workspace),
+      splitk_bytes_(splitk_bytes),
+      num_sms_(num_sms) {}
+
+MatmulEngine::~MatmulEngine() = default;
+
+bool MatmulEngine::matvec_ok(const MatmulShape& s) const { return s.m <= 8 && s.k % 8 == 0 && s.align >= 16; }
+
+MatmulEngine::Plan& MatmulEngine::plan_for(const MatmulShape& shape) {
+  auto it = plans_.find(shape);
+  if (it != plans_.end()) return *it->second;
+  auto plan = std::make_unique<Plan>();
+  plan->shape = shape;
+  RILL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  RILL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  RILL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (shape.bias) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cudaDataType_t bias_type = CUDA_R_16BF;
+    RILL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    RILL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                     sizeof(bias_type)));
+  }
+  RILL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, uint64_t(shape.k), uint64_t(shape.n), shape.k));
+  RILL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, uint64_t(shape.k), uint64_t(shape.m), shape.k));
+  RILL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_16BF, uint64_t(shape.n), uint64_t(shape.m), shape.n));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  RILL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = lt_workspace_bytes_;
+  uint32_t align = uint32_t(shape.align);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof(align));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof(align));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof(align));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof(align));
+  constexpr int kMaxAlgos = 6;
+  cublasLtMatmulHeuristicResult_t results[kMaxAlgos] = {};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref,
+                                                     kMaxAlgos, results, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) RILL_CUBLAS_CHECK(st);
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->algos.push_back(results[i]);
+  if (plan->algos.empty() && !matvec_ok(shape))
+    fail("[matmul] cuBLASLt has no algorithm for M={} N={} K={} (bias {}, alignment {})", shape.m, shape.n, shape.k,
+         shape.bias, shape.align);
+  Plan& ref = *plan;
+  plans_.emplace(shape, std::move(plan));
+  return ref;
+}
+
+void MatmulEngine::run_plan(Plan& plan, const MatmulChoice& c, const void* x, const void* w, const void* bias,
+                            void* y) {
+  const MatmulShape& s = plan.shape;
+  if (c.path == MatmulChoice::Path::matvec) {
+    MatvecArgs a;
+    a.x = x;
+    a.w = w;
+    a.bias = bias;
+    a.y = y;
+    a.m = int(s.m);
+    a.n = s.n;
+    a.k = s.k;
+    a.splits = c.splits;
+    a.workspace = splitk_workspace_;
+    launch_matvec(a, stream_);
+    return;
+  }
+  RILL_CHECK(c.algo_index < int(plan.algos.size()), "matmul algorithm index {} of {}", c.algo_index,
+             plan.algos.size());
+  if (s.bias)
+    RILL_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  const float alpha = 1.f, beta = 0.f;
+  RILL_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y, plan.c, y, plan.c,
+                                   &plan.algos[size_t(c.algo_index)].algo, lt_workspace_, lt_workspace_bytes_,
+                                   stream_));
+}
+
+std::vector<MatmulChoice> MatmulEngine::candidates(const void* x, const void* w, const void* bias, void* y, int64_t m,
+                                                   int64_t n, int64_t k) {
+  MatmulShape shape{m, n, k, bias != nullptr,
+                    std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)})};
+  Plan& plan = plan_for(shape);
+  std::vector<MatmulChoice> out;
+  if (matvec_ok(shape)) {
+    int max_splits = int(std::min<int64_t>(16, int64_t(splitk_bytes_ / sizeof(float)) / std::max<int64_t>(1, m * n)));
+    int def = std::min(matvec_default_splits(n, k, num_sms_), std::max(1, max_splits));
+    out.push_back({MatmulChoice::Path::matvec, 1, 0});
+    if (def > 1) out.push_back({MatmulChoice::Path::matvec, def, 0});
+    if (def * 2 <= max_splits && def > 1) out.push_back({MatmulChoice::Path::matvec, def * 2, 0});
+  }
+  for (int i = 0; i < int(plan.algos.size()); ++i) out.push_back({MatmulChoice::Path::cublaslt, 1, i});
+  return out;
+}
+
+MatmulChoice MatmulEngine::choose(Plan& plan, const void* x, const void* w, const void* bias, void* y) {
+  const MatmulShape& s = plan.shape;
+  std::vector<MatmulChoice> cands = candidates(x, w, bias, y, s.m, s.n, s.k);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  RILL_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
+  if (!autotune_ || status != cudaStreamCaptureStatusNone || cands.size() == 1) {
+    // Untimed rule: matvec with the heuristic split for skinny shapes, else cuBLASLt's first pick.
+    if (matvec_ok(s)) return cands.size() > 1 && cands[1].path == MatmulChoice::Path::matvec ? cands[1] : cands[0];
+    return cands[0];
+  }
+  Event start = Event::create(), stop = Event::create();
+  float best_ms = 1e30f;
+  MatmulChoice best = cands[0];
+  for (const MatmulChoice& c : cands) {
+    run_plan(plan, c, x, w, bias, y);  // warm-up
+    constexpr int kReps = 5;
+    start.record(stream_);
+    for (int r = 0; r < kReps; ++r) run_plan(plan, c, x, w, bias, y);
+    stop.record(stream_);
+    stop.synchronize();
+    float ms = Event::elapsed_ms(start, stop) / kReps;
+    if (ms < best_ms) best_ms = ms, best = c;
+  }
+  logger().debug("matmul M={} N={} K={} bias={}: {} ({:.1f} us)", s.m, s.n, s.k, s.bias, best.describe(),
+                 best_ms * 1e3);
+  return best;
+}
+
+void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k) {
+  if (m == 0 || n == 0) return;
+  MatmulShape shape{m, n, k, bias != nullptr,
+                    std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)})};
+  Plan& plan = plan_for(shape);
+  if (!plan.chosen) {
+    plan.choice = choose(plan, x, w, bias, y);
+    plan.chosen = true;
+  }
+  run_plan(plan, plan.choice, x, w, bias, y);
+}
+
+void MatmulEngine::run_with(const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y, int64_t m,
+                            int64_t n, int64_t k) {
+  MatmulShape shape{m, n, k, bias != nullptr,
+                    std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)})};
+  Plan& plan = plan_for(shape);
+  if (c.path == MatmulChoice::Path::matvec && !matvec_ok(shape)) fail("[matmul] matvec does not apply to M={}", m);
+  if (c.path == MatmulChoice::Path::matvec &&
+      c.splits > 1 && size_t(c.splits) * size_t(m * n) * sizeof(float) > splitk_bytes_)
+    fail("[matmul] split {} exceeds the split-K workspace", c.splits);
+  run_plan(plan, c, x, w, bias, y);
+}
+
+const MatmulChoice* MatmulEngine::cached_choice(int64_t m, int64_t n, int64_t k, bool bias) const {
+  for (auto& [shape, plan] : plans_)
+    if (shape.m == m && shape.n == n && shape.k == k && shape.bias == bias && plan->chosen) return &plan->choice;
+  return nullptr;
+}
+
+}  // namespace rill::cuda

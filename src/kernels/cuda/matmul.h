@@ -1,0 +1,75 @@
+// kernels/cuda/matmul.h — MatmulEngine: y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias) in bf16 with f32
+// accumulation, through cuBLASLt or, for M ≤ 8, the hand-written matvec. The path (and the
+// cuBLASLt algorithm, and the matvec split-K factor) is chosen once per shape and cached: by
+// timing the candidates on the first call when autotuning is on and the stream is not capturing
+// a graph, else by the cuBLASLt heuristic and a fixed rule. Not thread-safe (one stream).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace rill::cuda {
+
+struct MatmulShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool bias = false;
+  int align = 256;  ///< smallest pointer alignment of x, w, y (bytes, power of two ≤ 256)
+  auto tie() const { return std::tie(m, n, k, bias, align); }
+  bool operator<(const MatmulShape& o) const { return tie() < o.tie(); }
+};
+
+/// One way of computing a shape.
+struct MatmulChoice {
+  enum class Path { cublaslt, matvec } path = Path::cublaslt;
+  int splits = 1;             ///< matvec split-K factor
+  int algo_index = 0;         ///< index into the plan's heuristic results (cublaslt)
+  std::string describe() const;
+};
+
+class MatmulEngine {
+ public:
+  /// The workspaces stay owned by the caller and must outlive the engine.
+  MatmulEngine(cublasLtHandle_t lt, cudaStream_t stream, void* lt_workspace, size_t lt_workspace_bytes,
+               float* splitk_workspace, size_t splitk_bytes, int num_sms);
+  ~MatmulEngine();
+  MatmulEngine(const MatmulEngine&) = delete;
+  MatmulEngine& operator=(const MatmulEngine&) = delete;
+
+  /// Computes y; all pointers are device pointers to contiguous bf16 data.
+  void run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k);
+  /// Computes y with a given choice (benchmarks, tests); throws when the choice does not apply.
+  void run_with(const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y, int64_t m,
+                int64_t n, int64_t k);
+  /// The choice cached for a shape after run() (tests, benchmarks); nullptr when none.
+  const MatmulChoice* cached_choice(int64_t m, int64_t n, int64_t k, bool bias) const;
+  /// The candidates run() considers for a shape.
+  std::vector<MatmulChoice> candidates(const void* x, const void* w, const void* bias, void* y, int64_t m,
+                                       int64_t n, int64_t k);
+  void set_autotune(bool on) { autotune_ = on; }
+
+ private:
+  struct Plan;
+  Plan& plan_for(const MatmulShape& shape);
+  void run_plan(Plan& plan, const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y);
+  MatmulChoice choose(Plan& plan, const void* x, const void* w, const void* bias, void* y);
+  bool matvec_ok(const MatmulShape& s) const;
+
+  cublasLtHandle_t lt_;
+  cudaStream_t stream_;
+  void* lt_workspace_;
+  size_t lt_workspace_bytes_;
+  float* splitk_workspace_;
+  size_t splitk_bytes_;
+  int num_sms_;
+  bool autotune_ = true;
+  std::map<MatmulShape, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace rill::cuda

@@ -1,0 +1,112 @@
+// kernels/cuda/ops.h — host launchers of the CUDA kernels, one per op (defined in <op>.cu).
+// They take raw device pointers whose shapes backend.cpp has already checked; they enqueue on
+// the given stream, check the launch, and never synchronise. Nothing here allocates.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace rill::cuda {
+
+struct RmsNormArgs {
+  const void* x = nullptr;   ///< bf16 [rows, dim]
+  void* residual = nullptr;  ///< bf16 [rows, dim]; when set: residual += x, normalise residual
+  const void* w = nullptr;   ///< [dim], w_dtype
+  DType w_dtype = DType::bf16;
+  void* y = nullptr;         ///< bf16 [rows, dim]
+  int64_t rows = 0;
+  int64_t dim = 0;
+  float eps = 1e-6f;
+  bool one_plus_weight = false;
+  bool scale_in_fp32 = false;
+};
+void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
+
+struct RopeArgs {
+  void* q = nullptr;                ///< bf16 [tokens, hq, head_dim], rotated in place
+  void* k = nullptr;                ///< bf16 [tokens, hkv, head_dim], rotated in place
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;  ///< [rotary_dim / 2]
+  int64_t tokens = 0;
+  int hq = 0, hkv = 0, head_dim = 0, rotary_dim = 0;
+  float attention_factor = 1.f;
+  // Fused store (rope_store_kv) when k_cache is set: rotated k and v go to slot_mapping.
+  const void* v = nullptr;
+  const int32_t* slot_mapping = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  int64_t num_slots = 0;  ///< slots ≥ num_slots are skipped like negative ones
+};
+void launch_rope(const RopeArgs& a, cudaStream_t stream);
+
+/// Copies k/v rows ([tokens, row_elems] bf16) to the caches at slot_mapping (slots outside
+/// [0, num_slots) are skipped: padding tokens).
+void launch_store_kv(const void* k, const void* v, const int32_t* slot_mapping, void* k_cache,
+                     void* v_cache, int64_t tokens, int64_t row_elems, int64_t num_slots, cudaStream_t stream);
+
+struct AttentionArgs {
+  const void* q = nullptr;  ///< bf16 [tokens, hq, head_dim]
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;  ///< bf16 [num_blocks, block_size, hkv, head_dim]
+  void* out = nullptr;            ///< bf16 [tokens, hq, head_dim]
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* context_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  int64_t tokens = 0;
+  int num_rows = 0;
+  int max_blocks_per_row = 0;
+  int block_size = 0;
+  int max_seqlen_q = 0;
+  int max_context_len = 0;
+  int hq = 0, hkv = 0, head_dim = 0;
+  float scale = 1.f;
+  int sliding_window = 0;
+  float softcap = 0.f;
+  // Split-KV workspace (f32); may be null, then no split is used.
+  float* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  int num_sms = 132;
+  int force_splits = 0;  ///< > 0: use exactly this many splits (tests, benchmarks)
+};
+void launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+/// y[M, I] = bf16(bf16(silu(x[:, :I])) * x[:, I:]) for bf16 x [M, 2I].
+void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream);
+/// out bf16 [T, H] = table[ids]; out-of-range ids give zero rows.
+void launch_embedding(const int32_t* ids, const void* table, DType table_dtype, void* out, int64_t tokens,
+                      int64_t hidden, int64_t vocab, cudaStream_t stream);
+/// out = a + b elementwise (f32 or bf16, all the same dtype).
+void launch_add(const void* a, const void* b, void* out, int64_t n, DType dtype, cudaStream_t stream);
+/// out[r] = x[index[r]] for rows of row_bytes bytes; out-of-range indices give zero rows.
+void launch_gather_rows(const void* x, const int32_t* index, void* out, int64_t rows, int64_t row_bytes,
+                        int64_t src_rows, cudaStream_t stream);
+/// out i32 [rows] = argmax per row of x [rows, cols] (f32 or bf16); lowest index wins ties, NaN is largest.
+void launch_argmax(const void* x, DType dtype, int32_t* out, int64_t rows, int64_t cols, cudaStream_t stream);
+/// out f32 [rows, cols] = softmax per row of x (f32 or bf16).
+void launch_softmax(const void* x, DType dtype, float* out, int64_t rows, int64_t cols, cudaStream_t stream);
+/// Copies whole KV blocks src_dst[i, 0] → src_dst[i, 1] ([n, 2] i32 on device) in k and v; ids
+/// outside [0, num_blocks) are skipped.
+void launch_copy_kv_blocks(void* k_cache, void* v_cache, const int32_t* src_dst, int64_t n, int64_t block_bytes,
+                           int64_t num_blocks, cudaStream_t stream);
+/// Elementwise f32/f16/bf16 conversion (round to nearest even).
+void launch_convert(const void* x, DType from, void* out, DType to, int64_t n, cudaStream_t stream);
+
+struct MatvecArgs {
+  const void* x = nullptr;     ///< bf16 [m, k], 16-byte aligned rows
+  const void* w = nullptr;     ///< bf16 [n, k]
+  const void* bias = nullptr;  ///< bf16 [n] or null
+  void* y = nullptr;           ///< bf16 [m, n]
+  int m = 0;                   ///< 1..8
+  int64_t n = 0, k = 0;        ///< k % 8 == 0
+  int splits = 1;              ///< split-K factor; > 1 needs workspace of splits * m * n floats
+  float* workspace = nullptr;
+};
+/// Skinny GEMM for m ≤ 8: streams w once with 16-byte loads; split-K reduces in a second kernel.
+void launch_matvec(const MatvecArgs& a, cudaStream_t stream);
+/// Split-K factor the heuristic picks for a matvec shape on a GPU with num_sms SMs.
+int matvec_default_splits(int64_t n, int64_t k, int num_sms);
+
+}  // namespace rill::cuda

@@ -1,0 +1,113 @@
+// kernels/cuda/rope.cu — rotary embedding (rotate-half pairing, partial rotary), the paged KV
+// store, their fusion (rope_store_kv), and whole-block KV copies (copy-on-write). Numerics follow HF: angle = float(pos) * inv_freq[j]
+// in f32, cos/sin scaled by attention_factor and rounded to bf16, then
+// q' = bf16(bf16(q * cos) + bf16(rotate_half(q) * sin)) — three bf16 ops as torch runs them.
+// Cache layout [num_blocks, block_size, hkv, head_dim] is linear in slot = block * block_size +
+// offset, so a token's k row lands at slot * hkv * head_dim. Slots outside the cache (negative: padding) are skipped.
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace rill::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxHalf = 512;  // rotary_dim / 2 bound (head_dim ≤ 1024)
+
+// Copies one token's row of `elems` bf16 to the cache row at `slot` (16-byte units when possible).
+__device__ __forceinline__ void copy_row(const bf16* src, bf16* dst, int64_t elems, bool vec) {
+  if (vec) {
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (int64_t i = threadIdx.x; i < elems / 8; i += blockDim.x) d[i] = s[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < elems; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+__global__ void rope_kernel(RopeArgs a, bool vec) {
+  __shared__ float cos_s[kMaxHalf], sin_s[kMaxHalf];
+  int64_t t = blockIdx.x;
+  int half = a.rotary_dim / 2;
+  float pos = float(a.positions[t]);
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    float ang = pos * a.inv_freq[j];
+    cos_s[j] = round_bf16(cosf(ang) * a.attention_factor);
+    sin_s[j] = round_bf16(sinf(ang) * a.attention_factor);
+  }
+  __syncthreads();
+  bf16* q = static_cast<bf16*>(a.q) + t * a.hq * a.head_dim;
+  bf16* k = static_cast<bf16*>(a.k) + t * a.hkv * a.head_dim;
+  int pairs = (a.hq + a.hkv) * half;
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+    int h = i / half, j = i - h * half;
+    bf16* base = h < a.hq ? q + h * a.head_dim : k + (h - a.hq) * a.head_dim;
+    float x1 = __bfloat162float(base[j]), x2 = __bfloat162float(base[j + half]);
+    float c = cos_s[j], s = sin_s[j];
+    float o1 = round_bf16(x1 * c) + round_bf16(-x2 * s);
+    float o2 = round_bf16(x2 * c) + round_bf16(x1 * s);
+    base[j] = __float2bfloat16_rn(o1);
+    base[j + half] = __float2bfloat16_rn(o2);
+  }
+  if (!a.k_cache) return;
+  __syncthreads();  // the rotated k row is written by other threads of this block
+  int32_t slot = a.slot_mapping[t];
+  if (slot < 0 || slot >= a.num_slots) return;
+  int64_t row = int64_t(a.hkv) * a.head_dim;
+  copy_row(k, static_cast<bf16*>(a.k_cache) + slot * row, row, vec);
+  copy_row(static_cast<const bf16*>(a.v) + t * row, static_cast<bf16*>(a.v_cache) + slot * row, row, vec);
+}
+
+__global__ void store_kv_kernel(const bf16* k, const bf16* v, const int32_t* slot_mapping, bf16* k_cache,
+                                bf16* v_cache, int64_t row, int64_t num_slots, bool vec) {
+  int64_t t = blockIdx.x;
+  int32_t slot = slot_mapping[t];
+  if (slot < 0 || slot >= num_slots) return;
+  copy_row(k + t * row, k_cache + slot * row, row, vec);
+  copy_row(v + t * row, v_cache + slot * row, row, vec);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// One block per (pair, k or v): 16-byte copies of a whole KV block.
+__global__ void copy_blocks_kernel(uint4* k_cache, uint4* v_cache, const int32_t* src_dst, int64_t block_vecs,
+                                   int64_t num_blocks) {
+  int32_t src = src_dst[2 * blockIdx.x], dst = src_dst[2 * blockIdx.x + 1];
+  if (src < 0 || dst < 0 || src >= num_blocks || dst >= num_blocks) return;
+  uint4* base = blockIdx.y == 0 ? k_cache : v_cache;
+  for (int64_t i = threadIdx.x; i < block_vecs; i += blockDim.x)
+    base[int64_t(dst) * block_vecs + i] = base[int64_t(src) * block_vecs + i];
+}
+
+}  // namespace
+
+void launch_rope(const RopeArgs& a, cudaStream_t stream) {
+  if (a.tokens == 0) return;
+  if (a.rotary_dim / 2 > kMaxHalf) throw_error("[rope] rotary_dim above 1024 is not supported");
+  int64_t row = int64_t(a.hkv) * a.head_dim;
+  bool vec = row % 8 == 0 && aligned16(a.k) && aligned16(a.v) && aligned16(a.k_cache) && aligned16(a.v_cache);
+  rope_kernel<<<unsigned(a.tokens), kThreads, 0, stream>>>(a, vec);
+  RILL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_copy_kv_blocks(void* k_cache, void* v_cache, const int32_t* src_dst, int64_t n, int64_t block_bytes,
+                           int64_t num_blocks, cudaStream_t stream) {
+  if (n == 0) return;
+  if (block_bytes % 16 != 0 || !aligned16(k_cache) || !aligned16(v_cache))
+    throw_error("[copy_kv_blocks] KV blocks must be multiples of 16 bytes, 16-byte aligned");
+  copy_blocks_kernel<<<dim3(unsigned(n), 2), 256, 0, stream>>>(static_cast<uint4*>(k_cache), static_cast<uint4*>(v_cache),
+                                                              src_dst, block_bytes / 16, num_blocks);
+  RILL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_store_kv(const void* k, const void* v, const int32_t* slot_mapping, void* k_cache, void* v_cache,
+                     int64_t tokens, int64_t row_elems, int64_t num_slots, cudaStream_t stream) {
+  if (tokens == 0) return;
+  bool vec = row_elems % 8 == 0 && aligned16(k) && aligned16(v) && aligned16(k_cache) && aligned16(v_cache);
+  store_kv_kernel<<<unsigned(tokens), 128, 0, stream>>>(static_cast<const bf16*>(k), static_cast<const bf16*>(v),
+                                                         slot_mapping, static_cast<bf16*>(k_cache),
+                                                         static_cast<bf16*>(v_cache), row_elems, num_slots, vec);
+  RILL_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace rill::cuda
