@@ -8,5 +8,6 @@ namespace rill::cli {
 void add_run_command(CLI::App& app);         ///< cmd_run.cpp: rill run
 void add_make_model_command(CLI::App& app);  ///< cmd_make_model.cpp: rill make-model
 void add_bench_command(CLI::App& app);       ///< cmd_bench.cpp: rill bench
+void add_template_command(CLI::App& app);    ///< cmd_template.cpp: rill template
 
 }  // namespace rill::cli
