@@ -9,6 +9,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "kernels/cpu/simd-inl.h"
 
 #include <cmath>
 #include <cstdint>
@@ -42,34 +43,68 @@ namespace rill::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
+// Keys per block: their K (or V) rows of one head stay in L1 while every query of the tile uses them.
+constexpr int64_t kKeyBlock = 32;
 
-HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
+// out[e] = q · k[e] for four key rows of length D (SumOfLanes4 keeps each result independent of
+// which keys share the call).
+HWY_INLINE void Dot4(const float* HWY_RESTRICT q, const float* const* k, int64_t D, float* HWY_RESTRICT out) {
   const DF df;
   const int64_t lanes = int64_t(hn::Lanes(df));
-  VF acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  VF a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
   int64_t i = 0;
-  for (; i + 2 * lanes <= n; i += 2 * lanes) {
-    acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
-    acc1 = hn::MulAdd(hn::LoadU(df, a + i + lanes), hn::LoadU(df, b + i + lanes), acc1);
+  for (; i + 2 * lanes <= D; i += 2 * lanes) {
+    const VF q0 = hn::LoadU(df, q + i), q1 = hn::LoadU(df, q + i + lanes);
+    a0 = hn::MulAdd(q0, hn::LoadU(df, k[0] + i), a0);
+    a1 = hn::MulAdd(q0, hn::LoadU(df, k[1] + i), a1);
+    a2 = hn::MulAdd(q0, hn::LoadU(df, k[2] + i), a2);
+    a3 = hn::MulAdd(q0, hn::LoadU(df, k[3] + i), a3);
+    b0 = hn::MulAdd(q1, hn::LoadU(df, k[0] + i + lanes), b0);
+    b1 = hn::MulAdd(q1, hn::LoadU(df, k[1] + i + lanes), b1);
+    b2 = hn::MulAdd(q1, hn::LoadU(df, k[2] + i + lanes), b2);
+    b3 = hn::MulAdd(q1, hn::LoadU(df, k[3] + i + lanes), b3);
   }
-  for (; i + lanes <= n; i += lanes) acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
-  float s = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
+  if (i + lanes <= D) {
+    const VF q0 = hn::LoadU(df, q + i);
+    a0 = hn::MulAdd(q0, hn::LoadU(df, k[0] + i), a0);
+    a1 = hn::MulAdd(q0, hn::LoadU(df, k[1] + i), a1);
+    a2 = hn::MulAdd(q0, hn::LoadU(df, k[2] + i), a2);
+    a3 = hn::MulAdd(q0, hn::LoadU(df, k[3] + i), a3);
+    i += lanes;
+  }
+  SumOfLanes4(df, hn::Add(a0, b0), hn::Add(a1, b1), hn::Add(a2, b2), hn::Add(a3, b3), out);
+  for (; i < D; ++i)
+    for (int e = 0; e < 4; ++e) out[e] += q[i] * k[e][i];
 }
 
-// acc[0..n) += p * v[0..n)
-HWY_INLINE void Axpy(float p, const float* HWY_RESTRICT v, float* HWY_RESTRICT acc, int64_t n) {
+// acc[0..D) += Σ_e p[e] * v[e][0..D) for n keys in order, with NV vectors of acc held in registers
+// per sweep over the keys (each lane still sums its keys in key order).
+template <int NV>
+HWY_INLINE int64_t AccumulateChunks(const float* HWY_RESTRICT p, const float* const* v, int64_t n, int64_t d0,
+                                    int64_t D, float* HWY_RESTRICT acc) {
   const DF df;
   const int64_t lanes = int64_t(hn::Lanes(df));
-  const VF pv = hn::Set(df, p);
-  int64_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    hn::StoreU(hn::MulAdd(pv, hn::LoadU(df, v + i), hn::LoadU(df, acc + i)), df, acc + i);
+  for (; d0 + NV * lanes <= D; d0 += NV * lanes) {
+    VF c[NV];
+    for (int i = 0; i < NV; ++i) c[i] = hn::LoadU(df, acc + d0 + i * lanes);
+    for (int64_t e = 0; e < n; ++e) {
+      const VF pe = hn::Set(df, p[e]);
+      const float* ve = v[e] + d0;
+      for (int i = 0; i < NV; ++i) c[i] = hn::MulAdd(pe, hn::LoadU(df, ve + i * lanes), c[i]);
+    }
+    for (int i = 0; i < NV; ++i) hn::StoreU(c[i], df, acc + d0 + i * lanes);
   }
-  for (; i < n; ++i) acc[i] += p * v[i];
+  return d0;
+}
+
+HWY_INLINE void AccumulateV(const float* HWY_RESTRICT p, const float* const* v, int64_t n, int64_t D,
+                            float* HWY_RESTRICT acc) {
+  // Eight independent FMA chains hide the FMA latency (one chain per vector of acc).
+  int64_t d = AccumulateChunks<8>(p, v, n, 0, D, acc);
+  d = AccumulateChunks<4>(p, v, n, d, D, acc);
+  d = AccumulateChunks<1>(p, v, n, d, D, acc);
+  for (; d < D; ++d)
+    for (int64_t e = 0; e < n; ++e) acc[d] = hn::GetLane(hn::MulAdd(hn::Set(DF(), p[e]), hn::Set(DF(), v[e][d]), hn::Set(DF(), acc[d])));
 }
 
 // x[0..n) = exp(x - m); returns the sum in double (a long row of small terms).
@@ -91,7 +126,7 @@ void AttendUnit(const AttentionArgs& a, const AttentionUnit& u, float* HWY_RESTR
   const int64_t G = a.Hq / a.Hkv;
   const int64_t D = a.D;
   const int64_t q_len = a.cu_seqlens[u.row + 1] - a.cu_seqlens[u.row];
-  const int64_t first_pos = int64_t(a.context_lens[u.row]) - q_len - a.cu_seqlens[u.row];  // pos of token t: first_pos + t
+  const int64_t first_pos = int64_t(a.context_lens[u.row]) - q_len - a.cu_seqlens[u.row];  // token t: first_pos + t
   const int64_t nq = u.t1 - u.t0;
   const int64_t nh = int64_t(u.g1 - u.g0) * G;  // query heads per token in this unit
   const int64_t hi = first_pos + u.t1 - 1;       // last key any query of the tile sees
@@ -100,33 +135,54 @@ void AttendUnit(const AttentionArgs& a, const AttentionUnit& u, float* HWY_RESTR
   const int32_t* table = a.block_tables + int64_t(u.row) * a.max_blocks;
   const int64_t slot_stride = a.Hkv * D;
 
-  float* scores = scratch;                // [nq, nh, span], key j at index j - lo_first
-  float* acc = scores + nq * nh * span;   // [nq, nh, D]
-  float* maxes = acc + nq * nh * D;       // [nq, nh]
-  float* inv_sums = maxes + nq * nh;      // [nq, nh]
+  float* scores = scratch;               // [nq, nh, span], key j at index j - lo_first
+  float* acc = scores + nq * nh * span;  // [nq, nh, D]
+  float* maxes = acc + nq * nh * D;      // [nq, nh]
+  float* inv_sums = maxes + nq * nh;     // [nq, nh]
   for (int64_t i = 0; i < nq * nh; ++i) maxes[i] = -INFINITY;
   for (int64_t i = 0; i < nq * nh * D; ++i) acc[i] = 0.f;
 
-  // Query qi sees keys [lo(qi), pos(qi)].
+  // Query qi sees keys [lo_of(qi), pos_of(qi)].
   auto pos_of = [&](int64_t qi) { return first_pos + u.t0 + qi; };
   auto lo_of = [&](int64_t qi) {
     const int64_t p = pos_of(qi);
     return a.window > 0 && p - a.window + 1 > 0 ? p - a.window + 1 : 0;
   };
+  // Row pointers (all kv heads of a slot) of the keys [jb, jb + n) of the block.
+  const float* rows[kKeyBlock];
+  const float* head_rows[kKeyBlock];
+  auto slot_rows = [&](const float* base, int64_t jb, int64_t n) {
+    for (int64_t e = 0; e < n; ++e) {
+      const int64_t j = jb + e;
+      rows[e] = base + (int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size) * slot_stride;
+    }
+  };
 
   // Pass 1: scores and per-query maxima.
-  for (int64_t j = lo_first; j <= hi; ++j) {
-    const int64_t slot = int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size;
-    const float* k_slot = a.k + slot * slot_stride;
+  for (int64_t jb = lo_first; jb <= hi; jb += kKeyBlock) {
+    const int64_t je = jb + kKeyBlock - 1 < hi ? jb + kKeyBlock - 1 : hi;
+    slot_rows(a.k, jb, je - jb + 1);
     for (int64_t qi = 0; qi < nq; ++qi) {
-      if (j > pos_of(qi) || j < lo_of(qi)) continue;
+      const int64_t j0 = jb > lo_of(qi) ? jb : lo_of(qi);
+      const int64_t j1 = je < pos_of(qi) ? je : pos_of(qi);
+      if (j0 > j1) continue;
       const float* q_tok = a.q + ((u.t0 + qi) * a.Hq + int64_t(u.g0) * G) * D;
       for (int64_t hh = 0; hh < nh; ++hh) {
-        const float* kr = k_slot + (u.g0 + hh / G) * D;
-        float s = Dot(q_tok + hh * D, kr, D) * a.scale;
-        if (a.softcap > 0.f) s = a.softcap * std::tanh(s / a.softcap);
-        scores[(qi * nh + hh) * span + (j - lo_first)] = s;
-        if (s > maxes[qi * nh + hh]) maxes[qi * nh + hh] = s;
+        const int64_t head_off = (u.g0 + hh / G) * D;
+        float* srow = scores + (qi * nh + hh) * span - lo_first;
+        float& mx = maxes[qi * nh + hh];
+        for (int64_t j = j0; j <= j1; j += 4) {
+          const float* k4[4];
+          for (int e = 0; e < 4; ++e) k4[e] = rows[(j + e <= j1 ? j + e : j1) - jb] + head_off;
+          float dots[4];
+          Dot4(q_tok + hh * D, k4, D, dots);
+          for (int e = 0; e < 4 && j + e <= j1; ++e) {
+            float s = dots[e] * a.scale;
+            if (a.softcap > 0.f) s = a.softcap * std::tanh(s / a.softcap);
+            srow[j + e] = s;
+            if (s > mx) mx = s;
+          }
+        }
       }
     }
   }
@@ -138,15 +194,19 @@ void AttendUnit(const AttentionArgs& a, const AttentionUnit& u, float* HWY_RESTR
       inv_sums[qi * nh + hh] = float(1.0 / ExpSub(row, n, maxes[qi * nh + hh]));
     }
   }
-  // Pass 3: probability-weighted sum of V.
-  for (int64_t j = lo_first; j <= hi; ++j) {
-    const int64_t slot = int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size;
-    const float* v_slot = a.v + slot * slot_stride;
+  // Pass 3: probability-weighted sum of V, key blocks in order.
+  for (int64_t jb = lo_first; jb <= hi; jb += kKeyBlock) {
+    const int64_t je = jb + kKeyBlock - 1 < hi ? jb + kKeyBlock - 1 : hi;
+    slot_rows(a.v, jb, je - jb + 1);
     for (int64_t qi = 0; qi < nq; ++qi) {
-      if (j > pos_of(qi) || j < lo_of(qi)) continue;
+      const int64_t j0 = jb > lo_of(qi) ? jb : lo_of(qi);
+      const int64_t j1 = je < pos_of(qi) ? je : pos_of(qi);
+      if (j0 > j1) continue;
       for (int64_t hh = 0; hh < nh; ++hh) {
-        Axpy(scores[(qi * nh + hh) * span + (j - lo_first)], v_slot + (u.g0 + hh / G) * D, acc + (qi * nh + hh) * D,
-             D);
+        const int64_t head_off = (u.g0 + hh / G) * D;
+        for (int64_t j = j0; j <= j1; ++j) head_rows[j - j0] = rows[j - jb] + head_off;
+        AccumulateV(scores + (qi * nh + hh) * span + (j0 - lo_first), head_rows, j1 - j0 + 1, D,
+                    acc + (qi * nh + hh) * D);
       }
     }
   }

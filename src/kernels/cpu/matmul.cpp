@@ -8,6 +8,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/matmul.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/cpu/simd-inl.h"
 
 #include <cstdint>
 
@@ -37,9 +38,6 @@ namespace rill::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
 // Rows of x per prefill tile: 4x4 accumulators fit AVX-512's 32 registers, 3x4 fit AVX2's 16.
 #if HWY_TARGET <= HWY_AVX3
 constexpr int kTileM = 4;
@@ -47,50 +45,9 @@ constexpr int kTileM = 4;
 constexpr int kTileM = 3;
 #endif
 
-HWY_INLINE VF LoadW(DF df, const float* HWY_RESTRICT p) { return hn::LoadU(df, p); }
-HWY_INLINE VF LoadW(DF df, const uint16_t* HWY_RESTRICT p) {
-  const hn::Rebind<uint16_t, DF> d16;
-  const hn::RebindToUnsigned<DF> d32;
-  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p))));
-}
-HWY_INLINE float ScalarW(const float* p) { return *p; }
-HWY_INLINE float ScalarW(const uint16_t* p) { return bits_to_f32(uint32_t(*p) << 16); }
-
 HWY_INLINE float BiasAt(const MatmulArgs& a, int64_t n) {
   if (a.bias == nullptr) return 0.f;
   return a.bias_bf16 ? ScalarW(static_cast<const uint16_t*>(a.bias) + n) : static_cast<const float*>(a.bias)[n];
-}
-
-// out[0..4) = the lane sums of a, b, c, d, by one fixed addition tree per target: pairs of lanes
-// within each 128-bit block first, then the blocks folded in halves.
-#if HWY_TARGET != HWY_SCALAR
-template <class D, class V>
-HWY_INLINE void FoldBlocks(D d, V v, float* HWY_RESTRICT out) {
-  if constexpr (hn::MaxLanes(D()) > 4) {
-    const hn::Half<D> dh;
-    FoldBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out);
-  } else {
-    hn::StoreU(v, d, out);
-  }
-}
-#endif
-
-HWY_INLINE void SumOfLanes4(DF df, VF a, VF b, VF c, VF d, float* HWY_RESTRICT out) {
-#if HWY_TARGET == HWY_SCALAR
-  out[0] = hn::GetLane(a);
-  out[1] = hn::GetLane(b);
-  out[2] = hn::GetLane(c);
-  out[3] = hn::GetLane(d);
-#else
-  const hn::RepartitionToWide<DF> dw;
-  const VF ab = hn::Add(hn::InterleaveLower(df, a, b), hn::InterleaveUpper(df, a, b));
-  const VF cd = hn::Add(hn::InterleaveLower(df, c, d), hn::InterleaveUpper(df, c, d));
-  const auto ab_w = hn::BitCast(dw, ab);
-  const auto cd_w = hn::BitCast(dw, cd);
-  const VF abcd = hn::Add(hn::BitCast(df, hn::InterleaveLower(dw, ab_w, cd_w)),
-                          hn::BitCast(df, hn::InterleaveUpper(dw, ab_w, cd_w)));
-  FoldBlocks(df, abcd, out);
-#endif
 }
 
 // One k block [k0, k0 + count) of the MR x NR outputs y[i, j] (row stride N): x row i at

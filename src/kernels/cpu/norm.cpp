@@ -5,6 +5,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/norm.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/cpu/simd-inl.h"
 
 #include <cmath>
 #include <cstdint>
@@ -29,23 +30,6 @@ HWY_BEFORE_NAMESPACE();
 namespace rill::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
-HWY_INLINE VF LoadWeight(DF df, const float* p) { return hn::LoadU(df, p); }
-HWY_INLINE VF LoadWeight(DF df, const uint16_t* p) {
-  const hn::Rebind<uint16_t, DF> d16;
-  const hn::RebindToUnsigned<DF> d32;
-  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(d32, hn::LoadU(d16, p))));
-}
-HWY_INLINE float ScalarWeight(const float* p) { return *p; }
-HWY_INLINE float ScalarWeight(const uint16_t* p) {
-  uint32_t u = uint32_t(*p) << 16;
-  float f;
-  __builtin_memcpy(&f, &u, 4);
-  return f;
-}
 
 template <typename W>
 void NormRowsT(const NormArgs& a, int64_t r0, int64_t r1) {
@@ -76,12 +60,12 @@ void NormRowsT(const NormArgs& a, int64_t r0, int64_t r1) {
     const VF vinv = hn::Set(df, inv);
     float* y = a.y + r * D;
     for (d = 0; d < d_vec; d += lanes) {
-      VF wv = LoadWeight(df, w + d);
+      VF wv = LoadW(df, w + d);
       if (a.one_plus_weight) wv = hn::Add(one, wv);
       hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, x + d), vinv), wv), df, y + d);
     }
     for (; d < D; ++d) {
-      float wv = ScalarWeight(w + d);
+      float wv = ScalarW(w + d);
       if (a.one_plus_weight) wv = 1.f + wv;
       y[d] = (x[d] * inv) * wv;
     }
