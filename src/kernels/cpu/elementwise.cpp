@@ -1,8 +1,7 @@
-// kernels/cpu/elementwise.cpp — swiglu, add, embedding, gather_rows and convert on the host.
+// kernels/cpu/elementwise.cpp — add, embedding, gather_rows and convert on the host.
 // All are memory-bound single passes parallel over rows or elements; conversions use the exact
 // round-to-nearest-even routines of core/dtype.h (f16 ↔ bf16 goes through f32, as torch does).
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "core/thread_pool.h"
@@ -32,31 +31,6 @@ float load_as_f32(const void* p, DType t, int64_t i) {
 }
 
 }  // namespace
-
-void swiglu(const Tensor& x, Tensor& y) {
-  constexpr const char* op = "swiglu";
-  check_tensor(op, "x", x, 2);
-  check_tensor(op, "y", y, 2);
-  check_dtype(op, "x", x, {DType::f32});
-  check_dtype(op, "y", y, {DType::f32});
-  const int64_t M = x.size(0), I = y.size(1);
-  check_dim(op, "y", y, 0, M);
-  RILL_ENSURE(x.size(1) == 2 * I, "[swiglu] x: expected [{}, {}] (gate and up of y {}), got {}", M, 2 * I,
-              y.describe(), x.describe());
-  check_no_overlap(op, "y", y, "x", x);
-  const float* xs = x.data_as<const float>();
-  float* ys = y.data_as<float>();
-  const int64_t grain = std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, I));
-  ThreadPool::global().parallel_for(M, grain, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* gate = xs + m * 2 * I;
-      const float* up = gate + I;
-      float* out = ys + m * I;
-      // silu(g) = g / (1 + exp(-g)), as torch computes it in f32.
-      for (int64_t i = 0; i < I; ++i) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
-    }
-  });
-}
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
   constexpr const char* op = "add";
