@@ -7,10 +7,11 @@
 
 #include <algorithm>
 #include <array>
-#include <mutex>
+#include <atomic>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "text/pre_tokenizer.h"
 #include "text/utf8.h"
 
 namespace rill::text {
@@ -89,8 +90,6 @@ struct BpeModel::Impl {
   MergeMap merges;
   std::optional<int32_t> unk_id;
   bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
-  mutable std::mutex cache_mutex;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache;
 
   std::optional<int32_t> lookup(std::string_view s) const {
     auto it = vocab.find(s);
@@ -101,7 +100,15 @@ struct BpeModel::Impl {
   void merge_word(std::string_view w, std::vector<int32_t>& out) const;
 };
 
-BpeModel::BpeModel() : impl_(std::make_unique<Impl>()) {}
+struct BpeModel::Cache {
+  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+};
+
+namespace {
+std::atomic<uint64_t> next_model_uid{1};
+}  // namespace
+
+BpeModel::BpeModel() : impl_(std::make_unique<Impl>()), uid_(next_model_uid.fetch_add(1)) {}
 BpeModel::~BpeModel() = default;
 
 std::unique_ptr<BpeModel> BpeModel::from_json(const nlohmann::json& m, const std::string& where) {
@@ -263,30 +270,60 @@ void BpeModel::Impl::merge_word(std::string_view w, std::vector<int32_t>& out) c
     if (s.len != 0) out.push_back(s.id);
 }
 
-void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
-  if (piece.empty()) return;
+BpeModel::Cache& BpeModel::thread_cache() const {
+  thread_local std::unordered_map<uint64_t, std::unique_ptr<Cache>> caches;
+  thread_local uint64_t last_uid = 0;
+  thread_local Cache* last = nullptr;
+  if (last_uid != uid_) {
+    auto& c = caches[uid_];
+    if (!c) c = std::make_unique<Cache>();
+    last_uid = uid_;
+    last = c.get();
+  }
+  return *last;
+}
+
+void BpeModel::encode_cached(std::string_view key, std::string_view piece, std::vector<int32_t>& out) const {
   const Impl& d = *impl_;
-  if (d.ignore_merges)
-    if (auto id = d.lookup(piece)) {
-      out.push_back(*id);
-      return;
-    }
-  bool cacheable = piece.size() <= kMaxCachedPiece;
+  Cache& cache = thread_cache();
+  bool cacheable = key.size() <= kMaxCachedPiece;
   if (cacheable) {
-    std::lock_guard<std::mutex> lock(d.cache_mutex);
-    auto it = d.cache.find(piece);
-    if (it != d.cache.end()) {
+    auto it = cache.map.find(key);
+    if (it != cache.map.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
     }
   }
   size_t start = out.size();
-  d.merge_word(piece, out);
+  std::optional<int32_t> whole;
+  if (d.ignore_merges) whole = d.lookup(piece);  // tokenizers checks the vocab before merging
+  if (whole) out.push_back(*whole);
+  else d.merge_word(piece, out);
   if (cacheable) {
-    std::lock_guard<std::mutex> lock(d.cache_mutex);
-    if (d.cache.size() >= kMaxCacheEntries) d.cache.clear();
-    d.cache.emplace(std::string(piece), std::vector<int32_t>(out.begin() + std::ptrdiff_t(start), out.end()));
+    if (cache.map.size() >= kMaxCacheEntries) cache.map.clear();
+    cache.map.emplace(std::string(key), std::vector<int32_t>(out.begin() + std::ptrdiff_t(start), out.end()));
   }
+}
+
+void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
+  if (!piece.empty()) encode_cached(piece, piece, out);
+}
+
+void BpeModel::encode_byte_level(std::string_view raw, std::vector<int32_t>& out) const {
+  if (raw.empty()) return;
+  Cache& cache = thread_cache();
+  if (raw.size() <= kMaxCachedPiece) {
+    auto it = cache.map.find(raw);
+    if (it != cache.map.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  thread_local std::string mapped;
+  mapped.clear();
+  const auto& table = byte_level_chars();
+  for (unsigned char c : raw) mapped += table[c];
+  encode_cached(raw, mapped, out);
 }
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const { return impl_->lookup(token); }

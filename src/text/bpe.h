@@ -23,6 +23,9 @@ class BpeModel {
 
   /// Appends the ids of one pre-tokenized piece. Thread-safe.
   void encode(std::string_view piece, std::vector<int32_t>& out) const;
+  /// Same for a raw piece of a byte-level tokenizer: the byte → character mapping is applied only
+  /// on a cache miss (the cache is keyed by the raw bytes). A model uses one of the two entries.
+  void encode_byte_level(std::string_view raw, std::vector<int32_t>& out) const;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
   /// nullptr when the id is not in the model vocabulary.
@@ -33,7 +36,13 @@ class BpeModel {
  private:
   BpeModel();
   struct Impl;
+  struct Cache;
+  /// This thread's piece cache for this model. Caches live until their thread exits (a model
+  /// destroyed meanwhile leaves at most kMaxCacheEntries entries behind per thread).
+  Cache& thread_cache() const;
+  void encode_cached(std::string_view key, std::string_view piece, std::vector<int32_t>& out) const;
   std::unique_ptr<Impl> impl_;
+  uint64_t uid_;
 };
 
 }  // namespace rill::text

@@ -266,6 +266,22 @@ int byte_level_byte(uint32_t cp) {
   return cp < 512 ? inverse[cp] : -1;
 }
 
+std::unique_ptr<Regex> byte_level_split_regex(const nlohmann::json& j, const std::string& where) {
+  auto plain_byte_level = [](const nlohmann::json& b, bool want_regex) {
+    return b.is_object() && b.value("type", "") == "ByteLevel" && !b.value("add_prefix_space", true) &&
+           b.value("use_regex", true) == want_regex;
+  };
+  if (plain_byte_level(j, true)) return std::make_unique<Regex>(translate_hf_regex(kGpt2Pattern), where);
+  if (!j.is_object() || j.value("type", "") != "Sequence" || !j.contains("pretokenizers")) return nullptr;
+  const auto& parts = j["pretokenizers"];
+  if (parts.size() != 2 || !plain_byte_level(parts[1], false)) return nullptr;
+  const auto& split = parts[0];
+  if (split.value("type", "") != "Split" || split.value("behavior", "") != "Isolated" || split.value("invert", false) ||
+      !split.contains("pattern") || !split["pattern"].contains("Regex"))
+    return nullptr;
+  return std::make_unique<Regex>(translate_hf_regex(split["pattern"]["Regex"].get<std::string>()), where);
+}
+
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
   std::string type = j.value("type", "");

@@ -85,17 +85,22 @@ Regex::Regex(std::string_view pattern, std::string_view where) : code_(std::make
   code_->jit = pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE) == 0;
 }
 
-void Regex::for_each_match(std::string_view text, const std::function<void(size_t, size_t)>& fn) const {
+bool Regex::find(std::string_view text, size_t pos, size_t& begin, size_t& end) const {
   ThreadScratch& s = scratch();
   auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    int rc = code_->jit ? pcre2_jit_match(code_->code, subject, text.size(), pos, 0, s.data, s.context)
-                        : pcre2_match(code_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, s.data, s.context);
-    if (rc == PCRE2_ERROR_NOMATCH) return;
-    RILL_CHECK(rc > 0, "pcre2 match failed with code {}", rc);
-    PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.data);
-    size_t b = ov[0], e = ov[1];
+  int rc = code_->jit ? pcre2_jit_match(code_->code, subject, text.size(), pos, 0, s.data, s.context)
+                      : pcre2_match(code_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, s.data, s.context);
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  RILL_CHECK(rc > 0, "pcre2 match failed with code {}", rc);
+  PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.data);
+  begin = ov[0];
+  end = ov[1];
+  return true;
+}
+
+void Regex::for_each_match(std::string_view text, const std::function<void(size_t, size_t)>& fn) const {
+  size_t pos = 0, b = 0, e = 0;
+  while (pos <= text.size() && find(text, pos, b, e)) {
     fn(b, e);
     if (e == b) {  // empty match: step over one whole character
       if (e >= text.size()) return;

@@ -20,6 +20,8 @@ class Regex {
  public:
   /// Compiles `pattern` as-is (already PCRE2 syntax); `where` names the source for errors.
   Regex(std::string_view pattern, std::string_view where);
+  /// First match at or after byte `pos`: sets [begin, end) and returns true, or returns false.
+  bool find(std::string_view text, size_t pos, size_t& begin, size_t& end) const;
   /// Calls fn(begin, end) for each non-overlapping match, left to right (byte offsets).
   void for_each_match(std::string_view text, const std::function<void(size_t, size_t)>& fn) const;
 

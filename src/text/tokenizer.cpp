@@ -4,23 +4,42 @@
 // tokenizer_load.cpp.
 #include "text/tokenizer.h"
 
+#include <algorithm>
+
 #include "text/tokenizer_impl.h"
 #include "text/utf8.h"
 
 namespace rill::text {
 
+void Tokenizer::Impl::encode_pieces(std::string_view text, bool at_origin, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  if (byte_level_regex) {  // regex matches and the gaps between them, byte-level mapped
+    size_t prev = 0, pos = 0, b = 0, e = 0;
+    while (pos <= text.size() && byte_level_regex->find(text, pos, b, e)) {
+      if (b > prev) model->encode_byte_level(text.substr(prev, b - prev), out);
+      if (e > b) model->encode_byte_level(text.substr(b, e - b), out);
+      prev = e;
+      pos = e;
+      if (e == b) {  // empty match: search again one character further
+        if (e >= text.size()) break;
+        pos = e + size_t(std::max(1, utf8_sequence_length(static_cast<unsigned char>(text[e]))));
+      }
+    }
+    if (prev < text.size()) model->encode_byte_level(text.substr(prev), out);
+    return;
+  }
+  if (!pre_tokenizer) {
+    model->encode(text, out);
+    return;
+  }
+  pre_tokenizer->split(text, at_origin, [&](std::string_view p, bool) { model->encode(p, out); });
+}
+
 void Tokenizer::Impl::encode_segment(std::string_view text, bool at_origin, bool parse_special,
                                      std::vector<int32_t>& out) const {
   std::string s(text);
   if (normalizer) normalizer->normalize(s);
-  auto encode_piece = [&](std::string_view piece, bool origin) {
-    if (piece.empty()) return;
-    if (!pre_tokenizer) {
-      model->encode(piece, out);
-      return;
-    }
-    pre_tokenizer->split(piece, origin, [&](std::string_view p, bool) { model->encode(p, out); });
-  };
+  auto encode_piece = [&](std::string_view piece, bool origin) { encode_pieces(piece, origin, out); };
   if (!added.has_normalized()) {
     encode_piece(s, at_origin);
     return;

@@ -11,6 +11,7 @@
 #include "text/decoder.h"
 #include "text/normalizer.h"
 #include "text/pre_tokenizer.h"
+#include "text/pre_tokenizer_regex.h"
 #include "text/tokenizer.h"
 #include "text/tokenizer_added_tokens.h"
 
@@ -20,6 +21,7 @@ struct Tokenizer::Impl {
   std::string where;  // tokenizer.json path, for messages
   std::unique_ptr<Normalizer> normalizer;
   std::unique_ptr<PreTokenizer> pre_tokenizer;
+  std::unique_ptr<Regex> byte_level_regex;  // fast path equivalent to pre_tokenizer, when set
   std::unique_ptr<BpeModel> model;
   AddedTokens added;
   std::shared_ptr<const Decoder> decoder;
@@ -35,6 +37,7 @@ struct Tokenizer::Impl {
     return model->id_to_token(id);
   }
   bool is_special(int32_t id) const { return id >= 0 && size_t(id) < special.size() && special[size_t(id)]; }
+  void encode_pieces(std::string_view text, bool at_origin, std::vector<int32_t>& out) const;
   void encode_segment(std::string_view text, bool at_origin, bool parse_special, std::vector<int32_t>& out) const;
 };
 

@@ -100,6 +100,7 @@ Tokenizer Tokenizer::load_files(const std::filesystem::path& tokenizer_json, con
     if (!tj.is_object() || !tj.contains("model")) fail("{}: no \"model\" section", where);
     d->normalizer = make_normalizer(tj.value("normalizer", nlohmann::json()), where);
     d->pre_tokenizer = make_pre_tokenizer(tj.value("pre_tokenizer", nlohmann::json()), where);
+    d->byte_level_regex = byte_level_split_regex(tj.value("pre_tokenizer", nlohmann::json()), where);
     d->model = BpeModel::from_json(tj.at("model"), where);
     d->added = AddedTokens(tj.value("added_tokens", nlohmann::json()), d->normalizer.get(), where);
     d->decoder = Decoder::from_json(tj.value("decoder", nlohmann::json()), where);
