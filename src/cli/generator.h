@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <random>
@@ -38,6 +39,8 @@ class Generator {
   /// Appends tokens to the sequence; returns host logits of the last one.
   std::vector<float> feed(const std::vector<int32_t>& tokens);
   int32_t length() const { return length_; }
+  /// Forgets tokens past `length` (their KV slots are overwritten by later feeds).
+  void truncate(int32_t length) { length_ = std::min(length_, length); }
   int32_t max_context() const { return max_context_; }
 
  private:

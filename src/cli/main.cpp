@@ -12,6 +12,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"rill — LLM inference engine and server"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--log-level) may also follow the subcommand
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str()
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   rill::cli::add_make_model_command(app);
   rill::cli::add_bench_command(app);
   rill::cli::add_template_command(app);
+  rill::cli::add_tokenize_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
