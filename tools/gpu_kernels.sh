@@ -40,14 +40,14 @@ fi
 test_rc=0
 if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   t0=$(date +%s)
-  (cd "$BUILD" && ctest -L cuda --output-on-failure --timeout 400) >"$OUT/ctest.log" 2>&1
+  (cd "$BUILD" && ctest -L cuda --output-on-failure --timeout "${TEST_TIMEOUT:-300}") >"$OUT/ctest.log" 2>&1
   test_rc=$?
   echo "ctest rc=$test_rc ($(( $(date +%s) - t0 )) s)" | tee -a "$OUT/summary.txt"
   grep -E "tests passed|tests failed|\*\*\*Failed|Failed|Skipped" "$OUT/ctest.log" | head -40 | tee -a "$OUT/summary.txt"
 fi
 
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
-  "$BUILD/bench/cuda_kernels_bench" >"$OUT/bench.log" 2>&1
+  timeout "${BENCH_TIMEOUT:-180}" "$BUILD/bench/cuda_kernels_bench" >"$OUT/bench.log" 2>&1
   echo "bench rc=$?" | tee -a "$OUT/summary.txt"
   sed -n '/^| benchmark/,$p' "$OUT/bench.log" >"$OUT/results.md"
   cat "$OUT/results.md"
