@@ -22,7 +22,6 @@ int main(int argc, char** argv) {
   rill::cli::add_bench_command(app);
   rill::cli::add_template_command(app);
   rill::cli::add_tokenize_commands(app);
-  rill::cli::add_tokenize_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
