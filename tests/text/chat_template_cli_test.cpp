@@ -35,6 +35,7 @@ fs::path qwen3_dir() {
 }
 
 TEST(TemplateCli, PrintsTheRenderedPromptExactly) {
+  ASSERT_TRUE(fs::exists(RILL_BINARY)) << "the rill binary was not built: " << RILL_BINARY;
   ASSERT_TRUE(fs::exists(qwen3_dir() / "tokenizer_config.json"))
       << "Qwen3 tokenizer not found in " << qwen3_dir() << ": run scripts/setup (or set RILL_CACHE)";
   std::ifstream in(fs::path(RILL_SOURCE_DIR) / "tests/fixtures/text/templates/qwen3.json");
