@@ -50,24 +50,35 @@ struct AttnConfig {
   static constexpr size_t kSmemBytes = size_t(kBM + 2 * kBN) * kStride * sizeof(bf16);
 };
 
-// Loads keys [tile_start, tile_start + kBN) of one kv head into smem (rows ≥ kv_end zero-filled).
+// The cache slots of the key rows this thread copies for one tile (-1: past kv_end, zero-fill).
+// All block-table reads are issued before any copy, so a tile costs one table round trip.
 template <int D, int kBN, int kThreads>
-__device__ __forceinline__ void load_kv_tile(bf16* smem, const bf16* cache, const int32_t* table, int block_size,
-                                             int hkv, int kvh, int tile_start, int kv_end) {
-  constexpr int kChunks = D / 8, kStride = D + 8;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < kBN * kChunks; i += kThreads) {
-    int r = i / kChunks, c = i % kChunks;
-    int kp = tile_start + r;
-    bool ok = kp < kv_end;
-    const bf16* src = cache;
-    if (ok) {
-      int64_t slot = int64_t(table[kp / block_size]) * block_size + kp % block_size;
-      src = cache + (slot * hkv + kvh) * D + c * 8;
+struct TileSlots {
+  static constexpr int kChunks = D / 8;
+  static constexpr int kIters = kBN * kChunks / kThreads;
+  static_assert(kBN * kChunks % kThreads == 0, "tile chunks must divide over the threads");
+  int32_t slot[kIters];
+
+  __device__ __forceinline__ void load(const int32_t* table, int block_size, int tile_start, int kv_end) {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      int kp = tile_start + (int(threadIdx.x) + it * kThreads) / kChunks;
+      slot[it] = kp < kv_end ? __ldg(table + kp / block_size) * block_size + kp % block_size : -1;
     }
-    cp_async16(smem + r * kStride + c * 8, src, ok);
   }
-}
+
+  // Copies the tile of one kv head from `cache` into smem rows of D + 8 elements.
+  __device__ __forceinline__ void copy(bf16* smem, const bf16* cache, int hkv, int kvh) const {
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      int i = int(threadIdx.x) + it * kThreads;
+      int r = i / kChunks, c = i % kChunks;
+      bool ok = slot[it] >= 0;
+      const bf16* src = ok ? cache + (int64_t(slot[it]) * hkv + kvh) * D + c * 8 : cache;
+      cp_async16(smem + r * (D + 8) + c * 8, src, ok);
+    }
+  }
+};
 
 template <int D, int kWarps, int kBN>
 __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a) {
@@ -116,10 +127,12 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
     cp_async16(q_s + r * kStride + c * 8, src, ok);
   }
   cp_async_commit();
+  TileSlots<D, kBN, kThreads> slots;
   if (n_tiles > 0) {
-    load_kv_tile<D, kBN, kThreads>(k_s, a.k_cache, table, a.block_size, a.hkv, kvh, my_lo * kBN, kv_end);
+    slots.load(table, a.block_size, my_lo * kBN, kv_end);
+    slots.copy(k_s, a.k_cache, a.hkv, kvh);
     cp_async_commit();
-    load_kv_tile<D, kBN, kThreads>(v_s, a.v_cache, table, a.block_size, a.hkv, kvh, my_lo * kBN, kv_end);
+    slots.copy(v_s, a.v_cache, a.hkv, kvh);
     cp_async_commit();
   }
 
@@ -186,7 +199,8 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
     }
     __syncthreads();  // every warp is done reading k_s
     if (t + 1 < n_tiles) {
-      load_kv_tile<D, kBN, kThreads>(k_s, a.k_cache, table, a.block_size, a.hkv, kvh, tile_start + kBN, kv_end);
+      slots.load(table, a.block_size, tile_start + kBN, kv_end);
+      slots.copy(k_s, a.k_cache, a.hkv, kvh);
       cp_async_commit();
     }
 
@@ -267,7 +281,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
     }
     __syncthreads();  // every warp is done reading v_s
     if (t + 1 < n_tiles) {
-      load_kv_tile<D, kBN, kThreads>(v_s, a.v_cache, table, a.block_size, a.hkv, kvh, tile_start + kBN, kv_end);
+      slots.copy(v_s, a.v_cache, a.hkv, kvh);  // same tile as the K issued above
       cp_async_commit();
     }
   }

@@ -31,47 +31,73 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x) {
   return s;
 }
 
-template <int M, int kUnroll>
+// kRows consecutive output columns per warp share every x load (x is re-read from L1 M times per
+// weight vector otherwise, which caps M = 8 far below HBM bandwidth); kRows * kUnroll 16-byte
+// weight loads are in flight per lane.
+template <int M, int kRows, int kUnroll>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock) matvec_kernel(MatvecArgs a) {
   const int lane = threadIdx.x % 32;
-  const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (n >= a.n) return;
+  const int64_t n0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * kRows;
+  if (n0 >= a.n) return;
   const int64_t kv = a.k / 8;  // 16-byte vectors per row
   const int64_t per_split = (kv + a.splits - 1) / a.splits;
   const int64_t kb = int64_t(blockIdx.y) * per_split;
   const int64_t ke = min(kv, kb + per_split);
-  const uint4* w = static_cast<const uint4*>(a.w) + n * kv;
-  const uint4* x = static_cast<const uint4*>(a.x);
-  float acc[M];
+  const uint4* w[kRows];
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+  for (int r = 0; r < kRows; ++r) w[r] = static_cast<const uint4*>(a.w) + min(n0 + r, a.n - 1) * kv;
+  const uint4* x = static_cast<const uint4*>(a.x);
+  float acc[kRows][M];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int m = 0; m < M; ++m) acc[r][m] = 0.f;
   int64_t v = kb + lane;
   for (; v + 32 * (kUnroll - 1) < ke; v += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+    uint4 wv[kRows][kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = load_stream16(w + v + 32 * u);
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) wv[r][u] = load_stream16(w[r] + v + 32 * u);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-      for (int m = 0; m < M; ++m) acc[m] += dot8(wv[u], __ldg(x + m * kv + v + 32 * u));
+      for (int m = 0; m < M; ++m) {
+        uint4 xv = __ldg(x + m * kv + v + 32 * u);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r][m] += dot8(wv[r][u], xv);
+      }
     }
   }
   for (; v < ke; v += 32) {
-    uint4 wv = load_stream16(w + v);
+    uint4 wv[kRows];
 #pragma unroll
-    for (int m = 0; m < M; ++m) acc[m] += dot8(wv, __ldg(x + m * kv + v));
+    for (int r = 0; r < kRows; ++r) wv[r] = load_stream16(w[r] + v);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      uint4 xv = __ldg(x + m * kv + v);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r][m] += dot8(wv[r], xv);
+    }
   }
 #pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = warp_sum(acc[m]);
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int m = 0; m < M; ++m) acc[r][m] = warp_sum(acc[r][m]);
   if (lane != 0) return;
-  if (a.splits == 1) {
-    float b = a.bias ? __bfloat162float(static_cast<const bf16*>(a.bias)[n]) : 0.f;
-    bf16* y = static_cast<bf16*>(a.y);
 #pragma unroll
-    for (int m = 0; m < M; ++m) y[m * a.n + n] = __float2bfloat16_rn(acc[m] + b);
-  } else {
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t n = n0 + r;
+    if (n >= a.n) break;
+    if (a.splits == 1) {
+      float b = a.bias ? __bfloat162float(static_cast<const bf16*>(a.bias)[n]) : 0.f;
+      bf16* y = static_cast<bf16*>(a.y);
 #pragma unroll
-    for (int m = 0; m < M; ++m) a.workspace[(int64_t(blockIdx.y) * M + m) * a.n + n] = acc[m];
+      for (int m = 0; m < M; ++m) y[m * a.n + n] = __float2bfloat16_rn(acc[r][m] + b);
+    } else {
+#pragma unroll
+      for (int m = 0; m < M; ++m) a.workspace[(int64_t(blockIdx.y) * M + m) * a.n + n] = acc[r][m];
+    }
   }
 }
 
@@ -87,9 +113,10 @@ __global__ void matvec_reduce_kernel(const float* ws, const bf16* bias, bf16* y,
 
 template <int M>
 void launch_m(const MatvecArgs& a, cudaStream_t stream) {
-  dim3 grid(ceil_div(a.n, kWarpsPerBlock), unsigned(a.splits));
-  constexpr int kUnroll = M <= 2 ? 8 : 4;
-  matvec_kernel<M, kUnroll><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(a);
+  constexpr int kRows = M == 1 ? 1 : M <= 3 ? 2 : 4;
+  constexpr int kUnroll = 8 / kRows;
+  dim3 grid(ceil_div(a.n, int64_t(kWarpsPerBlock) * kRows), unsigned(a.splits));
+  matvec_kernel<M, kRows, kUnroll><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(a);
   RILL_CUDA_CHECK_LAUNCH();
   if (a.splits > 1) {
     int64_t total = int64_t(a.m) * a.n;
