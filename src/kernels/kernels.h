@@ -55,6 +55,49 @@ struct AttentionParams {
   float softcap = 0.f;      ///< 0: none; else scores = softcap * tanh(scores / softcap)
 };
 
+
+/// Per-row controls of Kernels::sample() (plain data, passed to the device as bytes). The
+/// semantics, in order: penalties and bias (SamplingAdjust), temperature (0: greedy argmax),
+/// top-k, top-p over the top-k survivors, min-p, then the Gumbel-max draw keyed by (seed, step).
+/// engine/sampler.h documents them in full.
+struct SamplingRowParams {
+  int32_t logit_row = 0;           ///< row of `logits` this sample reads (rows may share one)
+  int32_t top_k = 0;               ///< 0: off
+  float temperature = 1.f;         ///< 0: greedy
+  float top_p = 1.f;               ///< 1: off
+  float min_p = 0.f;               ///< 0: off
+  float repetition_penalty = 1.f;  ///< 1: off (applies to tokens in the prompt or the output)
+  float presence_penalty = 0.f;    ///< output tokens only
+  float frequency_penalty = 0.f;   ///< output tokens only, times their count
+  uint64_t seed = 0;
+  uint64_t step = 0;               ///< index of the token being drawn in its sequence
+  int32_t adjust_begin = 0;        ///< this row's entries in SampleArgs::adjust: [begin, end)
+  int32_t adjust_end = 0;
+  int32_t num_top_logprobs = 0;    ///< alternatives to report, 0..kMaxTopLogprobs
+  int32_t reserved = 0;
+};
+
+/// A token whose logit a row changes before sampling; tokens unique within a row.
+struct SamplingAdjust {
+  int32_t token = 0;
+  int32_t output_count = 0;  ///< occurrences in the output so far (presence/frequency penalties)
+  int32_t in_context = 0;    ///< 1 when in the prompt or output (repetition penalty)
+  float bias = 0.f;          ///< added to the logit after the penalties
+};
+
+constexpr int32_t kMaxTopLogprobs = 20;
+
+/// Tensors of one Kernels::sample() call, all on the backend's device.
+struct SampleArgs {
+  Tensor logits;     ///< [L, V] activation dtype (or f32)
+  Tensor params;     ///< u8 [R * sizeof(SamplingRowParams)]
+  Tensor adjust;     ///< u8 [E * sizeof(SamplingAdjust)], E may be 0
+  Tensor workspace;  ///< f32 [R, V] scratch
+  Tensor tokens;     ///< out i32 [R]: the chosen token
+  Tensor logprobs;   ///< out f32 [R, 1 + kMaxTopLogprobs]: chosen token's, then the alternatives'
+  Tensor top_ids;    ///< out i32 [R, kMaxTopLogprobs]: alternatives, best first (lowest id on ties)
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -106,6 +149,15 @@ class Kernels {
   virtual void softmax(const Tensor& x, Tensor& out) = 0;
   /// Elementwise dtype conversion (f32 ↔ bf16 ↔ f16), same shape.
   virtual void convert(const Tensor& x, Tensor& out) = 0;
+
+  /// Draws one token per row of args.params from its logits row (SamplingRowParams semantics).
+  /// Each row is computed from its own inputs only, so results do not depend on the other rows.
+  /// Logprobs are log_softmax of the raw logits (before penalties, bias and temperature).
+  virtual void sample(const SampleArgs& args) = 0;
+  /// Copies KV block src_dst[i, 0] to block src_dst[i, 1] in both k and v (i32 [n, 2] on device).
+  virtual void copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) = 0;
+  /// Bytes of device memory free for new allocations (0: unknown; the caller picks a budget).
+  virtual size_t free_memory() { return 0; }
 };
 
 /// The CPU backend (Highway SIMD, the global thread pool).

@@ -49,7 +49,7 @@ void top_n(const float* x, int64_t V, int32_t n, float* values, int32_t* ids) {
   }
 }
 
-int32_t argmax(const float* x, int64_t V) {
+int32_t argmax_row(const float* x, int64_t V) {
   int64_t best = -1;
   for (int64_t i = 0; i < V; ++i)
     if (!std::isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
@@ -68,7 +68,7 @@ int32_t draw(const SamplingRowParams& p, float* w, int64_t V, RowScratch& s) {
     w[i] *= inv_t;
     if (w[i] > m) m = w[i];
   }
-  if (m == -INFINITY) return argmax(w, V);  // nothing samplable (all banned or NaN)
+  if (m == -INFINITY) return argmax_row(w, V);  // nothing samplable (all banned or NaN)
   // Keys below `lo` are cut. top-k: the k-th largest key (ties at the boundary are kept).
   uint32_t lo = 0;
   if (p.top_k > 0 && p.top_k < V) {
@@ -117,7 +117,7 @@ int32_t draw(const SamplingRowParams& p, float* w, int64_t V, RowScratch& s) {
       best_score = score;
     }
   }
-  return best < 0 ? argmax(w, V) : best;
+  return best < 0 ? argmax_row(w, V) : best;
 }
 
 }  // namespace
@@ -139,7 +139,7 @@ void CpuKernels::sample(const SampleArgs& a) {
               "[{}] logprobs {} must be [{}, {}] f32", op, a.logprobs.describe(), R, 1 + kMaxTopLogprobs);
   RILL_ENSURE(a.top_ids.dtype() == DType::i32 && a.top_ids.numel() >= R * kMaxTopLogprobs,
               "[{}] top_ids {} must be [{}, {}] i32", op, a.top_ids.describe(), R, kMaxTopLogprobs);
-  std::vector<SamplingRowParams> params(size_t(R));
+  std::vector<SamplingRowParams> params(static_cast<size_t>(R));
   if (R) std::memcpy(params.data(), a.params.data(), size_t(R) * sizeof(SamplingRowParams));
   const auto* adjust = static_cast<const SamplingAdjust*>(a.adjust.defined() ? a.adjust.data() : nullptr);
   for (const SamplingRowParams& p : params) {
@@ -180,7 +180,7 @@ void CpuKernels::sample(const SampleArgs& a) {
         w[d.token] = sampling::adjust_logit(w[d.token], d.output_count, d.in_context, d.bias, p.repetition_penalty,
                                             p.presence_penalty, p.frequency_penalty);
       }
-      const int32_t chosen = p.temperature > 0.f ? draw(p, w, V, scratch) : argmax(w, V);
+      const int32_t chosen = p.temperature > 0.f ? draw(p, w, V, scratch) : argmax_row(w, V);
       a.tokens.data_as<int32_t>()[r] = chosen;
       lp[0] = load(raw, a.logits.dtype(), chosen) - lse;
     }

@@ -1,0 +1,346 @@
+// engine/engine_core.cpp — see engine_core.h.
+#include "engine/engine_core.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace rill {
+namespace {
+
+size_t cpu_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return size_t(4) << 30;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The step the arena will see at most, run once so that activations are allocated before the KV
+// cache takes its share of the free memory.
+void warm_up(Model& model, const EngineOptions& o) {
+  const int32_t rows = std::max(1, std::min(o.max_num_seqs, o.max_num_batched_tokens));
+  const int32_t per_row = o.max_num_batched_tokens / rows;
+  int32_t blocks = 0;
+  for (int32_t r = 0; r < rows; ++r)
+    blocks += (per_row + (r == rows - 1 ? o.max_num_batched_tokens % rows : 0) + o.block_size - 1) / o.block_size;
+  KvBuffers kv(model.kernels(), model.kv_spec(), blocks, o.block_size);
+  StepBatchBuilder builder(o.block_size);
+  std::vector<int32_t> table;
+  std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(rows));
+  int32_t next_block = 0;
+  for (int32_t r = 0; r < rows; ++r) {
+    const int32_t n = per_row + (r == rows - 1 ? o.max_num_batched_tokens % rows : 0);
+    tokens[size_t(r)].assign(size_t(n), 1);
+    table.clear();
+    for (int32_t b = 0; b < (n + o.block_size - 1) / o.block_size; ++b) table.push_back(next_block++);
+    builder.add_row(tokens[size_t(r)], 0, table, Logits::last);
+  }
+  model.forward(builder.build(), kv.layers());
+  model.kernels().synchronize();
+}
+
+}  // namespace
+
+int32_t kv_blocks_for(Model& model, const EngineOptions& o) {
+  const KvSpec spec = model.kv_spec();
+  size_t bytes = o.kv_memory_bytes;
+  if (bytes == 0) {
+    if (model.kernels().device() == Device::cpu) {
+      bytes = std::min(cpu_available_bytes() / 4, size_t(4) << 30);
+    } else {
+      warm_up(model, o);
+      const size_t free = model.kernels().free_memory();
+      if (free == 0) fail("--kv-memory: the device does not report its free memory; give the KV cache size in bytes");
+      bytes = size_t(double(free) * o.kv_memory_fraction);
+    }
+  }
+  const int32_t blocks = KvCache::blocks_for_budget(spec, o.block_size, bytes);
+  if (blocks < 1)
+    fail("--kv-memory: {} bytes hold no KV block ({} bytes each for {} tokens)", bytes, spec.bytes_per_block(o.block_size),
+         o.block_size);
+  return blocks;
+}
+
+EngineCore::EngineCore(Model& model, const EngineOptions& options)
+    : model_(model),
+      options_(options),
+      kv_(std::make_unique<KvCache>(model.kernels(), model.kv_spec(), kv_blocks_for(model, options), options.block_size,
+                                    options.prefix_caching)),
+      scheduler_(*kv_, SchedulerOptions{options.max_num_seqs, options.max_num_batched_tokens,
+                                        std::max(1, kv_->num_blocks() / 100)}),
+      executor_(model, *kv_) {
+  const ModelConfig& c = model.config();
+  max_model_len_ = options.max_model_len > 0 ? options.max_model_len : int32_t(c.max_position_embeddings);
+  if (max_model_len_ <= 0) max_model_len_ = INT32_MAX / 2;
+  vocab_size_ = c.vocab_size;
+  const KvSpec spec = model.kv_spec();
+  const std::string identity =
+      options.model_identity.empty()
+          ? fmt::format("{}/{}/h{}/l{}/v{}/w{}", c.architecture, c.model_type, c.hidden_size, c.num_hidden_layers,
+                        c.vocab_size, model.weight_bytes())
+          : options.model_identity;
+  ns_prefix_ = fmt::format("{}|kv:{}:{}x{}x{}:bs{}|", identity, dtype_name(spec.dtype), spec.num_layers,
+                           spec.num_kv_heads, spec.head_dim, options.block_size);
+  logger().info("engine: {} KV blocks of {} tokens ({:.1f} MiB), max_model_len {}, prefix caching {}",
+                kv_->num_blocks(), options.block_size,
+                double(spec.bytes_per_block(options.block_size)) * kv_->num_blocks() / (1 << 20), max_model_len_,
+                options.prefix_caching ? "on" : "off");
+}
+
+EngineCore::~EngineCore() = default;
+
+void EngineCore::validate(const Request& r) const {
+  const SamplingParams& s = r.sampling;
+  RILL_ENSURE(!r.prompt.empty(), "prompt: must hold at least one token");
+  for (size_t i = 0; i < r.prompt.size(); ++i)
+    RILL_ENSURE(r.prompt[i] >= 0 && r.prompt[i] < vocab_size_, "prompt[{}]: token id {} is outside the vocabulary [0, {})",
+                i, r.prompt[i], vocab_size_);
+  for (int32_t t : r.stop_token_ids)
+    RILL_ENSURE(t >= 0 && t < vocab_size_, "stop_token_ids: token id {} is outside the vocabulary [0, {})", t, vocab_size_);
+  RILL_ENSURE(r.max_tokens >= 1, "max_tokens: must be >= 1, got {}", r.max_tokens);
+  RILL_ENSURE(std::isfinite(s.temperature) && s.temperature >= 0.f, "temperature: must be >= 0, got {}", s.temperature);
+  RILL_ENSURE(s.top_p > 0.f && s.top_p <= 1.f, "top_p: must be in (0, 1], got {}", s.top_p);
+  RILL_ENSURE(s.top_k >= -1, "top_k: must be >= 0 (or -1 for off), got {}", s.top_k);
+  RILL_ENSURE(s.min_p >= 0.f && s.min_p <= 1.f, "min_p: must be in [0, 1], got {}", s.min_p);
+  RILL_ENSURE(std::isfinite(s.repetition_penalty) && s.repetition_penalty > 0.f,
+              "repetition_penalty: must be > 0, got {}", s.repetition_penalty);
+  RILL_ENSURE(std::isfinite(s.presence_penalty) && std::fabs(s.presence_penalty) <= 2.f,
+              "presence_penalty: must be in [-2, 2], got {}", s.presence_penalty);
+  RILL_ENSURE(std::isfinite(s.frequency_penalty) && std::fabs(s.frequency_penalty) <= 2.f,
+              "frequency_penalty: must be in [-2, 2], got {}", s.frequency_penalty);
+  for (auto [t, b] : s.logit_bias) {
+    RILL_ENSURE(t >= 0 && t < vocab_size_, "logit_bias: token id {} is outside the vocabulary [0, {})", t, vocab_size_);
+    RILL_ENSURE(!std::isnan(b) && b <= 100.f, "logit_bias[{}]: must be a number <= 100 (or -inf), got {}", t, b);
+  }
+  RILL_ENSURE(s.top_logprobs >= 0 && s.top_logprobs <= kMaxTopLogprobs, "top_logprobs: must be in [0, {}], got {}",
+              kMaxTopLogprobs, s.top_logprobs);
+  RILL_ENSURE(s.n >= 1 && s.n <= options_.max_n, "n: must be in [1, {}], got {}", options_.max_n, s.n);
+}
+
+RejectReason EngineCore::admissible(const Request& r, std::string& message) const {
+  const int64_t total = int64_t(r.prompt.size()) + r.max_tokens;
+  if (total > max_model_len_) {
+    message = fmt::format("prompt ({} tokens) + max_tokens ({}) = {} exceeds the model's context of {} tokens",
+                          r.prompt.size(), r.max_tokens, total, max_model_len_);
+    return RejectReason::too_long;
+  }
+  const int64_t blocks = (total + kv_->block_size() - 1) / kv_->block_size();
+  if (blocks > kv_->num_blocks()) {
+    message = fmt::format(
+        "prompt ({} tokens) + max_tokens ({}) needs {} KV blocks of {} tokens, but the whole KV cache holds {} "
+        "({} tokens); lower max_tokens or give the engine more KV memory",
+        r.prompt.size(), r.max_tokens, blocks, kv_->block_size(), kv_->num_blocks(),
+        int64_t(kv_->num_blocks()) * kv_->block_size());
+    return RejectReason::too_long;
+  }
+  return RejectReason::none;
+}
+
+void EngineCore::add(Request request, RequestHandle stream, Clock::time_point submitted) {
+  auto state = std::make_unique<RequestState>();
+  RequestState& r = *state;
+  r.id = stream->id();
+  r.stream = std::move(stream);
+  r.request = std::move(request);
+  r.submitted = submitted;
+  r.ns_key = PrefixCache::namespace_key(ns_prefix_ + r.request.cache_namespace);
+  r.seed = r.request.sampling.seed ? *r.request.sampling.seed : std::random_device{}() * 0x100000001ull;
+  const SamplingParams& s = r.request.sampling;
+  r.uses_adjust = !s.logit_bias.empty() || s.repetition_penalty != 1.f || s.presence_penalty != 0.f ||
+                  s.frequency_penalty != 0.f;
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_sequence_id_++;
+  seq->request = &r;
+  seq->tokens = r.request.prompt;
+  seq->tokens.reserve(r.request.prompt.size() + size_t(r.request.max_tokens));
+  seq->prompt_len = int32_t(r.request.prompt.size());
+  seq->awaiting_fork = s.n > 1;
+  seq->seed = sequence_seed(r.seed, 0);
+  if (r.uses_adjust) seq->adjust = initial_adjust(r.request);
+  scheduler_.enqueue(seq.get());
+  r.sequences.push_back(std::move(seq));
+  RILL_CHECK(requests_.emplace(r.id, std::move(state)).second, "request id {} submitted twice", r.id);
+}
+
+void EngineCore::cancel(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;  // already finished: its stream is complete
+  RequestState& r = *it->second;
+  for (auto& seq : r.sequences)
+    if (seq->status != SequenceStatus::finished) scheduler_.remove(seq.get());
+  TokenEvent e;
+  e.finish = FinishReason::cancelled;
+  e.request_done = true;
+  e.prompt_tokens = int32_t(r.request.prompt.size());
+  e.cached_tokens = r.cached_tokens;
+  r.stream->push(std::move(e));
+  ++counters_.requests_cancelled;
+  requests_.erase(it);
+}
+
+void EngineCore::fail_all(const std::string& message, FinishReason reason) {
+  for (auto& [id, state] : requests_) {
+    for (auto& seq : state->sequences)
+      if (seq->status != SequenceStatus::finished) scheduler_.remove(seq.get());
+    TokenEvent e;
+    e.finish = reason;
+    e.error = message;
+    e.request_done = true;
+    state->stream->push(std::move(e));
+  }
+  requests_.clear();
+}
+
+bool EngineCore::step() {
+  if (scheduler_.idle()) return false;
+  StepPlan plan = scheduler_.schedule();
+  RILL_CHECK(!plan.empty(), "scheduler made no progress with {} waiting and {} running sequences",
+             scheduler_.num_waiting(), scheduler_.num_running());
+  executor_.run(plan, result_);
+  commit(plan, result_);
+  ++counters_.num_steps;
+  if (options_.check_invariants) check_invariants();
+  return true;
+}
+
+Sequence* EngineCore::fork(Sequence& parent, int32_t index) {
+  RequestState& r = *parent.request;
+  auto child = std::make_unique<Sequence>();
+  child->id = next_sequence_id_++;
+  child->request = &r;
+  child->index = index;
+  child->tokens = parent.tokens;
+  child->tokens.reserve(parent.tokens.capacity());
+  child->prompt_len = parent.prompt_len;
+  child->num_computed = parent.num_computed;
+  child->seed = sequence_seed(r.seed, index);
+  child->adjust = parent.adjust;
+  kv_->fork(parent.table, child->table);
+  Sequence* out = child.get();
+  r.sequences.push_back(std::move(child));
+  scheduler_.add_running(out);
+  return out;
+}
+
+void EngineCore::commit(const StepPlan& plan, const StepResult& result) {
+  const Clock::time_point now = Clock::now();
+  for (Sequence* seq : plan.admitted)
+    if (seq->index == 0 && seq->num_preemptions == 0 && seq->num_output() == 0) {
+      counters_.prompt_tokens += seq->prompt_len;
+      counters_.prefix_hit_tokens += seq->request->cached_tokens;
+    }
+  for (size_t i = 0; i < plan.rows.size(); ++i) {
+    const ScheduledRow& row = plan.rows[i];
+    Sequence& seq = *row.seq;
+    seq.num_computed += row.num_tokens;
+    counters_.computed_tokens += row.num_tokens;
+    kv_->commit(seq.table, seq.tokens, seq.num_computed, seq.request->ns_key);
+    if (!row.sample) continue;
+    const int32_t first = result.first[i];
+    if (seq.awaiting_fork) {
+      seq.awaiting_fork = false;
+      const int32_t n = seq.request->request.sampling.n;
+      // Children first: they copy the parent's tokens before it appends its own draw.
+      std::vector<Sequence*> children;
+      for (int32_t d = 1; d < n; ++d) children.push_back(fork(seq, d));
+      emit(seq, result.tokens[size_t(first)], now);
+      for (int32_t d = 1; d < n; ++d) emit(*children[size_t(d - 1)], result.tokens[size_t(first + d)], now);
+    } else {
+      emit(seq, result.tokens[size_t(first)], now);
+    }
+  }
+}
+
+void EngineCore::emit(Sequence& seq, const SampledToken& drawn, Clock::time_point now) {
+  RequestState& r = *seq.request;
+  const Request& req = r.request;
+  if (seq.status == SequenceStatus::finished) return;  // cannot happen; defensive against double events
+  seq.append(drawn.token);
+  ++counters_.generated_tokens;
+  if (!r.has_first_token) {
+    r.has_first_token = true;
+    r.first_token = now;
+    ttft_.add(seconds(now - r.submitted));
+  } else if (seq.num_output() > 1) {
+    itl_.add(seconds(now - seq.last_token_time));
+  }
+  seq.last_token_time = now;
+  TokenEvent e;
+  e.sequence = seq.index;
+  e.token = drawn.token;
+  e.logprob = drawn.logprob;
+  e.top_logprobs = drawn.top_logprobs;
+  e.prompt_tokens = seq.prompt_len;
+  e.cached_tokens = r.cached_tokens;
+  e.ttft_s = seconds(r.first_token - r.submitted);
+  FinishReason reason = FinishReason::none;
+  if (std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), drawn.token) != req.stop_token_ids.end())
+    reason = FinishReason::stop;
+  else if (seq.num_output() >= req.max_tokens || seq.length() >= max_model_len_)
+    reason = FinishReason::length;
+  if (reason != FinishReason::none) {
+    finish_sequence(seq, reason, e);
+  } else {
+    r.stream->push(std::move(e));
+  }
+}
+
+void EngineCore::finish_sequence(Sequence& seq, FinishReason reason, TokenEvent& e) {
+  RequestState& r = *seq.request;
+  scheduler_.remove(&seq);
+  e.finish = reason;
+  ++r.num_finished;
+  const bool done = r.num_finished == r.request.sampling.n;
+  e.request_done = done;
+  r.stream->push(std::move(e));
+  if (done) {
+    ++counters_.requests_finished;
+    const uint64_t id = r.id;
+    requests_.erase(id);  // destroys r and its sequences
+  }
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s = counters_;
+  s.num_waiting = scheduler_.num_waiting();
+  s.num_running = scheduler_.num_running();
+  s.kv_blocks_total = kv_->num_blocks();
+  s.kv_blocks_free = kv_->num_available();
+  s.kv_blocks_used = kv_->pool().num_used();
+  s.kv_blocks_cached = kv_->pool().num_evictable();
+  s.block_size = kv_->block_size();
+  s.num_preemptions = int64_t(scheduler_.num_preemptions());
+  s.ttft = ttft_.summary();
+  s.itl = itl_.summary();
+  return s;
+}
+
+void EngineCore::check_invariants() const {
+  std::vector<const BlockTable*> tables;
+  for (auto& [id, r] : requests_)
+    for (auto& seq : r->sequences) {
+      if (seq->status == SequenceStatus::finished) {
+        RILL_CHECK(seq->table.empty(), "finished sequence {} holds blocks", seq->id);
+        continue;
+      }
+      RILL_CHECK(seq->num_computed < seq->length(), "live sequence {} has nothing to compute", seq->id);
+      RILL_CHECK(int64_t(seq->table.blocks.size()) * kv_->block_size() >= seq->num_computed,
+                 "sequence {}: table too short for {} computed tokens", seq->id, seq->num_computed);
+      if (seq->status == SequenceStatus::waiting) RILL_CHECK(seq->table.empty(), "waiting sequence {} holds blocks", seq->id);
+      tables.push_back(&seq->table);
+    }
+  kv_->check_invariants(tables);
+}
+
+}  // namespace rill

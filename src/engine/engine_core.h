@@ -1,0 +1,99 @@
+// engine/engine_core.h — EngineCore: the engine's state machine on one thread. It owns the KV
+// cache, the state pool, the scheduler and the executor (the model is borrowed), validates and
+// admits requests, and advances every live request by one step() at a time: schedule, run,
+// commit, publish events. No locks: Engine (engine.h) calls it from its own thread, and tests
+// drive it directly for deterministic step-by-step checks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "engine/executor.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/metrics.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine/state_pool.h"
+#include "model/model.h"
+
+namespace rill {
+
+struct EngineOptions {
+  /// KV cache size in bytes; 0: a share of free device memory (CUDA, measured after a warm-up
+  /// step) or min(25% of MemAvailable, 4 GiB) on the CPU.
+  size_t kv_memory_bytes = 0;
+  double kv_memory_fraction = 0.85;  ///< share of free device memory when kv_memory_bytes is 0 (CUDA)
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 256;             ///< rows per step
+  int32_t max_num_batched_tokens = 2048;  ///< new tokens per step
+  int32_t max_waiting = 1024;             ///< queued requests before submit() answers queue_full
+  int32_t max_model_len = 0;              ///< 0: the model's max_position_embeddings
+  int32_t max_n = 64;                     ///< largest SamplingParams::n accepted
+  bool prefix_caching = true;
+  /// Part of every prefix-cache namespace; empty: derived from the model's config.
+  std::string model_identity;
+  /// RILL_CHECK the KV invariants after every step (tests; costs O(blocks) per step).
+  bool check_invariants = false;
+};
+
+class EngineCore {
+ public:
+  EngineCore(Model& model, const EngineOptions& options);
+  ~EngineCore();
+
+  /// Throws rill::Error naming the field when the request is malformed (ids outside the
+  /// vocabulary, a sampling value out of range).
+  void validate(const Request& request) const;
+  /// Refusal of a well-formed request that can never run (too long for the context or for the
+  /// whole KV cache); RejectReason::none when it can.
+  RejectReason admissible(const Request& request, std::string& message) const;
+  /// Queues a validated, admissible request; its events go to `stream`.
+  void add(Request request, RequestHandle stream, Clock::time_point submitted);
+  /// Ends a request wherever it is (frees its blocks); its stream gets a `cancelled` end.
+  void cancel(uint64_t request_id);
+  /// Ends every live request with an error event (after a failed step, or at shutdown).
+  void fail_all(const std::string& message, FinishReason reason);
+
+  bool has_work() const { return !scheduler_.idle(); }
+  /// One iteration: schedule, forward, sample, commit, publish. Returns false when idle.
+  bool step();
+
+  int32_t num_live_requests() const { return int32_t(requests_.size()); }
+  EngineStats stats() const;
+  const EngineOptions& options() const { return options_; }
+  int32_t max_model_len() const { return max_model_len_; }
+  KvCache& kv_cache() { return *kv_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  /// RILL_CHECKs the KV invariants against every live sequence's table.
+  void check_invariants() const;
+
+ private:
+  void commit(const StepPlan& plan, const StepResult& result);
+  void emit(Sequence& seq, const SampledToken& drawn, Clock::time_point now);
+  void finish_sequence(Sequence& seq, FinishReason reason, TokenEvent& event);
+  Sequence* fork(Sequence& parent, int32_t index);
+
+  Model& model_;
+  EngineOptions options_;
+  int32_t max_model_len_ = 0;
+  int64_t vocab_size_ = 0;
+  std::string ns_prefix_;
+  std::unique_ptr<KvCache> kv_;
+  NoStatePool state_pool_;
+  Scheduler scheduler_;
+  Executor executor_;
+  std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  uint64_t next_sequence_id_ = 0;
+  StepResult result_;
+  // Metrics (engine thread only).
+  EngineStats counters_;
+  LatencyWindow ttft_, itl_;
+};
+
+/// KV blocks for `options` on this model's device (resolves kv_memory_bytes = 0).
+int32_t kv_blocks_for(Model& model, const EngineOptions& options);
+
+}  // namespace rill

@@ -1,0 +1,140 @@
+// engine/scheduler.cpp — see scheduler.h.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace rill {
+
+Scheduler::Scheduler(KvCache& kv, const SchedulerOptions& options) : kv_(kv), options_(options) {
+  RILL_ENSURE(options.max_num_seqs > 0, "max_num_seqs must be > 0, got {}", options.max_num_seqs);
+  RILL_ENSURE(options.max_num_batched_tokens > 0, "max_num_batched_tokens must be > 0, got {}",
+              options.max_num_batched_tokens);
+  running_.reserve(size_t(options.max_num_seqs));
+}
+
+void Scheduler::enqueue(Sequence* seq) {
+  seq->status = SequenceStatus::waiting;
+  waiting_.push_back(seq);
+}
+
+void Scheduler::add_running(Sequence* seq) {
+  seq->status = SequenceStatus::running;
+  running_.push_back(seq);
+}
+
+void Scheduler::remove(Sequence* seq) {
+  if (seq->status == SequenceStatus::running) {
+    auto it = std::find(running_.begin(), running_.end(), seq);
+    RILL_CHECK(it != running_.end(), "running sequence {} not in the running list", seq->id);
+    running_.erase(it);
+  } else if (seq->status == SequenceStatus::waiting) {
+    auto it = std::find(waiting_.begin(), waiting_.end(), seq);
+    if (it != waiting_.end()) waiting_.erase(it);
+  }
+  kv_.free(seq->table);
+  seq->status = SequenceStatus::finished;
+}
+
+void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
+  auto it = std::find(running_.begin(), running_.end(), seq);
+  RILL_CHECK(it != running_.end(), "preempting sequence {} that is not running", seq->id);
+  running_.erase(it);
+  kv_.free(seq->table);
+  seq->num_computed = 0;
+  seq->status = SequenceStatus::waiting;
+  ++seq->num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_front(seq);
+  plan.preempted.push_back(seq);
+}
+
+// Gives `seq` (running) a row, preempting lower-priority sequences while blocks are short.
+// Returns false when `seq` itself had to be preempted.
+bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan) {
+  const int32_t n = std::min(seq->num_uncomputed(), budget);
+  if (n <= 0) return true;
+  const int32_t start = seq->num_computed;
+  while (!kv_.reserve(seq->table, start, start + n, plan.copies)) {
+    Sequence* victim = nullptr;
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it)
+      if (*it != seq && (*it)->scheduled_step != step_) {
+        victim = *it;
+        break;
+      }
+    if (!victim) {
+      preempt(seq, plan);
+      return false;
+    }
+    preempt(victim, plan);
+  }
+  seq->scheduled_step = step_;
+  plan.rows.push_back({seq, start, n, start + n == seq->length()});
+  plan.num_tokens += n;
+  budget -= n;
+  return true;
+}
+
+bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
+  RILL_CHECK(seq->table.empty() && seq->num_computed == 0, "waiting sequence {} holds KV", seq->id);
+  // Reuse cached full blocks, but always compute at least the last token (its logits are needed).
+  const uint64_t ns = seq->request->ns_key;
+  const int32_t cached = kv_.match_prefix(seq->tokens, seq->length() - 1, ns, seq->table);
+  const int32_t n = std::min(seq->length() - cached, budget);
+  const int32_t reserve_extra = running_.empty() ? 0 : options_.watermark_blocks;
+  const int32_t need = kv_.blocks_for_tokens(cached + n) - int32_t(seq->table.blocks.size());
+  if (need + reserve_extra > kv_.num_available() || !kv_.reserve(seq->table, cached, cached + n, plan.copies)) {
+    kv_.free(seq->table);
+    return false;
+  }
+  seq->num_computed = cached;
+  RequestState& r = *seq->request;
+  if (seq->index == 0 && !r.cached_tokens_known) {
+    r.cached_tokens = cached;
+    r.cached_tokens_known = true;
+  }
+  seq->status = SequenceStatus::running;
+  seq->scheduled_step = step_;
+  running_.push_back(seq);
+  plan.admitted.push_back(seq);
+  plan.rows.push_back({seq, cached, n, cached + n == seq->length()});
+  plan.num_tokens += n;
+  budget -= n;
+  return true;
+}
+
+StepPlan Scheduler::schedule() {
+  ++step_;
+  StepPlan plan;
+  int32_t budget = options_.max_num_batched_tokens;
+  // Decode rows first so that long prefills never stall generating sequences, then prefill chunks.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < running_.size() && budget > 0 && int32_t(plan.rows.size()) < options_.max_num_seqs;) {
+      Sequence* seq = running_[i];
+      const bool decode = seq->num_uncomputed() == 1;
+      if (seq->scheduled_step == step_ || decode != (pass == 0)) {
+        ++i;
+        continue;
+      }
+      const size_t before = running_.size();
+      const bool kept = schedule_running(seq, budget, plan);
+      // Preemption removed sequences behind this one (or this one): re-find our place.
+      if (!kept || running_.size() != before) {
+        auto it = std::find(running_.begin(), running_.end(), seq);
+        i = it == running_.end() ? i : size_t(it - running_.begin()) + 1;
+      } else {
+        ++i;
+      }
+    }
+  }
+  if (plan.preempted.empty()) {
+    while (!waiting_.empty() && budget > 0 && int32_t(running_.size()) < options_.max_num_seqs) {
+      if (!admit(waiting_.front(), budget, plan)) break;
+      waiting_.pop_front();
+    }
+  }
+  return plan;
+}
+
+}  // namespace rill

@@ -1,0 +1,76 @@
+// engine/scheduler.h — Scheduler: which sequences get a row in the next step, and how many new
+// tokens each. Continuous batching with chunked prefill under a per-step token budget: running
+// sequences first (decode rows, then prefill chunks, in arrival order), then waiting ones in
+// FCFS order. When the KV pool runs dry the lowest-priority running sequence (the last in the
+// running list) is preempted by recompute: its blocks are freed and it rejoins the front of the
+// waiting queue with its tokens so far as its new prompt. Invariant: a sequence is in exactly one
+// of running_ and waiting_ until it finishes; every running sequence's table covers num_computed.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/kv/kv_cache.h"
+#include "engine/sequence.h"
+
+namespace rill {
+
+struct SchedulerOptions {
+  int32_t max_num_seqs = 256;             ///< rows per step
+  int32_t max_num_batched_tokens = 2048;  ///< new tokens per step (decode rows + prefill chunks)
+  /// Blocks kept free when admitting a new sequence while others run (fewer immediate preemptions).
+  int32_t watermark_blocks = 0;
+};
+
+/// One row of the next step: tokens [start, start + num_tokens) of `seq`.
+struct ScheduledRow {
+  Sequence* seq;
+  int32_t start;
+  int32_t num_tokens;
+  bool sample;  ///< the row ends at the sequence's last token: draw its next token
+};
+
+struct StepPlan {
+  std::vector<ScheduledRow> rows;
+  std::vector<BlockCopy> copies;  ///< copy-on-write, to run before the forward
+  std::vector<Sequence*> preempted;
+  std::vector<Sequence*> admitted;  ///< left the waiting queue this step
+  int32_t num_tokens = 0;
+  bool empty() const { return rows.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(KvCache& kv, const SchedulerOptions& options);
+
+  /// Queues a sequence at the back (a new request) of the waiting queue.
+  void enqueue(Sequence* seq);
+  /// Adds a sequence that already holds its blocks (a fork) to the running list.
+  void add_running(Sequence* seq);
+  /// Removes a sequence from whichever list holds it and frees its blocks.
+  void remove(Sequence* seq);
+  /// Plans the next step (allocates the blocks it needs; preempts when they run out).
+  StepPlan schedule();
+
+  int32_t num_waiting() const { return int32_t(waiting_.size()); }
+  int32_t num_running() const { return int32_t(running_.size()); }
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  const std::vector<Sequence*>& running() const { return running_; }
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  uint64_t num_preemptions() const { return num_preemptions_; }
+
+ private:
+  bool schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan);
+  void preempt(Sequence* seq, StepPlan& plan);
+  bool admit(Sequence* seq, int32_t& budget, StepPlan& plan);
+
+  KvCache& kv_;
+  SchedulerOptions options_;
+  std::vector<Sequence*> running_;
+  std::deque<Sequence*> waiting_;
+  uint64_t step_ = 0;
+  uint64_t num_preemptions_ = 0;
+};
+
+}  // namespace rill

@@ -1,0 +1,71 @@
+// engine/sequence.h — the engine-side state of a request (RequestState) and of each of its n
+// generation streams (Sequence). Owned by EngineCore, touched only by the engine thread.
+// Invariant: tokens[0, num_computed) have their K/V in table's blocks; a live sequence always has
+// at least one uncomputed token (the prompt, or the last sampled token).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv/kv_cache.h"
+#include "engine/request.h"
+#include "kernels/kernels.h"
+
+namespace rill {
+
+using Clock = std::chrono::steady_clock;
+
+struct RequestState;
+
+enum class SequenceStatus { waiting, running, finished };
+
+struct Sequence {
+  uint64_t id = 0;  ///< engine-wide, increasing: lower id = earlier arrival = higher priority
+  RequestState* request = nullptr;
+  int32_t index = 0;  ///< which of the request's n sequences
+  std::vector<int32_t> tokens;  ///< prompt, then generated tokens
+  int32_t prompt_len = 0;
+  int32_t num_computed = 0;
+  BlockTable table;
+  SequenceStatus status = SequenceStatus::waiting;
+  bool awaiting_fork = false;  ///< n > 1 and the prompt's first token has not been drawn yet
+  uint64_t seed = 0;           ///< this sequence's random stream
+  uint64_t scheduled_step = ~0ull;  ///< the step that last gave it a row
+  int32_t num_preemptions = 0;
+  /// Logit adjustments (penalties, bias) by token, kept only when the request uses any.
+  std::unordered_map<int32_t, SamplingAdjust> adjust;
+  Clock::time_point last_token_time{};
+
+  int32_t length() const { return int32_t(tokens.size()); }
+  int32_t num_output() const { return length() - prompt_len; }
+  int32_t num_uncomputed() const { return length() - num_computed; }
+  /// Appends a drawn token (and counts it for the penalties).
+  void append(int32_t token);
+};
+
+struct RequestState {
+  uint64_t id = 0;
+  Request request;
+  RequestHandle stream;
+  uint64_t ns_key = 0;  ///< prefix-cache namespace key (model identity + layout + request namespace)
+  uint64_t seed = 0;
+  bool uses_adjust = false;
+  std::vector<std::unique_ptr<Sequence>> sequences;
+  int32_t num_finished = 0;
+  int32_t cached_tokens = 0;
+  bool cached_tokens_known = false;
+  Clock::time_point submitted{};
+  Clock::time_point first_token{};
+  bool has_first_token = false;
+};
+
+/// The random stream of sequence `index` of a request seeded `seed`.
+uint64_t sequence_seed(uint64_t request_seed, int32_t index);
+/// The adjust table a new sequence starts from: bias entries, and the prompt's tokens when the
+/// repetition penalty is on.
+std::unordered_map<int32_t, SamplingAdjust> initial_adjust(const Request& request);
+
+}  // namespace rill
