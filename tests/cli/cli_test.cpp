@@ -2,39 +2,19 @@
 // transformers greedy continuation; bad --prompt-ids, bad model directories and bad shapes give
 // one-line errors and a non-zero exit code; make-model is deterministic.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/run_rill.h"
+
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Result run(const std::string& args) {
-  static int counter = 0;
-  fs::path err_file = fs::temp_directory_path() / ("rill-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  std::string cmd = std::string(RILL_BINARY) + " " + args + " 2>" + err_file.string();
-  FILE* p = ::popen(cmd.c_str(), "r");
-  Result r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream in(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(in), {});
-  fs::remove(err_file);
-  return r;
-}
+using Result = rill::test::ProcessResult;
+Result run(const std::string& args) { return rill::test::run_rill(args); }
 
 const std::string kFixture = std::string(RILL_SOURCE_DIR) + "/tests/fixtures/models/qwen3-tiny";
 
