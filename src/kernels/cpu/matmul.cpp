@@ -28,8 +28,11 @@ struct MatmulArgs {
 };
 // Rows of x handled by the streaming path: up to this many, w is read once straight from memory.
 constexpr int64_t kMatvecMaxRows = 4;
-// k block of every dot product (a multiple of every target's lane count): 4 rows of x stay in L1.
+// k block of every dot product (a multiple of every target's lane count): a tile's rows of x
+// (6 x 4 KiB) stay in L1 while it sweeps a panel.
 constexpr int64_t kKBlock = 1024;
+// Panel rows are padded by one cache line so rows 4 KiB apart do not share L1 sets.
+constexpr int64_t kPanelPad = 16;
 }  // namespace rill::cpu
 #endif
 
@@ -38,12 +41,14 @@ namespace rill::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Rows of x per prefill tile: 4x4 accumulators fit AVX-512's 32 registers, 3x4 fit AVX2's 16.
+// Prefill tile: kTileM rows of x by kTileN weight rows of accumulators. AVX-512 has 32 registers:
+// 6x4 (24 accumulators, 10 loads per 24 FMAs); AVX2 and SSE4 have 16: 3x4.
 #if HWY_TARGET <= HWY_AVX3
-constexpr int kTileM = 4;
+constexpr int kTileM = 6;
 #else
 constexpr int kTileM = 3;
 #endif
+constexpr int kTileN = 4;
 
 HWY_INLINE float BiasAt(const MatmulArgs& a, int64_t n) {
   if (a.bias == nullptr) return 0.f;
@@ -144,22 +149,24 @@ void MatmulPanelT(const MatmulArgs& a, int64_t n0, int64_t n1, float* HWY_RESTRI
       const int64_t lanes = int64_t(hn::Lanes(df));
       for (int64_t r = 0; r < n1 - n0; ++r) {
         const W* src = static_cast<const W*>(a.w) + (n0 + r) * K + k0;
-        float* dst = panel + r * count;
+        float* dst = panel + r * (count + kPanelPad);
         int64_t i = 0;
         for (; i + lanes <= count; i += lanes) hn::StoreU(LoadW(df, src + i), df, dst + i);
         for (; i < count; ++i) dst[i] = ScalarW(src + i);
       }
       wp = panel;
-      ldw = count;
+      ldw = count + kPanelPad;
     } else {
       wp = static_cast<const float*>(a.w) + n0 * K + k0;
     }
     int64_t m = 0;
-    for (; m + kTileM <= a.M; m += kTileM) TileRowBlock<kTileM, 4>(a, m, wp, ldw, n0, n1, k0, count);
+    for (; m + kTileM <= a.M; m += kTileM) TileRowBlock<kTileM, kTileN>(a, m, wp, ldw, n0, n1, k0, count);
     switch (a.M - m) {
-      case 1: TileRowBlock<1, 4>(a, m, wp, ldw, n0, n1, k0, count); break;
-      case 2: TileRowBlock<2, 4>(a, m, wp, ldw, n0, n1, k0, count); break;
-      case 3: TileRowBlock<3, 4>(a, m, wp, ldw, n0, n1, k0, count); break;
+      case 1: TileRowBlock<1, kTileN>(a, m, wp, ldw, n0, n1, k0, count); break;
+      case 2: TileRowBlock<2, kTileN>(a, m, wp, ldw, n0, n1, k0, count); break;
+      case 3: TileRowBlock<3, kTileN>(a, m, wp, ldw, n0, n1, k0, count); break;
+      case 4: TileRowBlock<4, kTileN>(a, m, wp, ldw, n0, n1, k0, count); break;
+      case 5: TileRowBlock<5, kTileN>(a, m, wp, ldw, n0, n1, k0, count); break;
       default: break;
     }
   }
@@ -241,7 +248,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   const int64_t num_panels = (N + rows - 1) / rows;
   pool.parallel_for(num_panels, 1, [&](int64_t p0, int64_t p1) {
     thread_local std::vector<float> panel;
-    const size_t panel_floats = size_t(rows * std::min(K, kKBlock));
+    const size_t panel_floats = size_t(rows * (std::min(K, kKBlock) + kPanelPad));
     if (a.w_bf16 && panel.size() < panel_floats) panel.resize(panel_floats);
     for (int64_t p = p0; p < p1; ++p) {
       HWY_DYNAMIC_DISPATCH(MatmulPanel)(a, p * rows, std::min(N, (p + 1) * rows), panel.data());
