@@ -90,6 +90,11 @@ struct BpeModel::Impl {
   MergeMap merges;
   std::optional<int32_t> unk_id;
   bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
+  // Word splitting for SentencePiece-style models whose pieces are whole paragraphs: a "▁" that
+  // follows a character c (c != "▁", c not in no_split_after) starts an independent word, since
+  // no merge joins a symbol ending in c with one starting with "▁". Checked on the merges at load.
+  bool split_words = false;
+  std::vector<uint32_t> no_split_after;
 
   std::optional<int32_t> lookup(std::string_view s) const {
     auto it = vocab.find(s);
@@ -163,6 +168,8 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const nlohmann::json& m, const std
 
   const auto& merges = m.at("merges");
   d.merges.reserve(merges.size());
+  static constexpr std::string_view kMeta = "\u2581";
+  d.split_words = !d.ignore_merges && d.lookup(kMeta).has_value();
   int32_t rank = 0;
   for (const auto& mj : merges) {
     std::string a, b;
@@ -183,6 +190,23 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const nlohmann::json& m, const std
     if (!ia || !ib) fail("{}: merge #{} uses a token missing from the vocabulary ('{}' '{}')", where, rank, a, b);
     if (!im) fail("{}: merge #{} produces '{}', which is not in the vocabulary", where, rank, a + b);
     d.merges.insert(*ia, *ib, {rank, *im});  // a repeated pair keeps its first (lowest) rank
+    if (d.split_words && b.starts_with(kMeta) && !a.ends_with(kMeta)) {
+      // A merge across a word boundary: its left side must be an ordinary character.
+      bool special_left = (a.size() == 6 && a.starts_with("<0x")) || (d.unk_id && a == d.id_to_token[size_t(*d.unk_id)]);
+      size_t last = a.size() - 1;
+      while (last > 0 && (static_cast<unsigned char>(a[last]) & 0xc0) == 0x80) --last;
+      uint32_t cp = 0;
+      std::string_view tail = std::string_view(a).substr(last);
+      unsigned char c0 = static_cast<unsigned char>(tail[0]);
+      if (tail.size() == 1) cp = c0;
+      else if (tail.size() == 2) cp = ((c0 & 0x1fu) << 6) | (static_cast<unsigned char>(tail[1]) & 0x3fu);
+      else if (tail.size() == 3) cp = ((c0 & 0x0fu) << 12) | ((static_cast<unsigned char>(tail[1]) & 0x3fu) << 6) |
+                                     (static_cast<unsigned char>(tail[2]) & 0x3fu);
+      else cp = ((c0 & 0x07u) << 18) | ((static_cast<unsigned char>(tail[1]) & 0x3fu) << 12) |
+                ((static_cast<unsigned char>(tail[2]) & 0x3fu) << 6) | (static_cast<unsigned char>(tail[3]) & 0x3fu);
+      if (special_left) d.split_words = false;
+      else d.no_split_after.push_back(cp);
+    }
     ++rank;
   }
   return model;
@@ -306,7 +330,32 @@ void BpeModel::encode_cached(std::string_view key, std::string_view piece, std::
 }
 
 void BpeModel::encode(std::string_view piece, std::vector<int32_t>& out) const {
-  if (!piece.empty()) encode_cached(piece, piece, out);
+  if (piece.empty()) return;
+  const Impl& d = *impl_;
+  if (!d.split_words || piece.size() <= 32) {
+    encode_cached(piece, piece, out);
+    return;
+  }
+  static constexpr std::string_view kMeta = "\u2581";
+  size_t word = 0;
+  uint32_t prev = 0x2581;  // no split before the first character
+  for (size_t i = 0; i < piece.size();) {
+    size_t n = size_t(std::max(1, utf8_sequence_length(static_cast<unsigned char>(piece[i]))));
+    bool meta = piece.compare(i, kMeta.size(), kMeta) == 0;
+    if (meta && prev != 0x2581 &&
+        std::find(d.no_split_after.begin(), d.no_split_after.end(), prev) == d.no_split_after.end()) {
+      encode_cached(piece.substr(word, i - word), piece.substr(word, i - word), out);
+      word = i;
+    }
+    uint32_t cp = static_cast<unsigned char>(piece[i]);
+    for (size_t k = 1; k < n && i + k < piece.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(piece[i + k]) & 0x3fu);
+    if (n == 2) cp &= 0x7ff;
+    else if (n == 3) cp &= 0xffff;
+    else if (n == 4) cp &= 0x1fffff;
+    prev = meta ? 0x2581 : cp;
+    i += n;
+  }
+  encode_cached(piece.substr(word), piece.substr(word), out);
 }
 
 void BpeModel::encode_byte_level(std::string_view raw, std::vector<int32_t>& out) const {
