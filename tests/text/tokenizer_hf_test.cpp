@@ -3,6 +3,9 @@
 // special tokens, special-token text encoded literally, and decode with/without skipping specials.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "text/tokenizer_test_util.h"
 #include "text/utf8.h"
 
@@ -85,6 +88,25 @@ TEST_P(HfParity, DecodeCorpusAndIdSequences) {
   }
   EXPECT_EQ(failures, 0) << "mismatching decodes out of " << checked;
   EXPECT_GT(fx.decode_records.size(), 500u);
+}
+
+// Encoding from several threads at once (per-thread caches, shared model) gives HF's ids.
+TEST(HfParityThreads, ConcurrentEncodeMatches) {
+  const Tokenizer* tok = real_tokenizer("qwen3");
+  ASSERT_NE(tok, nullptr);
+  const auto& fx = hf_fixture("qwen3");
+  const auto& texts = corpus();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < fx.corpus_records.size(); ++k) {
+        const auto& r = fx.corpus_records[(k * 7 + size_t(t) * 101) % fx.corpus_records.size()];
+        if (tok->encode(texts[r.at("i").get<size_t>()]) != r.at("ids").get<std::vector<int32_t>>()) ++failures;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, HfParity, ::testing::Values("qwen3", "llama3", "gemma3"));
