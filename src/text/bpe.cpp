@@ -171,24 +171,27 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const nlohmann::json& m, const std
   static constexpr std::string_view kMeta = "\u2581";
   d.split_words = !d.ignore_merges && d.lookup(kMeta).has_value();
   int32_t rank = 0;
+  std::string joined;
   for (const auto& mj : merges) {
-    std::string a, b;
+    std::string_view a, b;
     if (mj.is_string()) {
-      const std::string& s = mj.get_ref<const std::string&>();
+      std::string_view s = mj.get_ref<const std::string&>();
       size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
         fail("{}: merge '{}' is not two tokens separated by one space", where, s);
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
-    } else if (mj.is_array() && mj.size() == 2) {
-      a = mj[0].get<std::string>();
-      b = mj[1].get<std::string>();
+    } else if (mj.is_array() && mj.size() == 2 && mj[0].is_string() && mj[1].is_string()) {
+      a = mj[0].get_ref<const std::string&>();
+      b = mj[1].get_ref<const std::string&>();
     } else {
       fail("{}: merge #{} must be \"a b\" or [a, b]", where, rank);
     }
-    auto ia = d.lookup(a), ib = d.lookup(b), im = d.lookup(a + b);
+    joined.assign(a);
+    joined.append(b);
+    auto ia = d.lookup(a), ib = d.lookup(b), im = d.lookup(joined);
     if (!ia || !ib) fail("{}: merge #{} uses a token missing from the vocabulary ('{}' '{}')", where, rank, a, b);
-    if (!im) fail("{}: merge #{} produces '{}', which is not in the vocabulary", where, rank, a + b);
+    if (!im) fail("{}: merge #{} produces '{}', which is not in the vocabulary", where, rank, joined);
     d.merges.insert(*ia, *ib, {rank, *im});  // a repeated pair keeps its first (lowest) rank
     if (d.split_words && b.starts_with(kMeta) && !a.ends_with(kMeta)) {
       // A merge across a word boundary: its left side must be an ordinary character.
