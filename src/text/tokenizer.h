@@ -31,6 +31,7 @@ class Tokenizer {
   static Tokenizer load_files(const std::filesystem::path& tokenizer_json, const std::filesystem::path& config_json);
 
   std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options = {}) const;
+  /// Ids outside the vocabulary are dropped (as tokenizers' decode does), never an error.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
   int32_t vocab_size() const;  ///< including added tokens (max id + 1)
@@ -44,7 +45,7 @@ class Tokenizer {
   /// special token (bos, eos, unk, pad, mask, additional/extra special tokens) by the config.
   bool is_special(int32_t id) const;
 
-  struct Impl;
+  struct Impl;  ///< internal (tokenizer_impl.h)
 
  private:
   friend class IncrementalDetokenizer;
