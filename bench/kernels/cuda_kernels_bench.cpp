@@ -144,7 +144,7 @@ void bench_matvec(CudaKernels& k, int64_t m, int64_t n, int64_t kk, double copy_
 }
 
 void bench_attention(CudaKernels& k, const char* label, int rows, int q_len, int ctx_len, double copy_gbs,
-                     double gemm_tflops, int splits = 0) {
+                     double gemm_tflops, int splits = 0, int warps = 0, int bn = 0) {
   const int hq = 32, hkv = 8, d = 128, bs = 16;
   const int blocks_per_row = (ctx_len + bs - 1) / bs;
   const int num_blocks = rows * blocks_per_row;
@@ -172,11 +172,15 @@ void bench_attention(CudaKernels& k, const char* label, int rows, int q_len, int
   AttentionParams p{1.f / std::sqrt(float(d)), 0, 0.f};
   KvLayer cache{kc.t, vc.t};
   k.set_attention_splits(splits);
+  k.set_attention_variant(warps, bn);
   double ms = median_ms(k, [&](int) { k.attention(q.t, cache, batch, p, out.t); });
   k.set_attention_splits(0);
-  char name[160], fig[160];
+  k.set_attention_variant(0, 0);
+  char name[200], fig[160];
+  std::string forced = (splits ? " splits=" + std::to_string(splits) : std::string()) +
+                       (warps ? " warps=" + std::to_string(warps) + " bn=" + std::to_string(bn) : std::string());
   std::snprintf(name, sizeof name, "attention %s rows=%d q=%d ctx=%d (32/8 heads, d128)%s", label, rows, q_len,
-                ctx_len, splits ? (" splits=" + std::to_string(splits)).c_str() : "");
+                ctx_len, forced.c_str());
   if (q_len <= 16) {
     double bytes = double(rows) * ctx_len * hkv * d * 2 * 2;
     double gbs = bytes / (ms * 1e-3) / 1e9;
@@ -220,9 +224,16 @@ int run() {
     bench_attention(k, "decode", 32, 1, ctx, copy, gemm);
     bench_attention(k, "decode", 32, 4, ctx, copy, gemm);
   }
-  for (int s : {4, 16, 32, 64, 128}) bench_attention(k, "decode", 1, 1, 8192, copy, gemm, s);
-  for (int s : {1, 2, 4, 8}) bench_attention(k, "decode", 32, 1, 8192, copy, gemm, s);
-  for (int s : {1, 2, 4}) bench_attention(k, "decode", 128, 1, 2048, copy, gemm, s);
+  // Variants: 64-key tiles for one-warp decode blocks, and split counts.
+  for (int s : {0, 32, 64, 128}) bench_attention(k, "decode", 1, 1, 8192, copy, gemm, s);
+  bench_attention(k, "decode", 1, 1, 8192, copy, gemm, 0, 1, 64);
+  for (int s : {0, 2, 4, 8}) bench_attention(k, "decode", 32, 1, 8192, copy, gemm, s);
+  for (int s : {0, 2, 4}) bench_attention(k, "decode", 32, 1, 8192, copy, gemm, s, 1, 64);
+  bench_attention(k, "decode", 32, 1, 8192, copy, gemm, 0, 2, 32);
+  for (int s : {0, 1, 4}) bench_attention(k, "decode", 128, 1, 2048, copy, gemm, s);
+  bench_attention(k, "decode", 128, 1, 2048, copy, gemm, 0, 1, 64);
+  bench_attention(k, "prefill", 1, 4096, 4096, copy, gemm, 0, 8, 64);
+  bench_attention(k, "prefill", 1, 4096, 4096, copy, gemm, 0, 4, 32 * 2);
   bench_attention(k, "prefill", 1, 4096, 4096, copy, gemm);
   bench_attention(k, "prefill", 4, 4096, 4096, copy, gemm);
   bench_attention(k, "prefill", 8, 512, 512, copy, gemm);

@@ -290,6 +290,8 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   a.workspace_bytes = attention_workspace_.size();
   a.num_sms = info_.num_sms;
   a.force_splits = attention_splits_;
+  a.force_warps = attention_warps_;
+  a.force_bn = attention_bn_;
   launch_attention(a, stream_.get());
 }
 

@@ -58,6 +58,12 @@ class CudaKernels final : public Kernels {
   MatmulEngine& matmul_engine() { return *matmul_; }
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
   void set_attention_splits(int splits) { attention_splits_ = splits; }
+  /// Attention with a forced kernel variant (tests, benchmarks; 0 = automatic): warps per block
+  /// 1/2/4/8 and keys per tile 32/64 (head_dim 256: 32 only; 32 only with 1 or 2 warps below 256).
+  void set_attention_variant(int warps, int keys_per_tile) {
+    attention_warps_ = warps;
+    attention_bn_ = keys_per_tile;
+  }
 
  private:
   DeviceInfo info_;
@@ -69,6 +75,8 @@ class CudaKernels final : public Kernels {
   Buffer attention_workspace_;
   std::unique_ptr<MatmulEngine> matmul_;
   int attention_splits_ = 0;
+  int attention_warps_ = 0;
+  int attention_bn_ = 0;
 };
 
 }  // namespace rill::cuda

@@ -70,6 +70,8 @@ struct AttentionArgs {
   size_t workspace_bytes = 0;
   int num_sms = 132;
   int force_splits = 0;  ///< > 0: use exactly this many splits (tests, benchmarks)
+  int force_warps = 0;   ///< > 0: warps per block (1, 2, 4, 8), else chosen from max_seqlen_q
+  int force_bn = 0;      ///< > 0: keys per tile (32, 64), else chosen from head_dim and warps
 };
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 

@@ -118,41 +118,41 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ 
   const SamplingRowParams p = params[r];
   const T* raw = logits + int64_t(p.logit_row) * V;
   float* w = workspace + r * V;
-  // Raw log-softmax statistics.
-  float m0 = -INFINITY;
-  for (int64_t i = threadIdx.x; i < V; i += kThreads) {
-    const float v = load(raw, i);
-    w[i] = v;
-    m0 = fmaxf(m0, v);
-  }
-  m0 = block_max(m0, s);
-  float sum = 0.f;
-  for (int64_t i = threadIdx.x; i < V; i += kThreads) sum += __expf(w[i] - m0);
-  const float lse = m0 + logf(block_sum(sum, s));
-  // Top-N alternatives in (value desc, id asc) order: each round takes the best entry strictly
-  // after the previous one in that order.
   float* lp = logprobs + r * (1 + kMaxTopLogprobs);
   int32_t* top = top_ids + r * kMaxTopLogprobs;
-  float prev_v = INFINITY;
-  int32_t prev_i = -1;
-  for (int32_t j = 0; j < kMaxTopLogprobs; ++j) {
-    Best b{-INFINITY, -1};
-    if (j < p.num_top_logprobs) {
-      for (int64_t i = threadIdx.x; i < V; i += kThreads) {
-        const float v = w[i];
-        if (v != v || v > prev_v || (v == prev_v && int32_t(i) <= prev_i)) continue;
-        Best c{double(v), int32_t(i)};
-        if (better(c, b)) b = c;
+  for (int64_t i = threadIdx.x; i < V; i += kThreads) w[i] = load(raw, i);
+  float lse = 0.f;
+  if (p.logprobs) {
+    // Raw log-softmax statistics.
+    float m0 = -INFINITY;
+    for (int64_t i = threadIdx.x; i < V; i += kThreads) m0 = fmaxf(m0, w[i]);
+    m0 = block_max(m0, s);
+    float sum = 0.f;
+    for (int64_t i = threadIdx.x; i < V; i += kThreads) sum += __expf(w[i] - m0);
+    lse = m0 + logf(block_sum(sum, s));
+    // Top-N alternatives in (value desc, id asc) order: each round takes the best entry strictly
+    // after the previous one in that order.
+    float prev_v = INFINITY;
+    int32_t prev_i = -1;
+    for (int32_t j = 0; j < kMaxTopLogprobs; ++j) {
+      Best b{-INFINITY, -1};
+      if (j < p.num_top_logprobs) {
+        for (int64_t i = threadIdx.x; i < V; i += kThreads) {
+          const float v = w[i];
+          if (v != v || v > prev_v || (v == prev_v && int32_t(i) <= prev_i)) continue;
+          Best c{double(v), int32_t(i)};
+          if (better(c, b)) b = c;
+        }
+        b = block_best(b, s);
       }
-      b = block_best(b, s);
-    }
-    if (threadIdx.x == 0) {
-      top[j] = b.index;
-      lp[1 + j] = b.index >= 0 ? float(b.score) - lse : -INFINITY;
-    }
-    if (b.index >= 0) {
-      prev_v = float(b.score);
-      prev_i = b.index;
+      if (threadIdx.x == 0) {
+        top[j] = b.index;
+        lp[1 + j] = b.index >= 0 ? float(b.score) - lse : -INFINITY;
+      }
+      if (b.index >= 0) {
+        prev_v = float(b.score);
+        prev_i = b.index;
+      }
     }
   }
   __syncthreads();
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ 
   }
   if (threadIdx.x == 0) {
     tokens[r] = chosen;
-    lp[0] = load(raw, chosen) - lse;
+    if (p.logprobs) lp[0] = load(raw, chosen) - lse;
   }
 }
 

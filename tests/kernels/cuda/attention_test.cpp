@@ -27,8 +27,13 @@ struct Case {
   int block_size = 16;
 };
 
-// Builds the case once, then checks the kernel under each forced split count (0: automatic).
-void run_case(const Case& c, std::mt19937_64& rng, std::vector<int> split_counts) {
+// A forced kernel variant; 0 fields are chosen automatically.
+struct Variant {
+  int warps = 0, bn = 0, splits = 0;
+};
+
+// Builds the case once, then checks the kernel under each variant.
+void run_case(const Case& c, std::mt19937_64& rng, std::vector<Variant> variants) {
   SCOPED_TRACE(c.name);
   const int rows = int(c.rows.size());
   const int bs = c.block_size, d = c.d, hq = c.hq, hkv = c.hkv, group = hq / hkv;
@@ -115,12 +120,14 @@ void run_case(const Case& c, std::mt19937_64& rng, std::vector<int> split_counts
   batch.max_context_len = max_ctx;
   AttentionParams p{scale, c.window, c.softcap};
   KvLayer cache{dk.t, dv.t};
-  for (int splits : split_counts) {
-    SCOPED_TRACE(::testing::Message() << "splits " << splits);
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(::testing::Message() << "warps " << v.warps << " bn " << v.bn << " splits " << v.splits);
     dout.poison();
-    backend().set_attention_splits(splits);
+    backend().set_attention_splits(v.splits);
+    backend().set_attention_variant(v.warps, v.bn);
     backend().attention(dq.t, cache, batch, p, dout.t);
     backend().set_attention_splits(0);
+    backend().set_attention_variant(0, 0);
     auto out = download_bf16(dout);
     EXPECT_LT(rel_error(out, ref), 1e-2);
     // Per token too, so a wrong short row cannot hide behind long ones.
@@ -145,7 +152,10 @@ TEST(CudaAttention, PrefillRaggedRowsGqaWindowSoftcap) {
       {"g2 d256 softcap window", 8, 4, 256, {{90, 120}, {31, 31}}, 64, 30.f},
       {"g4 d64 block 32 softcap", 8, 2, 64, {{65, 65}, {20, 700}}, 0, 50.f, 32},
   };
-  for (const Case& c : cases) run_case(c, rng, {1, 0, 3});
+  for (const Case& c : cases) {
+    int wide = c.d == 256 ? 32 : 64;
+    run_case(c, rng, {{0, 0, 1}, {0, 0, 0}, {0, 0, 3}, {8, wide, 0}, {2, 32, 0}, {1, wide, 2}});
+  }
 }
 
 TEST(CudaAttention, DecodeOneToSixteenQueryTokens) {
@@ -168,11 +178,14 @@ TEST(CudaAttention, DecodeOneToSixteenQueryTokens) {
         {"decode g8 d128", 16, 2, 128, rows},
         {"decode g2 d256 window softcap", 8, 4, 256, rows, 100, 30.f},
     };
-    for (const Case& c : cases) run_case(c, rng, {1, 7, 0});
+    for (const Case& c : cases) {
+      int wide = c.d == 256 ? 32 : 64;
+      run_case(c, rng, {{0, 0, 1}, {0, 0, 7}, {0, 0, 0}, {1, wide, 0}, {2, 32, 3}, {4, wide, 0}});
+    }
   }
   // Batch of one: single token, long context (the flash-decoding split case).
   Case one{"decode single row", 32, 8, 128, {{1, 8191}}};
-  run_case(one, rng, {0, 1});
+  run_case(one, rng, {{0, 0, 0}, {0, 0, 1}, {1, 64, 0}});
 }
 
 }  // namespace
