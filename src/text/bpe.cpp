@@ -22,7 +22,8 @@ struct StringHash {
   size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 
-// Open-addressing map from a (left id, right id) pair to (rank, merged id).
+// Open-addressing map from a (left id, right id) pair to (rank, merged id); key and value share
+// a 16-byte slot so a lookup touches one cache line.
 class MergeMap {
  public:
   struct Value {
@@ -31,35 +32,36 @@ class MergeMap {
   void reserve(size_t n) {
     size_t cap = 16;
     while (cap < n * 2) cap <<= 1;
-    keys_.assign(cap, kEmpty);
-    values_.resize(cap);
+    slots_.assign(cap, Slot{kEmpty, {0, 0}});
     mask_ = cap - 1;
   }
   bool insert(int32_t a, int32_t b, Value v) {  // false if the pair is already present
     uint64_t k = key(a, b);
     for (size_t i = hash(k) & mask_;; i = (i + 1) & mask_) {
-      if (keys_[i] == kEmpty) {
-        keys_[i] = k;
-        values_[i] = v;
+      if (slots_[i].key == kEmpty) {
+        slots_[i] = {k, v};
         return true;
       }
-      if (keys_[i] == k) return false;
+      if (slots_[i].key == k) return false;
     }
   }
   const Value* find(int32_t a, int32_t b) const {
     uint64_t k = key(a, b);
     for (size_t i = hash(k) & mask_;; i = (i + 1) & mask_) {
-      if (keys_[i] == k) return &values_[i];
-      if (keys_[i] == kEmpty) return nullptr;
+      if (slots_[i].key == k) return &slots_[i].value;
+      if (slots_[i].key == kEmpty) return nullptr;
     }
   }
 
  private:
+  struct Slot {
+    uint64_t key;
+    Value value;
+  };
   static constexpr uint64_t kEmpty = ~uint64_t{0};
   static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
   static size_t hash(uint64_t k) { return size_t((k * 0x9E3779B97F4A7C15ull) >> 17); }
-  std::vector<uint64_t> keys_;
-  std::vector<Value> values_;
+  std::vector<Slot> slots_;
   size_t mask_ = 0;
 };
 
