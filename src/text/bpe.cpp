@@ -65,6 +65,14 @@ class MergeMap {
   size_t mask_ = 0;
 };
 
+// Code point of a 1-3 byte UTF-8 sequence (the caller checked the length).
+uint32_t bmp_code_point(std::string_view c) {
+  auto b = [&](size_t k) { return uint32_t(static_cast<unsigned char>(c[k])); };
+  if (c.size() == 1) return b(0);
+  if (c.size() == 2) return ((b(0) & 0x1fu) << 6) | (b(1) & 0x3fu);
+  return ((b(0) & 0x0fu) << 12) | ((b(1) & 0x3fu) << 6) | (b(2) & 0x3fu);
+}
+
 struct Symbol {
   int32_t id, prev, next, len;
 };
@@ -87,7 +95,7 @@ struct BpeModel::Impl {
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> vocab;
   std::vector<std::string> id_to_token;
   std::vector<uint8_t> has_id;
-  std::array<int32_t, 2048> small_char_ids;  // id of the one-character token for code points < 2048
+  std::vector<int32_t> bmp_char_ids;  // id of the one-character token for each code point < U+10000, or -1
   std::array<int32_t, 256> byte_ids;         // "<0xXX>" tokens, -1 if absent
   MergeMap merges;
   std::optional<int32_t> unk_id;
@@ -145,15 +153,11 @@ std::unique_ptr<BpeModel> BpeModel::from_json(const nlohmann::json& m, const std
     d.id_to_token[size_t(id)] = tok;
     d.has_id[size_t(id)] = 1;
   }
-  d.small_char_ids.fill(-1);
+  d.bmp_char_ids.assign(0x10000, -1);
   for (const auto& [tok, id] : d.vocab) {
-    if (tok.empty() || size_t(utf8_sequence_length(static_cast<unsigned char>(tok[0]))) != tok.size()) continue;
-    uint32_t cp = 0;
-    unsigned char c0 = static_cast<unsigned char>(tok[0]);
-    if (tok.size() == 1) cp = c0;
-    else if (tok.size() == 2) cp = ((c0 & 0x1fu) << 6) | (static_cast<unsigned char>(tok[1]) & 0x3fu);
-    else continue;
-    if (cp < d.small_char_ids.size()) d.small_char_ids[cp] = id;
+    if (tok.empty() || tok.size() > 3 || size_t(utf8_sequence_length(static_cast<unsigned char>(tok[0]))) != tok.size())
+      continue;
+    d.bmp_char_ids[bmp_code_point(tok)] = id;
   }
   for (int b = 0; b < 256; ++b) {
     auto id = d.lookup(fmt::format("<0x{:02X}>", b));
@@ -233,11 +237,8 @@ void BpeModel::Impl::merge_word(std::string_view w, std::vector<int32_t>& out) c
     if (n <= 0 || i + size_t(n) > w.size()) n = 1;  // cannot happen on valid UTF-8
     std::string_view ch = w.substr(i, size_t(n));
     i += size_t(n);
-    int32_t id = -1;
-    unsigned char c0 = static_cast<unsigned char>(ch[0]);
-    if (n == 1) id = small_char_ids[c0];
-    else if (n == 2) id = small_char_ids[((c0 & 0x1fu) << 6) | (static_cast<unsigned char>(ch[1]) & 0x3fu)];
-    if (id < 0 && n > 2) {
+    int32_t id = n <= 3 ? bmp_char_ids[bmp_code_point(ch)] : -1;
+    if (id < 0 && n > 3) {
       auto found = lookup(ch);
       if (found) id = *found;
     }
