@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   rill::cli::add_run_command(app);
   rill::cli::add_make_model_command(app);
   rill::cli::add_bench_command(app);
+  rill::cli::add_bench_serve_command(app);
   rill::cli::add_template_command(app);
   rill::cli::add_tokenize_commands(app);
   try {

@@ -41,6 +41,7 @@ void Sampler::sample(const Tensor& logits, std::span<const SampleRow> rows, std:
       for (const auto& [token, a] : *row.adjust) host_adjust_.push_back(a);
     p.adjust_end = int32_t(host_adjust_.size());
     p.num_top_logprobs = s.logprobs ? s.top_logprobs : 0;
+    p.logprobs = s.logprobs ? 1 : 0;
     want_logprobs |= s.logprobs;
     max_top = std::max(max_top, p.num_top_logprobs);
     host_params_.push_back(p);

@@ -74,7 +74,7 @@ struct SamplingRowParams {
   int32_t adjust_begin = 0;        ///< this row's entries in SampleArgs::adjust: [begin, end)
   int32_t adjust_end = 0;
   int32_t num_top_logprobs = 0;    ///< alternatives to report, 0..kMaxTopLogprobs
-  int32_t reserved = 0;
+  int32_t logprobs = 0;            ///< 1: report logprobs (else the logprobs row is left unset)
 };
 
 /// A token whose logit a row changes before sampling; tokens unique within a row.

@@ -149,6 +149,7 @@ TEST_F(SampleOp, LogprobsAreLogSoftmaxOfRawLogits) {
   p.temperature = 0.7f;
   p.top_k = 3;
   p.num_top_logprobs = 5;
+  p.logprobs = 1;
   p.adjust_end = 1;
   run(kLogits, int64_t(kLogits.size()), {p}, {SamplingAdjust{0, 3, 1, -2.f}});
   double m = *std::max_element(kLogits.begin(), kLogits.end()), z = 0;

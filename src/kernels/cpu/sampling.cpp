@@ -157,21 +157,24 @@ void CpuKernels::sample(const SampleArgs& a) {
                         size_t(p.logit_row) * size_t(V) * dtype_size(a.logits.dtype());
       float* w = a.workspace.data_as<float>() + r * V;
       for (int64_t i = 0; i < V; ++i) w[i] = load(raw, a.logits.dtype(), i);
-      // Logprobs of the raw distribution (before penalties, bias and temperature).
-      float m0 = -INFINITY;
-      for (int64_t i = 0; i < V; ++i) m0 = std::max(m0, w[i]);
-      double sum = 0;
-      for (int64_t i = 0; i < V; ++i) sum += std::exp(double(w[i]) - double(m0));
-      const float lse = float(double(m0) + std::log(sum));
+      // Logprobs of the raw distribution (before penalties, bias and temperature), when asked.
+      float lse = 0.f;
       float* lp = a.logprobs.data_as<float>() + r * (1 + kMaxTopLogprobs);
       int32_t* top = a.top_ids.data_as<int32_t>() + r * kMaxTopLogprobs;
-      top_n(w, V, p.num_top_logprobs, lp + 1, top);
-      for (int32_t j = 0; j < kMaxTopLogprobs; ++j) {
-        if (j < p.num_top_logprobs && top[j] >= 0) {
-          lp[1 + j] -= lse;
-        } else {
-          lp[1 + j] = -INFINITY;
-          top[j] = -1;
+      if (p.logprobs) {
+        float m0 = -INFINITY;
+        for (int64_t i = 0; i < V; ++i) m0 = std::max(m0, w[i]);
+        double sum = 0;
+        for (int64_t i = 0; i < V; ++i) sum += std::exp(double(w[i]) - double(m0));
+        lse = float(double(m0) + std::log(sum));
+        top_n(w, V, p.num_top_logprobs, lp + 1, top);
+        for (int32_t j = 0; j < kMaxTopLogprobs; ++j) {
+          if (j < p.num_top_logprobs && top[j] >= 0) {
+            lp[1 + j] -= lse;
+          } else {
+            lp[1 + j] = -INFINITY;
+            top[j] = -1;
+          }
         }
       }
       for (int32_t e = p.adjust_begin; e < p.adjust_end; ++e) {
@@ -182,7 +185,7 @@ void CpuKernels::sample(const SampleArgs& a) {
       }
       const int32_t chosen = p.temperature > 0.f ? draw(p, w, V, scratch) : argmax_row(w, V);
       a.tokens.data_as<int32_t>()[r] = chosen;
-      lp[0] = load(raw, a.logits.dtype(), chosen) - lse;
+      if (p.logprobs) lp[0] = load(raw, a.logits.dtype(), chosen) - lse;
     }
   });
 }

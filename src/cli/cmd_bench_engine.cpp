@@ -1,0 +1,165 @@
+// cli/cmd_bench_engine.cpp — `rill bench-serve`: throughput and latency of the serving engine.
+// `concurrency` closed-loop clients each submit a request (random prompt of `prompt-len` tokens,
+// the first `shared-prefix` of them common to all requests, `max-tokens` generated, no stop
+// tokens), wait for its last token and submit the next, until `num-requests` are done. Prints
+// output tokens/s, TTFT p50/p99 (client-side, submit → first token) and the engine's inter-token
+// time and cache figures, one line each, after a progress line on stderr.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+namespace rill::cli {
+namespace {
+
+struct BenchServeArgs {
+  std::string model, device = "auto";
+  int32_t concurrency = 16, num_requests = 0, prompt_len = 512, max_tokens = 128;
+  double shared_prefix = 0.0, temperature = 0.0;
+  size_t kv_memory = 0;
+  int32_t max_batched_tokens = 4096, max_num_seqs = 0;
+  uint64_t seed = 1;
+  bool no_prefix_cache = false;
+};
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(std::max(0.0, q * double(v.size()) - 1e-9)))];
+}
+
+void bench_serve(const BenchServeArgs& a) {
+  if (a.concurrency < 1) fail("--concurrency: must be >= 1, got {}", a.concurrency);
+  if (a.prompt_len < 1) fail("--prompt-len: must be >= 1, got {}", a.prompt_len);
+  if (a.max_tokens < 1) fail("--max-tokens: must be >= 1, got {}", a.max_tokens);
+  if (a.shared_prefix < 0 || a.shared_prefix > 1) fail("--shared-prefix: must be in [0, 1], got {}", a.shared_prefix);
+  const int32_t total = a.num_requests > 0 ? a.num_requests : a.concurrency;
+  std::filesystem::path dir = resolve_model_dir(a.model);
+  auto kernels = make_kernels(a.device);
+  const bool cuda = kernels->device() == Device::cuda;
+  auto model = load_model(dir, *kernels, LoadOptions{std::nullopt, true});
+  const int64_t vocab = model->config().vocab_size;
+  EngineOptions o;
+  o.kv_memory_bytes = a.kv_memory;
+  o.max_num_batched_tokens = a.max_batched_tokens;
+  o.max_num_seqs = a.max_num_seqs > 0 ? a.max_num_seqs : std::max(a.concurrency, 1);
+  o.max_waiting = std::max(1024, a.concurrency * 2);
+  o.prefix_caching = !a.no_prefix_cache;
+  Engine engine(std::move(kernels), std::move(model), o);
+
+  std::mt19937_64 rng(a.seed);
+  std::uniform_int_distribution<int32_t> token(0, int32_t(vocab) - 1);
+  const int32_t shared = int32_t(a.shared_prefix * a.prompt_len);
+  std::vector<int32_t> prefix(static_cast<size_t>(shared));
+  for (int32_t& t : prefix) t = token(rng);
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(total));
+  for (auto& p : prompts) {
+    p = prefix;
+    while (int32_t(p.size()) < a.prompt_len) p.push_back(token(rng));
+  }
+  auto request = [&](const std::vector<int32_t>& prompt, int32_t max_tokens) {
+    Request r;
+    r.prompt = prompt;
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = float(a.temperature);
+    r.sampling.seed = a.seed;
+    return r;
+  };
+  // Warm-up (kernel selection, arena growth) on a prompt unrelated to the measured ones.
+  {
+    std::vector<int32_t> warm(static_cast<size_t>(std::min(a.prompt_len, 64)), 1);
+    Submission s = engine.submit(request(warm, 4));
+    if (!s.ok()) fail("warm-up request refused: {}", s.message);
+    collect(*s.handle);
+  }
+  const EngineStats before = engine.stats();
+  std::atomic<int32_t> next{0}, done{0};
+  std::atomic<int64_t> generated{0};
+  std::vector<double> ttft(static_cast<size_t>(total), 0.0);
+  std::vector<std::string> errors;
+  std::mutex errors_mutex;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> clients;
+  for (int32_t c = 0; c < std::min(a.concurrency, total); ++c)
+    clients.emplace_back([&] {
+      for (int32_t i; (i = next.fetch_add(1)) < total;) {
+        const auto start = std::chrono::steady_clock::now();
+        Submission s = engine.submit(request(prompts[size_t(i)], a.max_tokens));
+        if (!s.ok()) {
+          std::lock_guard lock(errors_mutex);
+          errors.push_back(s.message);
+          done.fetch_add(1);
+          continue;
+        }
+        bool first = true;
+        while (std::optional<TokenEvent> e = s.handle->next()) {
+          if (first && e->token >= 0) {
+            ttft[size_t(i)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            first = false;
+          }
+          if (e->token >= 0) generated.fetch_add(1);
+          if (!e->error.empty()) {
+            std::lock_guard lock(errors_mutex);
+            errors.push_back(e->error);
+          }
+          if (e->request_done) break;
+        }
+        done.fetch_add(1);
+      }
+    });
+  Progress progress("bench-serve");
+  while (done.load() < total) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    progress.update(done.load(), total, fmt::format("requests, {} tokens", generated.load()));
+  }
+  for (auto& t : clients) t.join();
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  progress.finish();
+  if (!errors.empty()) fail("{} requests failed; first: {}", errors.size(), errors.front());
+  const EngineStats s = engine.stats();
+  std::printf("device %s concurrency %d requests %d prompt %d max_tokens %d shared_prefix %.2f\n", cuda ? "cuda" : "cpu",
+              a.concurrency, total, a.prompt_len, a.max_tokens, a.shared_prefix);
+  std::printf("elapsed_s %.3f\n", elapsed);
+  std::printf("output_tokens_per_s %.1f\n", double(generated.load()) / elapsed);
+  std::printf("total_tokens_per_s %.1f (prompt + output)\n",
+              (double(generated.load()) + double(total) * a.prompt_len) / elapsed);
+  std::printf("ttft_p50_ms %.1f\nttft_p99_ms %.1f\n", 1e3 * percentile(ttft, 0.5), 1e3 * percentile(ttft, 0.99));
+  std::printf("itl_p50_ms %.2f\nitl_p99_ms %.2f\n", 1e3 * s.itl.p50_s, 1e3 * s.itl.p99_s);
+  std::printf("prefix_hit_tokens %lld of %lld prompt tokens\n", (long long)(s.prefix_hit_tokens - before.prefix_hit_tokens),
+              (long long)(s.prompt_tokens - before.prompt_tokens));
+  std::printf("preemptions %lld steps %lld kv_blocks %d\n", (long long)(s.num_preemptions - before.num_preemptions),
+              (long long)(s.num_steps - before.num_steps), s.kv_blocks_total);
+}
+
+}  // namespace
+
+void add_bench_serve_command(CLI::App& app) {
+  auto args = std::make_shared<BenchServeArgs>();
+  CLI::App* cmd = app.add_subcommand("bench-serve", "Measure the serving engine: output tokens/s and TTFT under load");
+  cmd->add_option("--model", args->model, "Model directory (default: the built-in default model)");
+  cmd->add_option("--device", args->device, "auto, cpu or cuda")->capture_default_str();
+  cmd->add_option("--concurrency", args->concurrency, "Requests in flight")->capture_default_str();
+  cmd->add_option("--num-requests", args->num_requests, "Requests in total (default: --concurrency)");
+  cmd->add_option("--prompt-len", args->prompt_len, "Prompt tokens per request")->capture_default_str();
+  cmd->add_option("--max-tokens", args->max_tokens, "Tokens generated per request")->capture_default_str();
+  cmd->add_option("--shared-prefix", args->shared_prefix, "Fraction of the prompt common to all requests")
+      ->capture_default_str();
+  cmd->add_option("--temperature", args->temperature, "0: greedy")->capture_default_str();
+  cmd->add_option("--kv-memory", args->kv_memory, "KV cache bytes (0: automatic)")->capture_default_str();
+  cmd->add_option("--max-batched-tokens", args->max_batched_tokens, "New tokens per engine step")->capture_default_str();
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "Rows per step (default: --concurrency)");
+  cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
+  cmd->add_option("--seed", args->seed, "Prompt and sampling seed")->capture_default_str();
+  cmd->callback([args] { bench_serve(*args); });
+}
+
+}  // namespace rill::cli
