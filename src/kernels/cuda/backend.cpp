@@ -48,6 +48,8 @@ CudaKernels::CudaKernels(int device_ordinal)
   attention_workspace_ = Buffer(allocator_, kAttentionWorkspaceBytes);
   matmul_ = std::make_unique<MatmulEngine>(lt_.get(), stream_.get(), lt_workspace_.data(), kLtWorkspaceBytes,
                                            static_cast<float*>(splitk_workspace_.data()), kSplitKBytes, info_.num_sms);
+  // The attention workspace is per-call scratch, larger than L2 on current GPUs (H200: 60 MB).
+  matmul_->set_l2_flush_buffer(attention_workspace_.data(), attention_workspace_.size());
   logger().info("CUDA backend on device {} ({}, sm_{}{}, {} SMs, {:.1f} GiB)", info_.ordinal, info_.name,
                 info_.cc_major, info_.cc_minor, info_.num_sms, double(info_.total_memory) / double(1 << 30));
 }
@@ -248,7 +250,8 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   const int64_t hkv = cache.k.size(2);
   check_cache("attention", cache, hkv, d);
   RILL_ENSURE(hkv > 0 && hq % hkv == 0, "[attention] {} query heads are not a multiple of {} kv heads", hq, hkv);
-  RILL_ENSURE(d == 64 || d == 128 || d == 256, "[attention] head_dim {} is not supported (64, 128, 256)", d);
+  RILL_ENSURE(d == 16 || d == 32 || d == 64 || d == 128 || d == 256,
+              "[attention] head_dim {} is not supported (16, 32, 64, 128, 256)", d);
   const int rows = batch.num_rows;
   expect_on_device(batch.cu_seqlens_q, "attention", "cu_seqlens_q");
   expect_on_device(batch.context_lens, "attention", "context_lens");

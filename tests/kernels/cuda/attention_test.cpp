@@ -1,6 +1,6 @@
 // CUDA paged attention against a double-precision reference on the same bf16 inputs: rows of
 // different lengths with prior context, shuffled block ids, GQA groups 1/2/4/8, head_dim
-// 64/128/256, sliding window, softcap, decode with 1..16 query tokens per row, forced and
+// 16/32/64/128/256, sliding window, softcap, decode with 1..16 query tokens per row, forced and
 // automatic KV splits. Cache slots no row owns hold NaN, so a read through a wrong block id or
 // past a row's context shows up as NaN; outputs are poisoned first (label cuda).
 #include <algorithm>
@@ -151,10 +151,13 @@ TEST(CudaAttention, PrefillRaggedRowsGqaWindowSoftcap) {
       {"g8 d128", 16, 2, 128, {{77, 200}, {64, 64}}},
       {"g2 d256 softcap window", 8, 4, 256, {{90, 120}, {31, 31}}, 64, 30.f},
       {"g4 d64 block 32 softcap", 8, 2, 64, {{65, 65}, {20, 700}}, 0, 50.f, 32},
+      {"g2 d32 (tiny models)", 4, 2, 32, {{45, 45}, {9, 130}}},
+      {"g4 d16 block 8 (tiny models)", 8, 2, 16, {{33, 60}, {70, 70}}, 0, 0.f, 8},
   };
   for (const Case& c : cases) {
     int wide = c.d == 256 ? 32 : 64;
-    run_case(c, rng, {{0, 0, 1}, {0, 0, 0}, {0, 0, 3}, {8, wide, 0}, {2, 32, 0}, {1, wide, 2}});
+    int many = c.d == 16 ? 4 : 8;  // head_dim 16 has no 8-warp variant (too few chunks per tile)
+    run_case(c, rng, {{0, 0, 1}, {0, 0, 0}, {0, 0, 3}, {many, wide, 0}, {2, 32, 0}, {1, wide, 2}});
   }
 }
 
@@ -177,6 +180,8 @@ TEST(CudaAttention, DecodeOneToSixteenQueryTokens) {
         {"decode g1 d64", 4, 4, 64, rows},
         {"decode g8 d128", 16, 2, 128, rows},
         {"decode g2 d256 window softcap", 8, 4, 256, rows, 100, 30.f},
+        {"decode g2 d32", 4, 2, 32, rows},
+        {"decode g4 d16 block 8", 8, 2, 16, rows, 0, 0.f, 8},
     };
     for (const Case& c : cases) {
       int wide = c.d == 256 ? 32 : 64;
