@@ -8,6 +8,7 @@ Writes OUTDIR/<name>/{config.json, generation_config.json?, model.safetensors, r
 reference.safetensors} and OUTDIR/VERSIONS.txt. Copy OUTDIR/* to tests/fixtures/models/.
 The reference runs on the CPU in float32 with the SDPA attention backend.
 """
+import copy
 import json
 import os
 import sys
@@ -79,12 +80,12 @@ def randomize(model, seed):
             p.copy_(p.to(torch.bfloat16).float())
 
 
-def greedy(model, prompt, n):
+def greedy(model, prompt, n, device="cpu"):
     ids = list(prompt)
     margins = []  # top-1 minus top-2 logit at each step
     for _ in range(n):
         with torch.no_grad():
-            logits = model(torch.tensor([ids])).logits[0, -1].double()
+            logits = model(torch.tensor([ids], device=device)).logits[0, -1].double().cpu()
         top = torch.topk(logits, 2)
         margins.append(float(top.values[0] - top.values[1]))
         ids.append(int(top.indices[0]))
@@ -113,11 +114,25 @@ def main():
             g, m = greedy(model, p, N_GREEDY)
             ref["greedy"].append(g)
             ref["greedy_margins"].append(m)
+        # bf16 reference (TESTING.md: bf16 paths are judged by identical greedy continuations):
+        # the same weights in bf16 on the GPU with SDPA, as a bf16 serving engine runs them.
+        if torch.cuda.is_available():
+            m16 = copy.deepcopy(model).to(device="cuda", dtype=torch.bfloat16)
+            ref["greedy_bf16"], ref["greedy_bf16_margins"] = [], []
+            for p in prompts:
+                g, m = greedy(m16, p, N_GREEDY, device="cuda")
+                ref["greedy_bf16"].append(g)
+                ref["greedy_bf16_margins"].append(m)
+            del m16
         save_file(tensors, os.path.join(d, "reference.safetensors"))
         with open(os.path.join(d, "reference.json"), "w") as f:
             json.dump(ref, f)
         size = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d))
         print(f"{name}: {size/1e6:.2f} MB, greedy min margins {[min(m) for m in ref['greedy_margins']]}", flush=True)
+        if "greedy_bf16" in ref:
+            same = [a == b for a, b in zip(ref["greedy"], ref["greedy_bf16"])]
+            print(f"  bf16 greedy equals f32 greedy: {same}; bf16 min margins "
+                  f"{[min(m) for m in ref['greedy_bf16_margins']]}", flush=True)
         print(open(os.path.join(d, "config.json")).read(), flush=True)
     with open(os.path.join(out, "VERSIONS.txt"), "w") as f:
         f.write(f"torch {torch.__version__}\ntransformers {transformers.__version__}\n"

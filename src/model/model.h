@@ -16,7 +16,8 @@
 namespace rill {
 
 struct LoadOptions {
-  /// Weight dtype on the device; nullopt keeps the file's (f16 files become the activation dtype).
+  /// Weight dtype on the device; nullopt: on the CPU the file's (f16 widened to f32), on a GPU
+  /// the activation dtype (bf16).
   std::optional<DType> weight_dtype;
   /// Progress lines while loading (to the log).
   bool verbose = true;

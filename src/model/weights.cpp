@@ -47,6 +47,8 @@ WeightLoader::WeightLoader(const WeightStore& store, Kernels& kernels, std::opti
 
 DType WeightLoader::target_dtype(DType file_dtype) const {
   if (matrix_dtype_) return *matrix_dtype_;
+  // GPU kernels compute on bf16 weights; the CPU keeps what the file has (f16 widened to f32).
+  if (kernels_.device() != Device::cpu) return kernels_.activation_dtype();
   if (file_dtype == DType::f16) return kernels_.activation_dtype();
   return file_dtype;
 }

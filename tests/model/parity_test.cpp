@@ -8,96 +8,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "kernels/kernels.h"
-#include "model/model.h"
-#include "model/safetensors.h"
+#include "common/model_runner.h"
 
 namespace rill {
 namespace {
+using test::kFixtures;
+using test::load_reference;
+using test::max_abs_diff;
+using test::Reference;
+using test::Runner;
+using test::Seq;
 
-const std::string kFixtures = std::string(RILL_SOURCE_DIR) + "/tests/fixtures/models/";
-
-struct Reference {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<std::vector<int32_t>> greedy;
-  std::vector<std::vector<float>> logits;  // per prompt, [len * vocab]
-};
-
-Reference load_reference(const std::string& name) {
-  Reference r;
-  std::ifstream in(kFixtures + name + "/reference.json");
-  auto j = nlohmann::json::parse(in);
-  r.prompts = j["prompts"].get<std::vector<std::vector<int32_t>>>();
-  r.greedy = j["greedy"].get<std::vector<std::vector<int32_t>>>();
-  SafetensorsFile f(kFixtures + name + "/reference.safetensors");
-  for (size_t p = 0; p < r.prompts.size(); ++p) {
-    const TensorInfo& t = f.tensors().at("logits." + std::to_string(p));
-    const float* d = static_cast<const float*>(t.data);
-    r.logits.emplace_back(d, d + t.nbytes / 4);
-  }
-  return r;
-}
-
-// One sequence's blocks in a shared pool.
-struct Seq {
-  std::vector<int32_t> blocks;
-  int32_t len = 0;
-  void reserve(SimpleBlockAllocator& alloc, int32_t total, int32_t block_size) {
-    while (int32_t(blocks.size()) * block_size < total) blocks.push_back(*alloc.allocate());
-  }
-};
-
-class Runner {
- public:
-  Runner(const std::string& name, std::optional<DType> weight_dtype, int32_t block_size)
-      : kernels_(make_cpu_kernels()),
-        model_(load_model(kFixtures + name, *kernels_, LoadOptions{weight_dtype, false})),
-        block_size_(block_size),
-        kv_(*kernels_, model_->kv_spec(), 64, block_size),
-        alloc_(64) {}
-
-  Model& model() { return *model_; }
-  int64_t vocab() const { return model_->config().vocab_size; }
-
-  // Runs one step; rows are (seq, new tokens, logits mode). Returns [R * vocab] logits.
-  std::vector<float> step(std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> rows) {
-    StepBatchBuilder b(block_size_);
-    for (auto& [seq, toks, mode] : rows) {
-      seq->reserve(alloc_, seq->len + int32_t(toks.size()), block_size_);
-      b.add_row(toks, seq->len, seq->blocks, mode);
-    }
-    StepBatch batch = b.build();
-    Tensor logits = model_->forward(batch, kv_.layers());
-    for (auto& [seq, toks, mode] : rows) seq->len += int32_t(toks.size());
-    std::vector<float> out(size_t(logits.numel()));
-    kernels_->download(logits, out.data());
-    return out;
-  }
-
-  static int32_t argmax(const float* row, int64_t n) {
-    int32_t best = 0;
-    for (int64_t i = 1; i < n; ++i)
-      if (row[i] > row[best]) best = int32_t(i);
-    return best;
-  }
-
- private:
-  std::unique_ptr<Kernels> kernels_;
-  std::unique_ptr<Model> model_;
-  int32_t block_size_;
-  KvBuffers kv_;
-  SimpleBlockAllocator alloc_;
-};
-
-float max_abs_diff(const std::vector<float>& a, const float* b, size_t n) {
-  float m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    float d = std::fabs(a[i] - b[i]);
-    if (std::isnan(d)) return INFINITY;
-    m = std::max(m, d);
-  }
-  return m;
-}
 
 class Parity : public ::testing::TestWithParam<std::string> {};
 
