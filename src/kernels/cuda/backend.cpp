@@ -398,14 +398,6 @@ size_t CudaKernels::free_memory() {
   return free_bytes + allocator_.bytes_cached();
 }
 
-// NOTE: sample() belongs to src/kernels/cuda/sampling.cu (engine-owned). This stub keeps the
-// backend linkable until that file exists; a stale build that still has it after sampling.cu
-// appears fails to link with a duplicate CudaKernels::sample — rebuild backend.cpp.
-#if !__has_include("kernels/cuda/sampling.cu")
-void CudaKernels::sample(const SampleArgs&) {
-  fail("[sample] the CUDA sampler is not in this build yet (src/kernels/cuda/sampling.cu)");
-}
-#endif
 
 }  // namespace cuda
 

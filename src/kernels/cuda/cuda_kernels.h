@@ -44,8 +44,7 @@ class CudaKernels final : public Kernels {
   void argmax(const Tensor& x, Tensor& out) override;
   void softmax(const Tensor& x, Tensor& out) override;
   void convert(const Tensor& x, Tensor& out) override;
-  /// Defined in sampling.cu (the engine's file). Until that file exists backend.cpp defines a
-  /// stub that throws; the stub disappears when sampling.cu is present (see backend.cpp).
+  /// Defined in sampling.cu.
   void sample(const SampleArgs& args) override;
   void copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) override;
   /// Free device memory plus what this backend's allocator holds cached.
