@@ -182,40 +182,41 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ 
       uint32_t lo = 0;
       if (p.top_k > 0 && p.top_k < V) {
         // The largest key t with count(key >= t) >= k is the k-th largest key.
-        uint32_t a = 0, b = 0xffffffffu;
+        // 64-bit bounds: (b - a + 1) must not wrap when the range is the whole of uint32.
+        uint64_t a = 0, b = 0xffffffffull;
         while (a < b) {
-          const uint32_t mid = a + (b - a + 1) / 2;
+          const uint64_t mid = a + (b - a + 1) / 2;
           unsigned long long c = 0;
           for (int64_t i = threadIdx.x; i < V; i += kThreads) {
             const float v = w[i];
-            c += (v == v && sampling::order_key(v) >= mid) ? 1 : 0;
+            c += (v == v && uint64_t(sampling::order_key(v)) >= mid) ? 1 : 0;
           }
           if (block_count(c, s) >= (unsigned long long)p.top_k)
             a = mid;
           else
             b = mid - 1;
         }
-        lo = a;
+        lo = uint32_t(a);
       }
       if (p.top_p < 1.f) {
-        auto mass = [&](uint32_t t) {
+        auto mass = [&](uint64_t t) {
           float acc = 0.f;
           for (int64_t i = threadIdx.x; i < V; i += kThreads) {
             const float v = w[i];
-            if (v == v && sampling::order_key(v) >= t) acc += __expf(v - m);
+            if (v == v && uint64_t(sampling::order_key(v)) >= t) acc += __expf(v - m);
           }
           return block_sum(acc, s);
         };
         const float target = p.top_p * mass(lo);
-        uint32_t a = lo, b = sampling::order_key(m);
+        uint64_t a = lo, b = sampling::order_key(m);
         while (a < b) {
-          const uint32_t mid = a + (b - a + 1) / 2;
+          const uint64_t mid = a + (b - a + 1) / 2;
           if (mass(mid) >= target)
             a = mid;
           else
             b = mid - 1;
         }
-        lo = a;
+        lo = uint32_t(a);
       }
       const double min_gap = p.min_p > 0.f ? log(double(p.min_p)) : -INFINITY;
       const uint64_t key = sampling::draw_key(p.seed, p.step);

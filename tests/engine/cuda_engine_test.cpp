@@ -1,0 +1,217 @@
+// CUDA variants (skipped without a GPU; run them with --gtest_filter='Cuda*' on the GPU machine):
+// Kernels::sample() on the device against the same naive double reference as the CPU test
+// (frequencies over 40,000 seeded draws), greedy/logprobs equal to the CPU op, bitwise
+// alone-vs-batch-of-64 logits of the model, and 32 requests batched together equal to solo runs.
+#include <cmath>
+#include <numeric>
+
+#include "engine_test_util.h"
+
+namespace rill {
+namespace {
+
+using namespace rill::test;
+
+#define SKIP_WITHOUT_GPU() \
+  if (!cuda_available()) GTEST_SKIP() << "no usable GPU"
+
+// Runs sample() on `k` with host inputs; returns tokens and the logprobs rows.
+struct SampleOut {
+  std::vector<int32_t> tokens, top_ids;
+  std::vector<float> logprobs;
+};
+SampleOut run_sample(Kernels& k, const std::vector<float>& logits, int64_t V, const std::vector<SamplingRowParams>& p,
+                     const std::vector<SamplingAdjust>& adjust) {
+  const int64_t L = int64_t(logits.size()) / V, R = int64_t(p.size());
+  Allocator& alloc = k.allocator();
+  Buffer bl(alloc, logits.size() * 4), bp(alloc, p.size() * sizeof(SamplingRowParams)),
+      ba(alloc, std::max<size_t>(1, adjust.size()) * sizeof(SamplingAdjust)), bw(alloc, size_t(R * V) * 4),
+      bt(alloc, size_t(R) * 4), blp(alloc, size_t(R) * (1 + kMaxTopLogprobs) * 4), bti(alloc, size_t(R) * kMaxTopLogprobs * 4);
+  SampleArgs a;
+  a.logits = bl.as(DType::f32, {L, V});
+  k.upload(logits.data(), a.logits);
+  a.params = bp.as(DType::u8, {int64_t(p.size() * sizeof(SamplingRowParams))});
+  k.upload(p.data(), a.params);
+  if (!adjust.empty()) {
+    a.adjust = ba.as(DType::u8, {int64_t(adjust.size() * sizeof(SamplingAdjust))});
+    k.upload(adjust.data(), a.adjust);
+  }
+  a.workspace = bw.as(DType::f32, {R, V});
+  a.tokens = bt.as(DType::i32, {R});
+  a.logprobs = blp.as(DType::f32, {R, 1 + kMaxTopLogprobs});
+  a.top_ids = bti.as(DType::i32, {R, kMaxTopLogprobs});
+  k.sample(a);
+  SampleOut o;
+  o.tokens.resize(size_t(R));
+  o.logprobs.resize(size_t(R) * (1 + kMaxTopLogprobs));
+  o.top_ids.resize(size_t(R) * kMaxTopLogprobs);
+  k.download(a.tokens, o.tokens.data());
+  k.download(a.logprobs, o.logprobs.data());
+  k.download(a.top_ids, o.top_ids.data());
+  return o;
+}
+
+// The kept, renormalised distribution (the documented semantics, in double).
+std::vector<double> reference(std::vector<double> x, const SamplingRowParams& p) {
+  const size_t V = x.size();
+  for (double& v : x) v /= p.temperature;
+  std::vector<size_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] > x[b]; });
+  const double m = x[order[0]];
+  std::vector<bool> keep(V, true);
+  if (p.top_k > 0 && size_t(p.top_k) < V)
+    for (size_t i = 0; i < V; ++i) keep[i] = x[i] >= x[order[size_t(p.top_k) - 1]];
+  if (p.top_p < 1.f) {
+    double total = 0, cum = 0, threshold = -INFINITY;
+    for (size_t i = 0; i < V; ++i)
+      if (keep[i]) total += std::exp(x[i] - m);
+    for (size_t i : order)
+      if (keep[i] && (cum += std::exp(x[i] - m)) >= p.top_p * total) {
+        threshold = x[i];
+        break;
+      }
+    for (size_t i = 0; i < V; ++i) keep[i] = keep[i] && x[i] >= threshold;
+  }
+  if (p.min_p > 0)
+    for (size_t i = 0; i < V; ++i) keep[i] = keep[i] && std::exp(x[i] - m) >= p.min_p;
+  std::vector<double> q(V, 0.0);
+  double z = 0;
+  for (size_t i = 0; i < V; ++i)
+    if (keep[i]) z += q[i] = std::exp(x[i] - m);
+  for (double& v : q) v /= z;
+  return q;
+}
+
+const std::vector<float> kLogits{2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f, 1.0f, 0.25f};
+
+TEST(CudaSampler, DistributionsMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = make_cuda_kernels(0);
+  const int n = 40000;
+  SamplingRowParams cases[4];
+  cases[0].temperature = 0.8f;
+  cases[1].temperature = 1.3f, cases[1].top_k = 3;
+  cases[2].top_p = 0.6f;
+  cases[3].min_p = 0.3f, cases[3].top_p = 0.9f, cases[3].top_k = 6;
+  for (SamplingRowParams base : cases) {
+    base.seed = 21;
+    std::vector<SamplingRowParams> rows(static_cast<size_t>(n), base);
+    for (int i = 0; i < n; ++i) rows[size_t(i)].step = uint64_t(i);
+    SampleOut o = run_sample(*gpu, kLogits, int64_t(kLogits.size()), rows, {});
+    std::vector<double> want = reference(std::vector<double>(kLogits.begin(), kLogits.end()), base);
+    std::vector<int> count(kLogits.size(), 0);
+    for (int32_t t : o.tokens) {
+      ASSERT_TRUE(t >= 0 && t < int32_t(kLogits.size()));
+      ++count[size_t(t)];
+    }
+    for (size_t i = 0; i < kLogits.size(); ++i) {
+      if (want[i] == 0) {
+        EXPECT_EQ(count[i], 0) << "token " << i << " outside the kept set";
+        continue;
+      }
+      EXPECT_NEAR(double(count[i]) / n, want[i], 5 * std::sqrt(want[i] * (1 - want[i]) / n) + 1e-4) << "token " << i;
+    }
+    // The CPU op draws the same tokens (same noise, same thresholds) up to rounding near ties.
+    auto cpu = make_cpu_kernels();
+    SampleOut c = run_sample(*cpu, kLogits, int64_t(kLogits.size()), rows, {});
+    int same = 0;
+    for (int i = 0; i < n; ++i) same += c.tokens[size_t(i)] == o.tokens[size_t(i)];
+    EXPECT_GE(same, n - n / 1000) << "CPU and CUDA sample ops disagree on " << n - same << " of " << n << " draws";
+  }
+}
+
+TEST(CudaSampler, GreedyPenaltiesAndLogprobsEqualTheCpuOp) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = make_cuda_kernels(0);
+  auto cpu = make_cpu_kernels();
+  std::mt19937 rng(4);
+  std::normal_distribution<float> d(0.f, 3.f);
+  const int64_t V = 151936;
+  std::vector<float> logits(size_t(3 * V));
+  for (float& x : logits) x = d(rng);
+  std::vector<SamplingRowParams> rows(6);
+  std::vector<SamplingAdjust> adjust{{5, 2, 1, 0.f}, {77, 0, 1, 3.f}, {1000, 1, 1, -INFINITY}};
+  for (int r = 0; r < 6; ++r) {
+    rows[size_t(r)].logit_row = r % 3;
+    rows[size_t(r)].temperature = r < 3 ? 0.f : 0.7f;
+    rows[size_t(r)].top_k = r == 4 ? 50 : 0;
+    rows[size_t(r)].top_p = r == 5 ? 0.9f : 1.f;
+    rows[size_t(r)].repetition_penalty = 1.3f;
+    rows[size_t(r)].frequency_penalty = 0.5f;
+    rows[size_t(r)].adjust_end = 3;
+    rows[size_t(r)].logprobs = 1;
+    rows[size_t(r)].num_top_logprobs = 20;
+    rows[size_t(r)].seed = uint64_t(r);
+  }
+  SampleOut g = run_sample(*gpu, logits, V, rows, adjust), c = run_sample(*cpu, logits, V, rows, adjust);
+  EXPECT_EQ(g.tokens, c.tokens);
+  EXPECT_EQ(g.top_ids, c.top_ids);
+  for (size_t i = 0; i < g.logprobs.size(); ++i) EXPECT_NEAR(g.logprobs[i], c.logprobs[i], 2e-4) << i;
+}
+
+TEST(CudaEngine, LogitsBitwiseAloneVsBatchOf64) {
+  SKIP_WITHOUT_GPU();
+  auto kernels = make_cuda_kernels(0);
+  auto model = load_model(kFixtures + "qwen3-tiny", *kernels, LoadOptions{std::nullopt, false});
+  const int32_t bs = 16, V = int32_t(model->config().vocab_size);
+  KvBuffers kv(*kernels, model->kv_spec(), 64 * 8, bs);
+  std::mt19937 rng(3);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int r = 0; r < 64; ++r) prompts.push_back(random_tokens(rng, 1 + int32_t(rng() % 100u), V));
+  auto table = [&](int r) {
+    std::vector<int32_t> t;
+    for (int b = 0; b < 8; ++b) t.push_back(r * 8 + b);
+    return t;
+  };
+  auto host = [&](const Tensor& t) {
+    std::vector<uint16_t> v(size_t(t.numel()) * dtype_size(t.dtype()) / 2);
+    kernels->download(t, v.data());
+    return v;
+  };
+  std::vector<std::vector<uint16_t>> alone;
+  for (int r = 0; r < 64; ++r) {
+    StepBatchBuilder b(bs);
+    b.add_row(prompts[size_t(r)], 0, table(r), Logits::last);
+    alone.push_back(host(model->forward(b.build(), kv.layers())));
+  }
+  StepBatchBuilder b(bs);
+  for (int r = 0; r < 64; ++r) b.add_row(prompts[size_t(r)], 0, table(r), Logits::last);
+  std::vector<uint16_t> batched = host(model->forward(b.build(), kv.layers()));
+  int differ = 0;
+  for (int r = 0; r < 64; ++r)
+    differ += std::memcmp(alone[size_t(r)].data(), batched.data() + size_t(r) * alone[0].size(), alone[0].size() * 2) != 0;
+  EXPECT_EQ(differ, 0) << differ << " of 64 rows' last-position logits differ alone vs in a batch of 64";
+  // Decode: 64 rows advancing one token together vs one at a time.
+  std::vector<std::vector<uint16_t>> dec_alone;
+  std::vector<int32_t> next(64, 11);
+  for (int r = 0; r < 64; ++r) {
+    StepBatchBuilder d(bs);
+    d.add_row(std::span<const int32_t>(&next[size_t(r)], 1), int32_t(prompts[size_t(r)].size()), table(r), Logits::last);
+    dec_alone.push_back(host(model->forward(d.build(), kv.layers())));
+  }
+  StepBatchBuilder d(bs);
+  for (int r = 0; r < 64; ++r)
+    d.add_row(std::span<const int32_t>(&next[size_t(r)], 1), int32_t(prompts[size_t(r)].size()), table(r), Logits::last);
+  std::vector<uint16_t> dec_batched = host(model->forward(d.build(), kv.layers()));
+  differ = 0;
+  for (int r = 0; r < 64; ++r)
+    differ += std::memcmp(dec_alone[size_t(r)].data(), dec_batched.data() + size_t(r) * dec_alone[0].size(),
+                          dec_alone[0].size() * 2) != 0;
+  EXPECT_EQ(differ, 0) << differ << " of 64 decode rows differ alone vs in a batch of 64";
+}
+
+TEST(CudaEngine, ThirtyTwoTogetherEqualAlone) {
+  SKIP_WITHOUT_GPU();
+  auto kernels = make_cuda_kernels(0);
+  auto model = load_model(kFixtures + "qwen3-tiny", *kernels, LoadOptions{std::nullopt, false});
+  const std::vector<Request> requests = mixed_requests(32, 1000, 42);
+  const std::vector<RequestResult> alone = run_alone(*model, requests);
+  EngineOptions o = small_options();
+  o.max_num_batched_tokens = 48;
+  EngineCore core(*model, o);
+  expect_same_tokens(run_core(core, requests), alone, "cuda batched");
+}
+
+}  // namespace
+}  // namespace rill
