@@ -3,7 +3,8 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick]   (quick: build + ctest only)
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|full]
+#   quick: build + ctest; lite: + batch-1 decode at 512 and prefill at 4096; full: every benchmark.
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -44,6 +45,11 @@ bench() {  # label, args...
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 bench "b1 ctx512" --model /tmp/q8 --prompt-len 512 --decode-tokens 128
+if [[ "$mode" == lite ]]; then
+  bench "prefill 4096" --model /tmp/q8 --prompt-len 4096 --decode-tokens 1
+  log "done (lite)"
+  exit $ctest_rc
+fi
 bench "b1 ctx8192" --model /tmp/q8 --prompt-len 8192 --decode-tokens 64
 for b in 16 64 256; do bench "b$b ctx512" --model /tmp/q8 --prompt-len 512 --decode-tokens 32 --batch "$b"; done
 for p in 512 4096 16384; do bench "prefill $p" --model /tmp/q8 --prompt-len "$p" --decode-tokens 1; done
