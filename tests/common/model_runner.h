@@ -25,6 +25,7 @@ struct Reference {
   std::vector<std::vector<int32_t>> greedy;
   std::vector<std::vector<float>> logits;  // per prompt, [len * vocab]
   std::vector<std::vector<int32_t>> greedy_bf16;  // transformers with bf16 weights and activations (GPU)
+  std::vector<std::vector<double>> greedy_bf16_margins;  // its top-1 minus top-2 logit per step
 };
 
 inline Reference load_reference(const std::string& name) {
@@ -33,7 +34,10 @@ inline Reference load_reference(const std::string& name) {
   auto j = nlohmann::json::parse(in);
   r.prompts = j["prompts"].get<std::vector<std::vector<int32_t>>>();
   r.greedy = j["greedy"].get<std::vector<std::vector<int32_t>>>();
-  if (j.contains("greedy_bf16")) r.greedy_bf16 = j["greedy_bf16"].get<std::vector<std::vector<int32_t>>>();
+  if (j.contains("greedy_bf16")) {
+    r.greedy_bf16 = j["greedy_bf16"].get<std::vector<std::vector<int32_t>>>();
+    r.greedy_bf16_margins = j["greedy_bf16_margins"].get<std::vector<std::vector<double>>>();
+  }
   SafetensorsFile f(kFixtures + name + "/reference.safetensors");
   for (size_t p = 0; p < r.prompts.size(); ++p) {
     const TensorInfo& t = f.tensors().at("logits." + std::to_string(p));
