@@ -98,6 +98,28 @@ struct SampleArgs {
   Tensor top_ids;    ///< out i32 [R, kMaxTopLogprobs]: alternatives, best first (lowest id on ties)
 };
 
+/// Per-row recurrent state of a step (linear-attention layers): rows' new tokens laid end to end
+/// as in AttentionBatch; each row reads and writes its own slot of the layer's state tensors.
+struct StateBatch {
+  Tensor cu_seqlens;  ///< i32 [rows + 1], offsets of each row's new tokens
+  Tensor slots;       ///< i32 [rows], state slot of each row
+  Tensor has_state;   ///< i32 [rows]; 0: the row starts from a zero state (its slot is overwritten)
+  int32_t num_rows = 0;
+};
+
+/// How gated_delta_rule() evaluates the recurrence (the results agree to f32 rounding).
+enum class DeltaRuleForm : uint8_t {
+  automatic,  ///< recurrent for rows of ≤ 16 new tokens, chunked above
+  recurrent,  ///< token by token (decode, speculative verification)
+  chunked,    ///< chunks of `chunk_size` tokens as matrix products (prefill)
+};
+
+struct DeltaRuleParams {
+  float scale = 1.f;  ///< multiplies q (Qwen3.5 passes 1 and pre-scales q in l2_norm)
+  DeltaRuleForm form = DeltaRuleForm::automatic;
+  int32_t chunk_size = 64;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -158,6 +180,30 @@ class Kernels {
   virtual void copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) = 0;
   /// Bytes of device memory free for new allocations (0: unknown; the caller picks a budget).
   virtual size_t free_memory() { return 0; }
+
+  // ---- Linear-attention (Gated DeltaNet) ops. The defaults throw so that a backend without them
+  // still builds; the CPU backend implements them (kernels/cpu/gated_delta*.cpp, conv1d.cpp).
+
+  /// Depthwise causal conv over time per channel: y[t,c] = Σ_k w[c,k]·x[t-(K-1)+k, c], earlier
+  /// inputs from the row's conv state (zeros when has_state is 0), then SiLU when `silu`.
+  /// x, y [T,C]; w [C,K] f32; conv_state f32 [slots, K-1, C] ← the row's last K-1 inputs.
+  virtual void causal_conv1d(const Tensor& x, const Tensor& w, const StateBatch& batch, Tensor& conv_state,
+                             Tensor& y, bool silu);
+  /// Gated delta rule per value head j (key head j / (Hv/Hk)): S ← e^g·S; S += k⊗β(v − Sᵀk);
+  /// o = Sᵀ(scale·q). q, k [T,Hk,dk]; v, out [T,Hv,dv]; g, beta [T,Hv] f32; state f32
+  /// [slots, Hv, dk, dv] read (when has_state) and written back per row.
+  virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                const Tensor& beta, const StateBatch& batch, Tensor& state, Tensor& out,
+                                const DeltaRuleParams& p);
+  /// y[M,D] = scale · x · rsqrt(Σ x² + eps) per row (sum, not mean). x and y may alias.
+  virtual void l2_norm(const Tensor& x, float eps, float scale, Tensor& y);
+  /// y[M,D] = rmsnorm(x)·w·silu(z) per row (plain w). x and y may alias.
+  virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& y);
+  /// g = -exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b); a, b, g, beta [T,H]; A_log, dt_bias f32 [H].
+  virtual void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, Tensor& g,
+                         Tensor& beta);
+  /// out = x · sigmoid(gate), elementwise (out may alias x).
+  virtual void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out);
 };
 
 /// The CPU backend (Highway SIMD, the global thread pool).

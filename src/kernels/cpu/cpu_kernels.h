@@ -32,6 +32,16 @@ class CpuKernels final : public Kernels {
   void convert(const Tensor& x, Tensor& out) override;
   void sample(const SampleArgs& args) override;                        // sampling.cpp
   void copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) override;  // sampling.cpp
+  // Gated DeltaNet ops: conv1d.cpp, gated_delta.cpp, gdn_elementwise.cpp
+  void causal_conv1d(const Tensor& x, const Tensor& w, const StateBatch& batch, Tensor& conv_state, Tensor& y,
+                     bool silu) override;
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        const StateBatch& batch, Tensor& state, Tensor& out, const DeltaRuleParams& p) override;
+  void l2_norm(const Tensor& x, float eps, float scale, Tensor& y) override;
+  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& y) override;
+  void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, Tensor& g,
+                 Tensor& beta) override;
+  void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) override;
 };
 
 }  // namespace rill::cpu
