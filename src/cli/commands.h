@@ -11,5 +11,6 @@ void add_bench_command(CLI::App& app);       ///< cmd_bench.cpp: rill bench
 void add_bench_serve_command(CLI::App& app); ///< cmd_bench_engine.cpp: rill bench-serve
 void add_template_command(CLI::App& app);    ///< cmd_template.cpp: rill template
 void add_tokenize_commands(CLI::App& app);  ///< cmd_tokenize.cpp: rill tokenize, rill detokenize
+void add_serve_command(CLI::App& app);       ///< cmd_serve.cpp: rill serve
 
 }  // namespace rill::cli

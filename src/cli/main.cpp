@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   rill::cli::add_bench_serve_command(app);
   rill::cli::add_template_command(app);
   rill::cli::add_tokenize_commands(app);
+  rill::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

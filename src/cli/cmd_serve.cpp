@@ -1,0 +1,87 @@
+// cli/cmd_serve.cpp — `rill serve`: loads a model, starts the engine on its own thread and serves
+// the OpenAI-compatible HTTP API (server/) until SIGINT/SIGTERM, then exits 0.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "server/service.h"
+
+namespace rill::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model, device = "auto", host = "127.0.0.1", api_key, served_name;
+  int port = 8080, threads = 2, max_num_seqs = 256, max_model_len = 0;
+  size_t kv_memory = 0, max_body = 8 << 20;
+};
+
+void serve(const ServeArgs& a) {
+  namespace fs = std::filesystem;
+  if (a.port < 0 || a.port > 65535) fail("--port: must be in [0, 65535], got {}", a.port);
+  if (a.threads < 1) fail("--threads: must be >= 1, got {}", a.threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  fs::path dir = resolve_model_dir(a.model);
+  std::optional<text::Tokenizer> tokenizer;
+  if (fs::exists(dir / "tokenizer.json")) tokenizer = text::Tokenizer::load(dir);
+  text::ChatTemplate chat_template = text::ChatTemplate::load(dir);
+  auto kernels = make_kernels(a.device);
+  auto model = load_model(dir, *kernels, LoadOptions{std::nullopt, true});
+  std::vector<int32_t> stop_ids = model->config().eos_token_ids;
+  if (tokenizer && tokenizer->eos_id() && std::find(stop_ids.begin(), stop_ids.end(), *tokenizer->eos_id()) == stop_ids.end())
+    stop_ids.push_back(*tokenizer->eos_id());
+  EngineOptions eo;
+  eo.kv_memory_bytes = a.kv_memory;
+  eo.max_num_seqs = a.max_num_seqs;
+  eo.max_model_len = a.max_model_len;
+  Engine engine(std::move(kernels), std::move(model), eo);
+  server::ServiceOptions so;
+  so.model_id = a.served_name.empty() ? (a.model.empty() ? "default" : fs::path(a.model).lexically_normal().filename().string())
+                                      : a.served_name;
+  if (so.model_id.empty()) so.model_id = fs::path(a.model).lexically_normal().parent_path().filename().string();
+  so.api_key = a.api_key;
+  server::Service service(engine, std::move(tokenizer), std::move(chat_template), stop_ids, so);
+  server::HttpOptions ho;
+  ho.host = a.host;
+  ho.port = uint16_t(a.port);
+  ho.threads = a.threads;
+  ho.body_limit = a.max_body;
+  server::HttpServer http(
+      ho, [&](const server::HttpRequest& r) { return service.handle(r); },
+      [](int status, const std::string& message) { return server::Service::error_reply(status, message); });
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  logger().info("rill serve: model '{}' from {} loaded in {:.2f} s (max_model_len {})", so.model_id, dir.string(), load_s,
+                engine.max_model_len());
+  logger().info("rill serve: ready on http://{}:{}", a.host, http.port());
+  http.run();
+  logger().info("rill serve: stopped");
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  cmd->add_option("--model", args->model, "Model directory (default: the built-in default model)");
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", args->api_key, "Require this key (Authorization: Bearer or x-api-key)");
+  cmd->add_option("--served-model-name", args->served_name, "Model id reported by /v1/models (default: the directory name)");
+  cmd->add_option("--device", args->device, "auto, cpu or cuda")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "HTTP I/O threads")->capture_default_str();
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "Rows per engine step")->capture_default_str();
+  cmd->add_option("--max-model-len", args->max_model_len, "Context length (0: the model's)")->capture_default_str();
+  cmd->add_option("--kv-memory", args->kv_memory, "KV cache bytes (0: automatic)")->capture_default_str();
+  cmd->add_option("--max-body-bytes", args->max_body, "Largest request body accepted (413 above)")->capture_default_str();
+  cmd->callback([args] { serve(*args); });
+}
+
+}  // namespace rill::cli

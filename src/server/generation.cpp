@@ -1,0 +1,81 @@
+// server/generation.cpp — TokenEvents to text deltas.
+#include "server/generation.h"
+
+#include <map>
+
+namespace rill::server {
+
+Generation::Generation(Engine& engine, const text::Tokenizer& tokenizer, RequestHandle handle, int32_t n,
+                       std::vector<std::string> stops, bool logprobs)
+    : engine_(engine), tokenizer_(tokenizer), handle_(std::move(handle)), logprobs_(logprobs) {
+  for (int32_t i = 0; i < n; ++i) seqs_.push_back(Seq{text::IncrementalDetokenizer(tokenizer_, true), StopMatcher(stops)});
+}
+
+Generation::~Generation() { cancel(); }
+
+void Generation::cancel() {
+  if (!engine_done_ && handle_) engine_.cancel(handle_);
+  engine_done_ = true;
+  done_ = true;
+}
+
+int32_t Generation::completion_tokens() const {
+  int32_t total = 0;
+  for (const Seq& s : seqs_) total += s.tokens;
+  return total;
+}
+
+std::vector<SequenceDelta> Generation::poll() {
+  std::map<int32_t, SequenceDelta> deltas;
+  auto delta = [&](int32_t i) -> SequenceDelta& {
+    SequenceDelta& d = deltas[i];
+    d.sequence = i;
+    return d;
+  };
+  while (!engine_done_) {
+    std::optional<TokenEvent> e = handle_->try_next();
+    if (!e) break;
+    prompt_tokens_ = e->prompt_tokens;
+    cached_tokens_ = e->cached_tokens;
+    if (e->request_done) engine_done_ = true;
+    if (e->sequence < 0 || e->sequence >= int32_t(seqs_.size())) continue;
+    Seq& s = seqs_[size_t(e->sequence)];
+    if (s.finished) continue;
+    SequenceDelta& d = delta(e->sequence);
+    if (e->token >= 0) {
+      ++s.tokens;
+      if (logprobs_) d.logprobs.push_back(TokenLogprob{e->token, e->logprob, e->top_logprobs});
+      d.text += s.stop.push(s.detok.push(e->token));
+      if (s.stop.stopped()) {
+        s.finished = true;
+        d.finish_reason = "stop";
+        d.stop_sequence = s.stop.matched();
+        continue;
+      }
+    }
+    if (e->finish != FinishReason::none) {
+      if (e->finish == FinishReason::error) error_ = e->error.empty() ? "generation failed" : e->error;
+      d.text += s.stop.push(s.detok.flush());
+      if (!s.stop.stopped()) d.text += s.stop.flush();
+      s.finished = true;
+      d.finish_reason = s.stop.stopped() || e->finish != FinishReason::length ? "stop" : "length";
+      if (s.stop.stopped()) d.stop_sequence = s.stop.matched();
+    }
+  }
+  bool all = true;
+  for (const Seq& s : seqs_) all = all && s.finished;
+  if (all || engine_done_) {
+    for (size_t i = 0; i < seqs_.size(); ++i)
+      if (!seqs_[i].finished) {  // the engine ended without a per-sequence end (cancel, error)
+        seqs_[i].finished = true;
+        delta(int32_t(i)).finish_reason = "stop";
+      }
+    if (!engine_done_) engine_.cancel(handle_);  // every sequence hit a stop string
+    engine_done_ = done_ = true;
+  }
+  std::vector<SequenceDelta> out;
+  for (auto& [i, d] : deltas) out.push_back(std::move(d));
+  return out;
+}
+
+}  // namespace rill::server

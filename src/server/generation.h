@@ -1,0 +1,68 @@
+// server/generation.h — the text side of one engine request: per sequence an incremental
+// detokenizer (incomplete UTF-8 held back) and a stop matcher, turning TokenEvents into text
+// deltas with their logprobs and finish reasons. Shared by every generating endpoint.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/stop_matcher.h"
+#include "text/detokenizer.h"
+#include "text/tokenizer.h"
+
+namespace rill::server {
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+/// New output of one sequence since the last poll.
+struct SequenceDelta {
+  int32_t sequence = 0;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  std::optional<std::string> finish_reason;  ///< "stop", "length" (set once, on the last delta)
+  std::string stop_sequence;                 ///< the stop string that ended it, if any
+};
+
+class Generation {
+ public:
+  Generation(Engine& engine, const text::Tokenizer& tokenizer, RequestHandle handle, int32_t n,
+             std::vector<std::string> stops, bool logprobs);
+  ~Generation();  ///< cancels the engine request if it is still running
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  /// Takes every queued event; returns the deltas (at most one per sequence per call).
+  std::vector<SequenceDelta> poll();
+  /// All sequences finished (and the engine request ended or was cancelled).
+  bool done() const { return done_; }
+  void cancel();
+  int32_t prompt_tokens() const { return prompt_tokens_; }
+  int32_t cached_tokens() const { return cached_tokens_; }
+  int32_t completion_tokens() const;
+  const std::string& error() const { return error_; }
+
+ private:
+  struct Seq {
+    text::IncrementalDetokenizer detok;
+    StopMatcher stop;
+    int32_t tokens = 0;
+    bool finished = false;
+  };
+  Engine& engine_;
+  const text::Tokenizer& tokenizer_;
+  RequestHandle handle_;
+  std::vector<Seq> seqs_;
+  bool logprobs_;
+  bool done_ = false, engine_done_ = false;
+  int32_t prompt_tokens_ = 0, cached_tokens_ = 0;
+  std::string error_;
+};
+
+}  // namespace rill::server

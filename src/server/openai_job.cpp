@@ -1,0 +1,169 @@
+// server/openai_job.cpp — OpenAI response and chunk shapes.
+#include "server/openai_job.h"
+
+#include "server/sse.h"
+
+namespace rill::server {
+
+OpenAIJob::OpenAIJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
+                     std::string id, int64_t created)
+    : tokenizer_(tokenizer),
+      req_(std::move(request)),
+      gen_(engine, tokenizer, std::move(handle), req_.request.sampling.n, req_.stop, req_.logprobs),
+      id_(std::move(id)),
+      created_(created),
+      choices_(size_t(req_.request.sampling.n)) {
+  if (req_.echo)
+    for (Choice& c : choices_) c.text = req_.prompt_text;
+}
+
+ojson OpenAIJob::chunk_base() const {
+  ojson j;
+  j["id"] = id_;
+  j["object"] = req_.chat ? "chat.completion.chunk" : "text_completion";
+  j["created"] = created_;
+  j["model"] = req_.model;
+  j["system_fingerprint"] = nullptr;
+  return j;
+}
+
+ojson OpenAIJob::usage() const {
+  ojson u;
+  u["prompt_tokens"] = gen_.prompt_tokens();
+  u["completion_tokens"] = gen_.completion_tokens();
+  u["total_tokens"] = gen_.prompt_tokens() + gen_.completion_tokens();
+  u["prompt_tokens_details"] = {{"cached_tokens", gen_.cached_tokens()}};
+  return u;
+}
+
+static ojson token_bytes(const std::string& s) {
+  ojson b = ojson::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+ojson OpenAIJob::logprob_entries(const std::vector<TokenLogprob>& lps, size_t text_offset) const {
+  if (req_.chat) {
+    ojson content = ojson::array();
+    for (const TokenLogprob& lp : lps) {
+      const std::string tok = tokenizer_.decode(std::vector<int32_t>{lp.token});
+      ojson e = {{"token", tok}, {"logprob", lp.logprob}, {"bytes", token_bytes(tok)}};
+      ojson top = ojson::array();
+      for (int32_t k = 0; k < req_.top_logprobs && size_t(k) < lp.top.size(); ++k) {
+        const std::string t = tokenizer_.decode(std::vector<int32_t>{lp.top[size_t(k)].first});
+        top.push_back({{"token", t}, {"logprob", lp.top[size_t(k)].second}, {"bytes", token_bytes(t)}});
+      }
+      e["top_logprobs"] = top;
+      content.push_back(e);
+    }
+    return content;
+  }
+  ojson j = {{"tokens", ojson::array()}, {"token_logprobs", ojson::array()}, {"top_logprobs", ojson::array()},
+             {"text_offset", ojson::array()}};
+  for (const TokenLogprob& lp : lps) {
+    const std::string tok = tokenizer_.decode(std::vector<int32_t>{lp.token});
+    j["tokens"].push_back(tok);
+    j["token_logprobs"].push_back(lp.logprob);
+    ojson top = ojson::object();
+    for (int32_t k = 0; k < req_.top_logprobs && size_t(k) < lp.top.size(); ++k)
+      top[tokenizer_.decode(std::vector<int32_t>{lp.top[size_t(k)].first})] = lp.top[size_t(k)].second;
+    j["top_logprobs"].push_back(top);
+    j["text_offset"].push_back(text_offset);
+    text_offset += tok.size();
+  }
+  return j;
+}
+
+bool OpenAIJob::poll(std::string& out) {
+  std::vector<SequenceDelta> deltas = gen_.poll();
+  if (req_.stream && !started_) {
+    started_ = true;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      ojson c = chunk_base();
+      ojson choice = {{"index", i}};
+      if (req_.chat) {
+        choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+        choice["logprobs"] = nullptr;
+      } else {
+        choice["text"] = req_.echo ? req_.prompt_text : "";
+        choice["logprobs"] = nullptr;
+      }
+      choice["finish_reason"] = nullptr;
+      c["choices"] = ojson::array({choice});
+      if (req_.include_usage) c["usage"] = nullptr;
+      if (req_.chat || req_.echo) out += sse_data(c.dump());
+    }
+  }
+  for (SequenceDelta& d : deltas) {
+    Choice& ch = choices_[size_t(d.sequence)];
+    if (d.finish_reason) ch.finish_reason = *d.finish_reason;
+    if (!req_.stream) {
+      ch.text += d.text;
+      ch.raw.insert(ch.raw.end(), d.logprobs.begin(), d.logprobs.end());
+      continue;
+    }
+    if (d.text.empty() && d.logprobs.empty() && !d.finish_reason) continue;
+    ojson c = chunk_base();
+    ojson choice = {{"index", d.sequence}};
+    if (req_.chat)
+      choice["delta"] = d.text.empty() && d.finish_reason ? ojson::object() : ojson{{"content", d.text}};
+    else
+      choice["text"] = d.text;
+    choice["logprobs"] = nullptr;
+    if (req_.logprobs && !d.logprobs.empty())
+      choice["logprobs"] = req_.chat ? ojson{{"content", logprob_entries(d.logprobs, 0)}}
+                                     : logprob_entries(d.logprobs, ch.text.size());
+    ch.text += d.text;
+    choice["finish_reason"] = d.finish_reason ? ojson(*d.finish_reason) : ojson(nullptr);
+    c["choices"] = ojson::array({choice});
+    if (req_.include_usage) c["usage"] = nullptr;
+    out += sse_data(c.dump());
+  }
+  if (!gen_.done()) return false;
+  if (!req_.stream) {
+    out = final_body();
+    return true;
+  }
+  if (!gen_.error().empty()) {
+    out += sse_data(ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump());
+  } else if (req_.include_usage) {
+    ojson c = chunk_base();
+    c["choices"] = ojson::array();
+    c["usage"] = usage();
+    out += sse_data(c.dump());
+  }
+  out += sse_done();
+  return true;
+}
+
+std::string OpenAIJob::final_body() {
+  if (!gen_.error().empty()) {
+    status_ = 500;
+    return ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump();
+  }
+  ojson j;
+  j["id"] = id_;
+  j["object"] = req_.chat ? "chat.completion" : "text_completion";
+  j["created"] = created_;
+  j["model"] = req_.model;
+  j["system_fingerprint"] = nullptr;
+  ojson choices = ojson::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& ch = choices_[i];
+    ojson c = {{"index", i}};
+    if (req_.chat) {
+      c["message"] = {{"role", "assistant"}, {"content", ch.text}};
+      c["logprobs"] = req_.logprobs ? ojson{{"content", logprob_entries(ch.raw, 0)}} : ojson(nullptr);
+    } else {
+      c["text"] = ch.text;
+      c["logprobs"] = req_.logprobs ? logprob_entries(ch.raw, req_.echo ? req_.prompt_text.size() : 0) : ojson(nullptr);
+    }
+    c["finish_reason"] = ch.finish_reason.empty() ? "stop" : ch.finish_reason;
+    choices.push_back(c);
+  }
+  j["choices"] = choices;
+  j["usage"] = usage();
+  return j.dump();
+}
+
+}  // namespace rill::server

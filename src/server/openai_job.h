@@ -1,0 +1,47 @@
+// server/openai_job.h — one /v1/chat/completions or /v1/completions request in flight: drives a
+// Generation and writes OpenAI's response shapes (the final JSON, or SSE chunks with usage and
+// the [DONE] marker).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/generation.h"
+#include "server/http_server.h"
+#include "server/json_fields.h"
+#include "server/openai_request.h"
+
+namespace rill::server {
+
+class OpenAIJob : public StreamJob {
+ public:
+  OpenAIJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
+            std::string id, int64_t created);
+  bool poll(std::string& out) override;
+  void cancel() override { gen_.cancel(); }
+  int status() const override { return status_; }
+
+ private:
+  struct Choice {
+    std::string text;
+    ojson logprobs = ojson::array();  // chat: content entries; completions: built at the end
+    std::vector<TokenLogprob> raw;
+    std::string finish_reason;
+  };
+  ojson chunk_base() const;
+  ojson logprob_entries(const std::vector<TokenLogprob>& lps, size_t text_offset) const;
+  ojson usage() const;
+  std::string final_body();
+
+  const text::Tokenizer& tokenizer_;
+  OpenAIRequest req_;
+  Generation gen_;
+  std::string id_;
+  int64_t created_;
+  std::vector<Choice> choices_;
+  bool started_ = false;
+  int status_ = 200;
+};
+
+}  // namespace rill::server

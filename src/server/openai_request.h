@@ -1,0 +1,46 @@
+// server/openai_request.h — parsing and validation of OpenAI /v1/chat/completions and
+// /v1/completions bodies into an engine Request plus the text-side options (stop strings,
+// streaming, logprobs). Every rejection is a 400 ApiError naming the field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/json_fields.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace rill::server {
+
+/// What the parsers need to know about the served model.
+struct ModelInfo {
+  std::string id;  ///< the name /v1/models lists
+  const text::Tokenizer* tokenizer = nullptr;
+  const text::ChatTemplate* chat_template = nullptr;
+  std::vector<int32_t> stop_ids;  ///< EOS ids: end a sequence
+  int32_t max_model_len = 0;
+  int64_t vocab_size = 0;
+  int32_t max_n = 64;
+};
+
+struct OpenAIRequest {
+  bool chat = true;
+  std::string model;
+  Request request;  ///< prompt, sampling, stop ids, max_tokens
+  std::vector<std::string> stop;
+  bool stream = false, include_usage = false;
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  bool echo = false;          ///< completions: the prompt text precedes the output
+  std::string prompt_text;    ///< completions: the prompt as text (for echo)
+};
+
+OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model);
+OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model);
+
+/// The chat messages normalized for the template: content parts joined to a string; roles checked.
+ojson normalize_messages(const ojson& messages);
+
+}  // namespace rill::server

@@ -1,0 +1,52 @@
+// server/service.h — the HTTP API of one served model: routes requests to the endpoints
+// (/health, /v1/models, /tokenize, /detokenize, /v1/chat/completions, /v1/completions), checks
+// the API key, and turns every failure into an OpenAI-style error body with the right status.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "server/openai_request.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace rill::server {
+
+struct ServiceOptions {
+  std::string model_id = "rill";
+  std::string api_key;  ///< empty: no key required
+};
+
+class Service {
+ public:
+  /// Borrows the engine; tokenizer may be absent (token-id prompts only), template may be empty.
+  Service(Engine& engine, std::optional<text::Tokenizer> tokenizer, text::ChatTemplate chat_template,
+          std::vector<int32_t> stop_ids, ServiceOptions options);
+
+  HandlerResult handle(const HttpRequest& request);
+  /// {"error": {"message", "type", "param", "code"}} with `status`.
+  static HttpReply error_reply(int status, const std::string& message, const std::string& param = "",
+                               const std::string& type = "");
+
+ private:
+  HandlerResult route(const HttpRequest& request);
+  HandlerResult generate(const HttpRequest& request, bool chat);
+  HttpReply tokenize(const HttpRequest& request);
+  HttpReply detokenize(const HttpRequest& request);
+  HttpReply models() const;
+  const text::Tokenizer& need_tokenizer(const char* what) const;
+
+  Engine& engine_;
+  std::optional<text::Tokenizer> tokenizer_;
+  text::ChatTemplate chat_template_;
+  ServiceOptions options_;
+  ModelInfo info_;
+  int64_t created_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace rill::server

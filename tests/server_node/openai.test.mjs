@@ -1,0 +1,170 @@
+// tests/server_node/openai.test.mjs — the official `openai` npm client against a live rill serve:
+// models, chat and completions (streaming and not), usage, n > 1, stop strings, logprobs, error
+// types, the API key, tokenize/detokenize and a graceful SIGTERM.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { startServer } from './harness.mjs';
+
+let server, client;
+before(async () => {
+  server = await startServer();
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+after(async () => { if (server) await server.stop(); });
+
+const messages = [{ role: 'user', content: 'Tell me a story about a cat.' }];
+const greedy = { model: 'tiny', temperature: 0, max_tokens: 24 };
+
+async function post(path, body) {
+  const r = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, body: await r.json() };
+}
+
+test('health and models', async () => {
+  const r = await fetch(`${server.url}/health`);
+  assert.equal(r.status, 200);
+  const models = [];
+  for await (const m of client.models.list()) models.push(m);
+  assert.deepEqual(models.map((m) => m.id), ['tiny']);
+  assert.equal(models[0].object, 'model');
+});
+
+test('tokenize and detokenize round trip', async () => {
+  const t = await post('/tokenize', { prompt: 'Hello world' });
+  assert.equal(t.status, 200);
+  assert.deepEqual(t.body.tokens, [9707, 1879]);  // Qwen3's ids for "Hello", " world"
+  const d = await post('/detokenize', { tokens: t.body.tokens });
+  assert.equal(d.body.prompt, 'Hello world');
+});
+
+test('chat non-streaming: message, usage counts the templated prompt', async () => {
+  const r = await client.chat.completions.create({ ...greedy, messages });
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+  const t = await post('/tokenize', { messages });
+  assert.equal(r.usage.prompt_tokens, t.body.count);
+  assert.ok(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 24);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+  assert.equal(typeof r.usage.prompt_tokens_details.cached_tokens, 'number');
+});
+
+test('chat streaming equals non-streaming (greedy), with include_usage', async () => {
+  const full = await client.chat.completions.create({ ...greedy, messages });
+  const stream = await client.chat.completions.create({ ...greedy, messages, stream: true, stream_options: { include_usage: true } });
+  let text = '', finish = null, usage = null, chunks = 0, role = null;
+  for await (const c of stream) {
+    chunks++;
+    if (c.usage) usage = c.usage;
+    for (const ch of c.choices) {
+      if (ch.delta.role) role = ch.delta.role;
+      text += ch.delta.content ?? '';
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+  }
+  assert.equal(role, 'assistant');
+  assert.equal(text, full.choices[0].message.content);
+  assert.equal(finish, full.choices[0].finish_reason);
+  assert.ok(chunks > 2, 'streamed in several chunks');
+  assert.deepEqual({ p: usage.prompt_tokens, c: usage.completion_tokens }, { p: full.usage.prompt_tokens, c: full.usage.completion_tokens });
+});
+
+test('completions streaming and not', async () => {
+  const full = await client.completions.create({ ...greedy, prompt: 'Once upon a time' });
+  assert.equal(full.object, 'text_completion');
+  assert.equal(full.usage.prompt_tokens, 4);
+  let text = '';
+  for await (const c of await client.completions.create({ ...greedy, prompt: 'Once upon a time', stream: true })) text += c.choices[0]?.text ?? '';
+  assert.equal(text, full.choices[0].text);
+});
+
+test('n > 1 gives n choices, seeded sampling is reproducible', async () => {
+  const req = { model: 'tiny', messages, n: 3, max_tokens: 8, temperature: 1, seed: 1234 };
+  const a = await client.chat.completions.create(req);
+  const b = await client.chat.completions.create(req);
+  assert.deepEqual(a.choices.map((c) => c.index), [0, 1, 2]);
+  assert.deepEqual(a.choices.map((c) => c.message.content), b.choices.map((c) => c.message.content));
+  assert.ok(a.usage.completion_tokens >= 3 && a.usage.completion_tokens <= 24, 'usage sums the choices');
+});
+
+test('stop strings end the text before the match (streaming and not)', async () => {
+  const base = await client.completions.create({ ...greedy, max_tokens: 32, prompt: 'The weather today' });
+  const text = base.choices[0].text;
+  assert.ok(text.length >= 8, `need some output, got ${JSON.stringify(text)}`);
+  const stop = text.slice(4, 6);
+  const expected = text.slice(0, text.indexOf(stop));
+  const r = await client.completions.create({ ...greedy, max_tokens: 32, prompt: 'The weather today', stop: [stop] });
+  assert.equal(r.choices[0].text, expected);
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  let streamed = '';
+  for await (const c of await client.completions.create({ ...greedy, max_tokens: 32, prompt: 'The weather today', stop, stream: true }))
+    streamed += c.choices[0]?.text ?? '';
+  assert.equal(streamed, expected);
+});
+
+test('logprobs and top_logprobs', async () => {
+  const r = await client.chat.completions.create({ ...greedy, max_tokens: 6, messages, logprobs: true, top_logprobs: 3 });
+  const content = r.choices[0].logprobs.content;
+  assert.equal(content.length, r.usage.completion_tokens);
+  for (const e of content) {
+    assert.ok(e.logprob <= 0);
+    assert.equal(e.top_logprobs.length, 3);
+    assert.ok(e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob);
+    assert.equal(e.token, e.top_logprobs[0].token);  // greedy picks the most likely token
+    assert.ok(Math.abs(e.logprob - e.top_logprobs[0].logprob) < 1e-5);
+  }
+  const c = await client.completions.create({ ...greedy, max_tokens: 4, prompt: 'Hi', logprobs: 2 });
+  assert.equal(c.choices[0].logprobs.tokens.length, 4);
+  assert.equal(Object.keys(c.choices[0].logprobs.top_logprobs[0]).length, 2);
+});
+
+test('bad requests raise the typed SDK errors naming the field', async () => {
+  await assert.rejects(client.chat.completions.create({ ...greedy, messages, temperature: 5 }), (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError);
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'temperature');
+    return true;
+  });
+  await assert.rejects(client.chat.completions.create({ ...greedy, messages: [{ role: 'wizard', content: 'x' }] }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'messages[0].role');
+  await assert.rejects(client.chat.completions.create({ ...greedy, model: 'gpt-9', messages }), (e) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(client.chat.completions.create({ ...greedy, messages, max_tokens: 100000 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'max_completion_tokens');
+  const r = await fetch(`${server.url}/v1/chat/completions`, { method: 'POST', body: '{not json' });
+  assert.equal(r.status, 400);
+  assert.equal((await r.json()).error.type, 'invalid_request_error');
+  const missing = await fetch(`${server.url}/v1/nothing`);
+  assert.equal(missing.status, 404);
+});
+
+test('a client abort mid-stream leaves the server serving', async () => {
+  const controller = new AbortController();
+  const stream = await client.chat.completions.create({ ...greedy, max_tokens: 200, messages, stream: true }, { signal: controller.signal });
+  let n = 0;
+  try {
+    for await (const _ of stream) if (++n === 3) controller.abort();
+  } catch (e) {
+    assert.equal(e.name, 'APIUserAbortError');
+  }
+  assert.ok(n >= 3 && n < 50, `stopped early (${n} chunks)`);
+  const r = await client.chat.completions.create({ ...greedy, max_tokens: 2, messages });
+  assert.equal(r.choices.length, 1);
+});
+
+test('API key: 401 without it, served with it; oversize body is 413', async () => {
+  const keyed = await startServer(['--api-key', 'sekrit', '--max-body-bytes', '4096']);
+  try {
+    const bad = new OpenAI({ baseURL: `${keyed.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+    await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+    const good = new OpenAI({ baseURL: `${keyed.url}/v1`, apiKey: 'sekrit', maxRetries: 0 });
+    const r = await good.completions.create({ ...greedy, max_tokens: 2, prompt: 'Hi' });
+    assert.equal(r.choices.length, 1);
+    await assert.rejects(good.completions.create({ ...greedy, prompt: 'x'.repeat(10000) }), (e) => e.status === 413);
+  } finally {
+    const { code } = await keyed.stop();
+    assert.equal(code, 0, 'SIGTERM exits 0');
+  }
+});
