@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/model.h"
+#include "server/anthropic.h"
 #include "server/api_error.h"
 #include "server/openai_job.h"
 
@@ -54,15 +55,19 @@ HttpReply Service::error_reply(int status, const std::string& message, const std
 
 HandlerResult Service::handle(const HttpRequest& request) {
   HandlerResult result;
+  const bool anthropic = path_of(request.target).rfind("/v1/messages", 0) == 0;
+  auto error = [&](int status, const std::string& message, const std::string& param, const std::string& type) {
+    return anthropic ? anthropic_error(status, message) : error_reply(status, message, param, type);
+  };
   try {
     result = route(request);
   } catch (const ApiError& e) {
-    result.reply = error_reply(e.status(), e.what(), e.param(), e.type());
+    result.reply = error(e.status(), e.what(), e.param(), e.type());
   } catch (const Error& e) {
-    result.reply = error_reply(400, e.what());
+    result.reply = error(400, e.what(), "", "");
   } catch (const std::exception& e) {
     logger().error("server: {} {}: {}", request.method, request.target, e.what());
-    result.reply = error_reply(500, std::string("internal error: ") + e.what());
+    result.reply = error(500, std::string("internal error: ") + e.what(), "", "");
   }
   return result;
 }
@@ -101,6 +106,16 @@ HandlerResult Service::route(const HttpRequest& request) {
   if (path == "/v1/completions") {
     only("POST");
     return generate(request, false);
+  }
+  if (path == "/v1/messages") {
+    only("POST");
+    return messages(request);
+  }
+  if (path == "/v1/messages/count_tokens") {
+    only("POST");
+    ojson body = parse_body(request.body);
+    OpenAIRequest req = parse_messages_request(body, info_, true);
+    return immediate(json_reply(ojson{{"input_tokens", req.request.prompt.size()}}));
   }
   throw ApiError(404, "", fmt::format("no route for {} {}", m, path));
 }
@@ -155,20 +170,37 @@ HttpReply Service::detokenize(const HttpRequest& request) {
   return json_reply(ojson{{"prompt", tok.decode(ids)}});
 }
 
-HandlerResult Service::generate(const HttpRequest& request, bool chat) {
-  const text::Tokenizer& tok = need_tokenizer(chat ? "/v1/chat/completions" : "/v1/completions");
-  ojson body = parse_body(request.body);
-  OpenAIRequest req = chat ? parse_chat_request(body, info_) : parse_completion_request(body, info_);
+Submission Service::submit(const Request& request, const char* prompt_field) {
   Submission s;
   try {
-    s = engine_.submit(req.request);
+    s = engine_.submit(request);
   } catch (const Error& e) {
     bad_request("", "{}", e.what());
   }
   if (!s.ok()) {
     if (s.reject == RejectReason::queue_full) throw ApiError(429, "", s.message);
-    bad_request(chat ? "messages" : "prompt", "{}", s.message);
+    bad_request(prompt_field, "{}", s.message);
   }
+  return s;
+}
+
+HandlerResult Service::messages(const HttpRequest& request) {
+  const text::Tokenizer& tok = need_tokenizer("/v1/messages");
+  ojson body = parse_body(request.body);
+  OpenAIRequest req = parse_messages_request(body, info_);
+  Submission s = submit(req.request, "messages");
+  HandlerResult result;
+  result.sse = req.stream;
+  result.job = std::make_shared<AnthropicJob>(engine_, tok, std::move(req), s.handle,
+                                              fmt::format("msg_{:x}{:08x}", created_, next_id_.fetch_add(1)));
+  return result;
+}
+
+HandlerResult Service::generate(const HttpRequest& request, bool chat) {
+  const text::Tokenizer& tok = need_tokenizer(chat ? "/v1/chat/completions" : "/v1/completions");
+  ojson body = parse_body(request.body);
+  OpenAIRequest req = chat ? parse_chat_request(body, info_) : parse_completion_request(body, info_);
+  Submission s = submit(req.request, chat ? "messages" : "prompt");
   const uint64_t n = next_id_.fetch_add(1);
   std::string id = fmt::format("{}-{:x}{:08x}", chat ? "chatcmpl" : "cmpl", created_, n);
   HandlerResult result;

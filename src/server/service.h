@@ -1,6 +1,7 @@
 // server/service.h — the HTTP API of one served model: routes requests to the endpoints
-// (/health, /v1/models, /tokenize, /detokenize, /v1/chat/completions, /v1/completions), checks
-// the API key, and turns every failure into an OpenAI-style error body with the right status.
+// (/health, /v1/models, /tokenize, /detokenize, /v1/chat/completions, /v1/completions,
+// /v1/messages, /v1/messages/count_tokens), checks the API key, and turns every failure into an
+// OpenAI-style (Anthropic-style on /v1/messages) error body with the right status.
 #pragma once
 
 #include <atomic>
@@ -35,6 +36,9 @@ class Service {
  private:
   HandlerResult route(const HttpRequest& request);
   HandlerResult generate(const HttpRequest& request, bool chat);
+  HandlerResult messages(const HttpRequest& request);
+  /// engine.submit with refusals mapped to 429 (queue full) or 400 naming `prompt_field`.
+  Submission submit(const Request& request, const char* prompt_field);
   HttpReply tokenize(const HttpRequest& request);
   HttpReply detokenize(const HttpRequest& request);
   HttpReply models() const;
