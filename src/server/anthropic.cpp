@@ -98,9 +98,9 @@ OpenAIRequest parse_messages_request(const ojson& body, const ModelInfo& model, 
 }
 
 AnthropicJob::AnthropicJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
-                           std::string id)
+                           std::string id, ServerMetrics* metrics)
     : req_(std::move(request)),
-      gen_(engine, tokenizer, std::move(handle), 1, req_.stop, false),
+      gen_(engine, tokenizer, std::move(handle), 1, req_.stop, false, metrics),
       id_(std::move(id)) {}
 
 ojson AnthropicJob::message_shell() const {

@@ -22,7 +22,7 @@ HttpReply anthropic_error(int status, const std::string& message);
 class AnthropicJob : public StreamJob {
  public:
   AnthropicJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
-               std::string id);
+               std::string id, ServerMetrics* metrics = nullptr);
   bool poll(std::string& out) override;
   void cancel() override { gen_.cancel(); }
   int status() const override { return status_; }

@@ -6,8 +6,8 @@
 namespace rill::server {
 
 Generation::Generation(Engine& engine, const text::Tokenizer& tokenizer, RequestHandle handle, int32_t n,
-                       std::vector<std::string> stops, bool logprobs)
-    : engine_(engine), tokenizer_(tokenizer), handle_(std::move(handle)), logprobs_(logprobs) {
+                       std::vector<std::string> stops, bool logprobs, ServerMetrics* metrics)
+    : engine_(engine), tokenizer_(tokenizer), handle_(std::move(handle)), logprobs_(logprobs), metrics_(metrics) {
   for (int32_t i = 0; i < n; ++i) seqs_.push_back(Seq{text::IncrementalDetokenizer(tokenizer_, true), StopMatcher(stops)});
 }
 
@@ -38,6 +38,10 @@ std::vector<SequenceDelta> Generation::poll() {
     prompt_tokens_ = e->prompt_tokens;
     cached_tokens_ = e->cached_tokens;
     if (e->request_done) engine_done_ = true;
+    if (metrics_ && !ttft_seen_ && e->token >= 0 && e->sequence == 0) {
+      ttft_seen_ = true;
+      metrics_->observe_ttft(e->ttft_s);
+    }
     if (e->sequence < 0 || e->sequence >= int32_t(seqs_.size())) continue;
     Seq& s = seqs_[size_t(e->sequence)];
     if (s.finished) continue;

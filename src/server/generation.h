@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/metrics.h"
 #include "server/stop_matcher.h"
 #include "text/detokenizer.h"
 #include "text/tokenizer.h"
@@ -33,7 +34,7 @@ struct SequenceDelta {
 class Generation {
  public:
   Generation(Engine& engine, const text::Tokenizer& tokenizer, RequestHandle handle, int32_t n,
-             std::vector<std::string> stops, bool logprobs);
+             std::vector<std::string> stops, bool logprobs, ServerMetrics* metrics = nullptr);
   ~Generation();  ///< cancels the engine request if it is still running
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
@@ -60,6 +61,8 @@ class Generation {
   RequestHandle handle_;
   std::vector<Seq> seqs_;
   bool logprobs_;
+  ServerMetrics* metrics_;
+  bool ttft_seen_ = false;
   bool done_ = false, engine_done_ = false;
   int32_t prompt_tokens_ = 0, cached_tokens_ = 0;
   std::string error_;

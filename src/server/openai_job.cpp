@@ -6,10 +6,10 @@
 namespace rill::server {
 
 OpenAIJob::OpenAIJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
-                     std::string id, int64_t created)
+                     std::string id, int64_t created, ServerMetrics* metrics)
     : tokenizer_(tokenizer),
       req_(std::move(request)),
-      gen_(engine, tokenizer, std::move(handle), req_.request.sampling.n, req_.stop, req_.logprobs),
+      gen_(engine, tokenizer, std::move(handle), req_.request.sampling.n, req_.stop, req_.logprobs, metrics),
       id_(std::move(id)),
       created_(created),
       choices_(size_t(req_.request.sampling.n)) {

@@ -1,7 +1,9 @@
 // server/service.cpp — routing, API key, error bodies, and the small endpoints.
 #include "server/service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -69,6 +71,11 @@ HandlerResult Service::handle(const HttpRequest& request) {
     logger().error("server: {} {}: {}", request.method, request.target, e.what());
     result.reply = error(500, std::string("internal error: ") + e.what(), "", "");
   }
+  static const char* known[] = {"/health", "/metrics", "/v1/models", "/tokenize", "/detokenize", "/v1/chat/completions",
+                                "/v1/completions", "/v1/messages", "/v1/messages/count_tokens"};
+  const std::string path = path_of(request.target);
+  const bool listed = std::find(std::begin(known), std::end(known), path) != std::end(known);
+  metrics_.count_request(listed ? path : "other", result.job ? 200 : result.reply.status);
   return result;
 }
 
@@ -81,6 +88,10 @@ HandlerResult Service::route(const HttpRequest& request) {
   if (path == "/health") {
     only("GET");
     return immediate(json_reply(ojson{{"status", "ok"}}));
+  }
+  if (path == "/metrics") {
+    only("GET");
+    return immediate(HttpReply{200, "text/plain; version=0.0.4", metrics_.render(engine_.stats())});
   }
   if (!options_.api_key.empty()) {
     const std::string bearer = "Bearer " + options_.api_key;
@@ -192,7 +203,7 @@ HandlerResult Service::messages(const HttpRequest& request) {
   HandlerResult result;
   result.sse = req.stream;
   result.job = std::make_shared<AnthropicJob>(engine_, tok, std::move(req), s.handle,
-                                              fmt::format("msg_{:x}{:08x}", created_, next_id_.fetch_add(1)));
+                                              fmt::format("msg_{:x}{:08x}", created_, next_id_.fetch_add(1)), &metrics_);
   return result;
 }
 
@@ -205,7 +216,7 @@ HandlerResult Service::generate(const HttpRequest& request, bool chat) {
   std::string id = fmt::format("{}-{:x}{:08x}", chat ? "chatcmpl" : "cmpl", created_, n);
   HandlerResult result;
   result.sse = req.stream;
-  result.job = std::make_shared<OpenAIJob>(engine_, tok, std::move(req), s.handle, std::move(id), unix_now());
+  result.job = std::make_shared<OpenAIJob>(engine_, tok, std::move(req), s.handle, std::move(id), unix_now(), &metrics_);
   return result;
 }
 

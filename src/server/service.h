@@ -1,5 +1,5 @@
 // server/service.h — the HTTP API of one served model: routes requests to the endpoints
-// (/health, /v1/models, /tokenize, /detokenize, /v1/chat/completions, /v1/completions,
+// (/health, /metrics, /v1/models, /tokenize, /detokenize, /v1/chat/completions, /v1/completions,
 // /v1/messages, /v1/messages/count_tokens), checks the API key, and turns every failure into an
 // OpenAI-style (Anthropic-style on /v1/messages) error body with the right status.
 #pragma once
@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "server/http_server.h"
+#include "server/metrics.h"
 #include "server/openai_request.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -51,6 +52,7 @@ class Service {
   ModelInfo info_;
   int64_t created_;
   std::atomic<uint64_t> next_id_{1};
+  ServerMetrics metrics_;
 };
 
 }  // namespace rill::server

@@ -140,9 +140,10 @@ test('bad requests raise the typed SDK errors naming the field', async () => {
   assert.equal(missing.status, 404);
 });
 
-test('a client abort mid-stream leaves the server serving', async () => {
+test('a client abort mid-stream cancels the request, frees its KV, and the server keeps serving', async () => {
+  const cancelledBefore = (await metrics()).rill_requests_cancelled_total;
   const controller = new AbortController();
-  const stream = await client.chat.completions.create({ ...greedy, max_tokens: 200, messages, stream: true }, { signal: controller.signal });
+  const stream = await client.chat.completions.create({ ...greedy, max_tokens: 450, messages, stream: true }, { signal: controller.signal });
   let n = 0;
   try {
     for await (const _ of stream) if (++n === 3) controller.abort();
@@ -150,8 +151,42 @@ test('a client abort mid-stream leaves the server serving', async () => {
     assert.equal(e.name, 'APIUserAbortError');
   }
   assert.ok(n >= 3 && n < 50, `stopped early (${n} chunks)`);
+  // The disconnect cancels the request and frees its KV (checked through /metrics).
+  let m = null;
+  for (let i = 0; i < 100; i++) {
+    m = await metrics();
+    if (m.rill_requests_cancelled_total > cancelledBefore && m.rill_kv_cache_blocks_used === 0) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal(m.rill_requests_cancelled_total, cancelledBefore + 1, 'the disconnect cancelled the request');
+  assert.equal(m.rill_kv_cache_blocks_used, 0);
+  assert.equal(m.rill_num_requests_running, 0);
   const r = await client.chat.completions.create({ ...greedy, max_tokens: 2, messages });
   assert.equal(r.choices.length, 1);
+});
+
+async function metrics() {
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  const out = {};
+  for (const line of text.split('\n')) {
+    const m = line.match(/^([a-z_]+(?:\{[^}]*\})?) (\S+)$/);
+    if (m) out[m[1]] = Number(m[2]);
+  }
+  return out;
+}
+
+test('/metrics: Prometheus text with request counts, tokens and the TTFT histogram', async () => {
+  const r = await fetch(`${server.url}/metrics`);
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type'), /text\/plain/);
+  const m = await metrics();
+  assert.ok(m['rill_requests_total{endpoint="/v1/chat/completions",status="200"}'] >= 5);
+  assert.ok(m['rill_requests_total{endpoint="/v1/chat/completions",status="400"}'] >= 3);
+  assert.ok(m['rill_requests_total{endpoint="other",status="404"}'] >= 1);
+  assert.ok(m.rill_generation_tokens_total > 0 && m.rill_prompt_tokens_total > 0);
+  assert.ok(m.rill_time_to_first_token_seconds_count >= 5);
+  assert.equal(m['rill_time_to_first_token_seconds_bucket{le="+Inf"}'], m.rill_time_to_first_token_seconds_count);
+  assert.ok('rill_inter_token_latency_seconds_count' in m && 'rill_kv_cache_usage_ratio' in m && 'rill_num_requests_waiting' in m);
 });
 
 test('API key: 401 without it, served with it; oversize body is 413', async () => {

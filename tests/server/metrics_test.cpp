@@ -1,0 +1,35 @@
+// tests/server/metrics_test.cpp — Prometheus rendering: cumulative histogram buckets (counted by
+// hand here), request counters by endpoint and status, engine gauges.
+#include <gtest/gtest.h>
+
+#include "server/metrics.h"
+
+namespace rill::server {
+namespace {
+
+TEST(Histogram, CumulativeBuckets) {
+  Histogram h({0.1, 1});
+  for (double v : {0.05, 0.1, 0.5, 3.0}) h.observe(v);
+  EXPECT_EQ(h.render("x", "help"),
+            "# HELP x help\n# TYPE x histogram\n"
+            "x_bucket{le=\"0.1\"} 2\nx_bucket{le=\"1\"} 3\nx_bucket{le=\"+Inf\"} 4\nx_sum 3.65\nx_count 4\n");
+}
+
+TEST(ServerMetrics, RequestsAndEngineFigures) {
+  ServerMetrics m;
+  m.count_request("/v1/completions", 200);
+  m.count_request("/v1/completions", 200);
+  m.count_request("/v1/completions", 400);
+  EngineStats s;
+  s.kv_blocks_total = 8;
+  s.kv_blocks_used = 2;
+  s.generated_tokens = 17;
+  const std::string text = m.render(s);
+  EXPECT_NE(text.find("rill_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("rill_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("rill_kv_cache_usage_ratio 0.25\n"), std::string::npos);
+  EXPECT_NE(text.find("rill_generation_tokens_total 17\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rill::server
