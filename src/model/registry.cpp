@@ -6,16 +6,19 @@
 #include "core/log.h"
 #include "model/llama.h"
 #include "model/model.h"
+#include "model/qwen3_5.h"
 
 namespace rill {
 namespace {
-constexpr std::array<const char*, 4> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                                       "Qwen3ForCausalLM"};
+constexpr std::array<const char*, 6> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                                       "Qwen3ForCausalLM", "Qwen3_5ForConditionalGeneration",
+                                                       "Qwen3_5ForCausalLM"};
 }
 
 std::span<const char* const> supported_architectures() { return kArchitectures; }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& dir, Kernels& kernels, const LoadOptions& options) {
+  if (is_qwen3_5(dir)) return load_qwen3_5(dir, kernels, options);
   ModelConfig config = ModelConfig::load(dir);
   bool known = false;
   for (const char* a : kArchitectures) known = known || config.architecture == a;

@@ -20,6 +20,9 @@ struct StepBatch {
   int32_t max_blocks_per_row = 0;
   std::vector<int32_t> slot_mapping;   ///< [T]
   std::vector<int32_t> logit_indices;  ///< indices into [T] whose logits forward() returns, in order
+  /// Optional [rows]: recurrent-state slot id of each row (hybrid models, e.g. Qwen3.5). Empty: the
+  /// model keys a row's state by its first block id. A row starting at position 0 resets its state.
+  std::vector<int32_t> state_slots;
 
   int32_t num_rows() const { return int32_t(context_lens.size()); }
   int32_t num_tokens() const { return int32_t(tokens.size()); }

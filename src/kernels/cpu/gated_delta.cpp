@@ -53,7 +53,10 @@ void recurrent(const Inputs& in, const Dims& d, int64_t h, int64_t t0, int64_t t
 
 void chunked(const Inputs& in, const Dims& d, int64_t h, int64_t t0, int64_t t1, int64_t C, float* S) {
   const int64_t kh = h / (d.Hv / d.Hk), dk = d.dk, dv = d.dv;
-  std::vector<float> gam(static_cast<size_t>(C)), A(static_cast<size_t>(C * C)), U(static_cast<size_t>(C * dv)),
+  // γ is accumulated in double: over a chunk of strongly decaying tokens it reaches thousands, where an
+  // f32 sum would put ~1e-4 absolute error into every e^{γ_i−γ_j}.
+  std::vector<double> gam(static_cast<size_t>(C));
+  std::vector<float> A(static_cast<size_t>(C * C)), U(static_cast<size_t>(C * dv)),
       W(static_cast<size_t>(C * dk)), qs(static_cast<size_t>(C * dk));
   for (int64_t c0 = t0; c0 < t1; c0 += C) {
     const int64_t n = std::min(C, t1 - c0);
@@ -61,21 +64,21 @@ void chunked(const Inputs& in, const Dims& d, int64_t h, int64_t t0, int64_t t1,
     auto k = [&](int64_t i) { return in.k + ((c0 + i) * d.Hk + kh) * dk; };
     auto v = [&](int64_t i) { return in.v + ((c0 + i) * d.Hv + h) * dv; };
     auto beta = [&](int64_t i) { return in.beta[(c0 + i) * d.Hv + h]; };
-    float acc = 0.f;
-    for (int64_t i = 0; i < n; ++i) gam[size_t(i)] = acc += in.g[(c0 + i) * d.Hv + h];
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; ++i) gam[size_t(i)] = acc += double(in.g[(c0 + i) * d.Hv + h]);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t a = 0; a < dk; ++a) qs[size_t(i * dk + a)] = q(i)[a] * in.scale;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < i; ++j) {
         float dot = 0.f;
         for (int64_t a = 0; a < dk; ++a) dot += k(i)[a] * k(j)[a];
-        A[size_t(i * C + j)] = beta(i) * dot * std::exp(gam[size_t(i)] - gam[size_t(j)]);
+        A[size_t(i * C + j)] = beta(i) * dot * float(std::exp(gam[size_t(i)] - gam[size_t(j)]));
       }
     // Forward substitution: U_i = β_i v_i − Σ_{j<i} A_ij U_j;  W_i = β_i e^{γ_i} k_i − Σ_{j<i} A_ij W_j.
     for (int64_t i = 0; i < n; ++i) {
       float* Ui = &U[size_t(i * dv)];
       float* Wi = &W[size_t(i * dk)];
-      const float eg = std::exp(gam[size_t(i)]);
+      const float eg = float(std::exp(gam[size_t(i)]));
       for (int64_t j = 0; j < dv; ++j) Ui[j] = beta(i) * v(i)[j];
       for (int64_t a = 0; a < dk; ++a) Wi[a] = beta(i) * eg * k(i)[a];
       for (int64_t j = 0; j < i; ++j) {
@@ -88,7 +91,7 @@ void chunked(const Inputs& in, const Dims& d, int64_t h, int64_t t0, int64_t t1,
     for (int64_t i = 0; i < n; ++i) {
       float* Ui = &U[size_t(i * dv)];
       float* o = in.out + ((c0 + i) * d.Hv + h) * dv;
-      const float eg = std::exp(gam[size_t(i)]);
+      const float eg = float(std::exp(gam[size_t(i)]));
       for (int64_t j = 0; j < dv; ++j) o[j] = 0.f;
       for (int64_t a = 0; a < dk; ++a) {
         const float wa = W[size_t(i * dk + a)], qa = qs[size_t(i * dk + a)] * eg;
@@ -104,15 +107,16 @@ void chunked(const Inputs& in, const Dims& d, int64_t h, int64_t t0, int64_t t1,
       for (int64_t j = 0; j <= i; ++j) {
         float dot = 0.f;
         for (int64_t a = 0; a < dk; ++a) dot += qs[size_t(i * dk + a)] * k(j)[a];
-        const float c = dot * std::exp(gam[size_t(i)] - gam[size_t(j)]);
+        const float c = dot * float(std::exp(gam[size_t(i)] - gam[size_t(j)]));
         const float* Vj = &U[size_t(j * dv)];
         for (int64_t x = 0; x < dv; ++x) o[x] += c * Vj[x];
       }
     }
-    const float glast = gam[size_t(n - 1)], elast = std::exp(glast);
+    const double glast = gam[size_t(n - 1)];
+    const float elast = float(std::exp(glast));
     for (int64_t i = 0; i < dk * dv; ++i) S[i] *= elast;
     for (int64_t j = 0; j < n; ++j) {
-      const float e = std::exp(glast - gam[size_t(j)]);
+      const float e = float(std::exp(glast - gam[size_t(j)]));
       const float* Vj = &U[size_t(j * dv)];
       for (int64_t a = 0; a < dk; ++a) {
         const float ka = e * k(j)[a];
