@@ -215,6 +215,7 @@ class Qwen35Model final : public Model {
   std::vector<LayerState> states_;
   int64_t capacity_ = 0;
   std::unordered_map<int64_t, int32_t> slot_of_key_;
+  std::vector<int64_t> slot_pos_;  // tokens each slot's state has consumed
 };
 
 Tensor Qwen35Model::to_f32(const Tensor& t, std::vector<int64_t> shape) {
@@ -367,10 +368,20 @@ StateBatch Qwen35Model::assign_slots(const StepBatch& batch) {
     auto it = slot_of_key_.find(key);
     if (start > 0 && it == slot_of_key_.end())
       fail("[forward] row {} continues at position {} but no recurrent state is held for it", r, start);
-    if (it == slot_of_key_.end()) it = slot_of_key_.emplace(key, int32_t(slot_of_key_.size())).first;
+    if (it == slot_of_key_.end()) {
+      it = slot_of_key_.emplace(key, int32_t(slot_of_key_.size())).first;
+      slot_pos_.push_back(0);
+    }
+    // The state must be exactly at the row's start: a row resumed from shared prefix blocks, a
+    // replayed step or a preempted-and-recomputed row would otherwise read a state of other tokens.
+    if (start > 0 && slot_pos_[size_t(it->second)] != start)
+      fail("[forward] row {} starts at position {} but its recurrent state is at position {} (restoring a "
+           "hybrid model's state from a prefix is not supported yet)",
+           r, start, slot_pos_[size_t(it->second)]);
     slots[size_t(r)] = it->second;
     has[size_t(r)] = start > 0 ? 1 : 0;
   }
+  for (int32_t r = 0; r < rows; ++r) slot_pos_[size_t(slots[size_t(r)])] = batch.context_lens[size_t(r)];
   ensure_slots(int64_t(slot_of_key_.size()));
   StateBatch sb;
   sb.num_rows = rows;

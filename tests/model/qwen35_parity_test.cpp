@@ -176,7 +176,9 @@ TEST(Qwen35State, ExplicitSlotsAndLostState) {
   l = model->forward(step, kv.layers());
   kernels->download(l, out.data());
   EXPECT_EQ(Runner::argmax(out.data(), V), ref.greedy[0][1]);
-  // The same continuation under a slot that never saw the prompt.
+  // Replaying the step (the state is one token ahead now) and the same continuation under a slot
+  // that never saw the prompt are errors, not silently wrong logits.
+  EXPECT_THROW(model->forward(step, kv.layers()), Error);
   step.state_slots = {8};
   EXPECT_THROW(model->forward(step, kv.layers()), Error);
 }
