@@ -1,6 +1,8 @@
 // server/openai_job.cpp — OpenAI response and chunk shapes.
 #include "server/openai_job.h"
 
+#include <fmt/format.h>
+
 #include "server/sse.h"
 
 namespace rill::server {
@@ -96,11 +98,32 @@ bool OpenAIJob::poll(std::string& out) {
   }
   for (SequenceDelta& d : deltas) {
     Choice& ch = choices_[size_t(d.sequence)];
+    std::vector<ojson> calls;
+    if (req_.parse_tools) {
+      ToolCallParser::Output o = ch.parser.push(d.text);
+      if (d.finish_reason) {
+        ToolCallParser::Output f = ch.parser.flush();
+        o.content += f.content;
+        if (*d.finish_reason == "stop" && ch.parser.calls_seen() > 0) d.finish_reason = "tool_calls";
+      }
+      d.text = std::move(o.content);
+      for (const ToolCall& c : o.calls) {
+        calls.push_back(tool_call_json(c, ch.tool_calls.size()));
+        ch.tool_calls.push_back(calls.back());
+      }
+    }
     if (d.finish_reason) ch.finish_reason = *d.finish_reason;
     if (!req_.stream) {
       ch.text += d.text;
       ch.raw.insert(ch.raw.end(), d.logprobs.begin(), d.logprobs.end());
       continue;
+    }
+    for (const ojson& call : calls) {
+      ojson c = chunk_base();
+      c["choices"] = ojson::array({ojson{{"index", d.sequence}, {"delta", {{"tool_calls", ojson::array({call})}}},
+                                         {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+      if (req_.include_usage) c["usage"] = nullptr;
+      out += sse_data(c.dump());
     }
     if (d.text.empty() && d.logprobs.empty() && !d.finish_reason) continue;
     ojson c = chunk_base();
@@ -136,6 +159,13 @@ bool OpenAIJob::poll(std::string& out) {
   return true;
 }
 
+ojson OpenAIJob::tool_call_json(const ToolCall& call, size_t index) {
+  return ojson{{"index", index},
+               {"id", fmt::format("call_{}_{}", id_.substr(id_.find('-') + 1), index)},
+               {"type", "function"},
+               {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 std::string OpenAIJob::final_body() {
   if (!gen_.error().empty()) {
     status_ = 500;
@@ -153,6 +183,10 @@ std::string OpenAIJob::final_body() {
     ojson c = {{"index", i}};
     if (req_.chat) {
       c["message"] = {{"role", "assistant"}, {"content", ch.text}};
+      if (!ch.tool_calls.empty()) {
+        if (ch.text.find_first_not_of(" \t\r\n") == std::string::npos) c["message"]["content"] = nullptr;
+        c["message"]["tool_calls"] = ch.tool_calls;
+      }
       c["logprobs"] = req_.logprobs ? ojson{{"content", logprob_entries(ch.raw, 0)}} : ojson(nullptr);
     } else {
       c["text"] = ch.text;

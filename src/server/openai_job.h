@@ -11,6 +11,7 @@
 #include "server/http_server.h"
 #include "server/json_fields.h"
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 
 namespace rill::server {
 
@@ -28,11 +29,14 @@ class OpenAIJob : public StreamJob {
     ojson logprobs = ojson::array();  // chat: content entries; completions: built at the end
     std::vector<TokenLogprob> raw;
     std::string finish_reason;
+    ToolCallParser parser;
+    ojson tool_calls = ojson::array();
   };
   ojson chunk_base() const;
   ojson logprob_entries(const std::vector<TokenLogprob>& lps, size_t text_offset) const;
   ojson usage() const;
   std::string final_body();
+  ojson tool_call_json(const ToolCall& call, size_t index);
 
   const text::Tokenizer& tokenizer_;
   OpenAIRequest req_;

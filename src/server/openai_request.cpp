@@ -163,6 +163,13 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model) {
   if (const ojson* t = field(body, "tools")) {
     if (!t->is_array()) bad_request("tools", "'tools' must be an array, got {}", type_name(*t));
     tools = *t;
+    r.parse_tools = true;
+  }
+  if (const ojson* choice = field(body, "tool_choice")) {
+    if (!choice->is_string() || (*choice != "auto" && *choice != "none"))
+      bad_request("tool_choice", "'tool_choice' must be 'auto' or 'none' (forcing a tool is not supported yet), got {}",
+                  choice->dump());
+    if (*choice == "none") r.parse_tools = false;
   }
   ojson kwargs = ojson::object();
   if (const ojson* k = field(body, "chat_template_kwargs")) {

@@ -34,6 +34,7 @@ struct OpenAIRequest {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool echo = false;          ///< completions: the prompt text precedes the output
+  bool parse_tools = false;   ///< chat with tools: <tool_call> blocks become tool_calls
   std::string prompt_text;    ///< completions: the prompt as text (for echo)
 };
 

@@ -121,6 +121,22 @@ test('logprobs and top_logprobs', async () => {
   assert.equal(Object.keys(c.choices[0].logprobs.top_logprobs[0]).length, 2);
 });
 
+test('tools: definitions, an assistant tool call and its result are accepted and reach the prompt', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather for a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+  const conversation = [
+    { role: 'user', content: 'Weather in Paris?' },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '{"temp_c": 21}' },
+  ];
+  const plain = await client.chat.completions.create({ ...greedy, max_tokens: 4, messages: conversation.slice(0, 1) });
+  const r = await client.chat.completions.create({ ...greedy, max_tokens: 4, messages: conversation, tools, tool_choice: 'auto' });
+  assert.ok(r.usage.prompt_tokens > plain.usage.prompt_tokens + 50, 'the tool schema and the call are in the prompt');
+  assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
+  await assert.rejects(client.chat.completions.create({ ...greedy, messages, tools, tool_choice: 'required' }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice');
+});
+
 test('bad requests raise the typed SDK errors naming the field', async () => {
   await assert.rejects(client.chat.completions.create({ ...greedy, messages, temperature: 5 }), (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError);
