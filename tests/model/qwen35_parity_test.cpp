@@ -140,6 +140,15 @@ TEST_P(Qwen35Parity, BatchedRowsEqualSingleRows) {
   for (size_t p = 0; p < n; ++p) EXPECT_EQ(generated[p], ref.greedy[p]) << "row " << p;
 }
 
+// bf16 weights (the fixture's weights are bf16-exact): the same logits to f32 rounding.
+TEST_P(Qwen35Parity, Bf16WeightsGiveTheSameLogits) {
+  const Reference ref = load_reference(GetParam());
+  Runner run(GetParam(), DType::bf16, 16);
+  Seq seq;
+  std::vector<float> logits = run.step({{&seq, ref.prompts[1], Logits::all}});
+  EXPECT_LE(max_abs_diff(ref.logits[1], logits.data(), logits.size()), 1e-3f);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen35Parity, ::testing::Values("qwen35-tiny", "qwen35-vlm-tied"),
                          [](const auto& info) {
                            std::string s = info.param;
