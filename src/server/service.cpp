@@ -11,6 +11,7 @@
 #include "server/anthropic.h"
 #include "server/api_error.h"
 #include "server/openai_job.h"
+#include "server/responses.h"
 
 namespace rill::server {
 namespace {
@@ -72,7 +73,7 @@ HandlerResult Service::handle(const HttpRequest& request) {
     result.reply = error(500, std::string("internal error: ") + e.what(), "", "");
   }
   static const char* known[] = {"/health", "/metrics", "/v1/models", "/tokenize", "/detokenize", "/v1/chat/completions",
-                                "/v1/completions", "/v1/messages", "/v1/messages/count_tokens"};
+                                "/v1/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"};
   const std::string path = path_of(request.target);
   const bool listed = std::find(std::begin(known), std::end(known), path) != std::end(known);
   metrics_.count_request(listed ? path : "other", result.job ? 200 : result.reply.status);
@@ -117,6 +118,18 @@ HandlerResult Service::route(const HttpRequest& request) {
   if (path == "/v1/completions") {
     only("POST");
     return generate(request, false);
+  }
+  if (path == "/v1/responses") {
+    only("POST");
+    const text::Tokenizer& tok = need_tokenizer("/v1/responses");
+    OpenAIRequest req = parse_responses_request(parse_body(request.body), info_);
+    Submission s = submit(req.request, "input");
+    HandlerResult result;
+    result.sse = req.stream;
+    result.job = std::make_shared<ResponsesJob>(engine_, tok, std::move(req), s.handle,
+                                                fmt::format("resp_{:x}{:08x}", created_, next_id_.fetch_add(1)),
+                                                unix_now(), &metrics_);
+    return result;
   }
   if (path == "/v1/messages") {
     only("POST");

@@ -1,6 +1,6 @@
 // server/service.h — the HTTP API of one served model: routes requests to the endpoints
 // (/health, /metrics, /v1/models, /tokenize, /detokenize, /v1/chat/completions, /v1/completions,
-// /v1/messages, /v1/messages/count_tokens), checks the API key, and turns every failure into an
+// /v1/responses, /v1/messages, /v1/messages/count_tokens), checks the API key, and turns every failure into an
 // OpenAI-style (Anthropic-style on /v1/messages) error body with the right status.
 #pragma once
 
