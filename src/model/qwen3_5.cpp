@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "model/layers/rope.h"
+#include "model/qwen3_5_moe.h"
 #include "model/weights.h"
 
 namespace rill {
@@ -26,7 +27,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// The MoE names are recognised only to fail with a clear message (not implemented yet).
 constexpr const char* kArchs[] = {"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
                                   "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"};
 
@@ -43,6 +43,7 @@ json read_json(const std::filesystem::path& p) {
 struct Dims {
   int64_t H = 0, L = 0, Hq = 0, Hkv = 0, D = 0, I = 0, V = 0;
   int64_t Hk = 0, Hv = 0, dk = 0, dv = 0, K = 0;
+  MoeSizes moe;  // E == 0: dense MLP
 };
 
 int64_t req_int(const json& j, const std::filesystem::path& path, const char* key) {
@@ -71,14 +72,19 @@ void parse_config(const std::filesystem::path& dir, ModelConfig& c, Dims& d) {
   const bool nested = top.contains("text_config") && top["text_config"].is_object();
   const json& t = nested ? top["text_config"] : top;
   c.model_type = t.value("model_type", "");
-  if (c.architecture.find("Moe") != std::string::npos || t.contains("num_experts"))
-    fail("{}: architecture '{}' (Qwen3.5 MoE) is not supported yet; dense Qwen3.5 only", path.string(), c.architecture);
   d.H = c.hidden_size = req_int(t, path, "hidden_size");
+  d.moe.H = d.H;
   d.L = c.num_hidden_layers = req_int(t, path, "num_hidden_layers");
   d.Hq = c.num_attention_heads = req_int(t, path, "num_attention_heads");
   d.Hkv = c.num_key_value_heads = req_int(t, path, "num_key_value_heads");
   d.D = c.head_dim = opt_int(t, "head_dim", 256);
-  d.I = c.intermediate_size = req_int(t, path, "intermediate_size");
+  if (c.architecture.find("Moe") != std::string::npos || t.contains("num_experts")) {
+    d.moe = MoeSizes{d.H, req_int(t, path, "num_experts"), req_int(t, path, "num_experts_per_tok"),
+                     req_int(t, path, "moe_intermediate_size"), req_int(t, path, "shared_expert_intermediate_size")};
+    if (d.moe.k > d.moe.E) fail("{}: num_experts_per_tok {} exceeds num_experts {}", path.string(), d.moe.k, d.moe.E);
+  } else {
+    d.I = c.intermediate_size = req_int(t, path, "intermediate_size");
+  }
   d.V = c.vocab_size = req_int(t, path, "vocab_size");
   d.Hk = opt_int(t, "linear_num_key_heads", 16);
   d.Hv = opt_int(t, "linear_num_value_heads", 32);
@@ -147,6 +153,7 @@ struct LinearLayer {
 struct Layer {
   bool full = false;
   Tensor input_norm, post_norm, gate_up, down;
+  MoeBlock moe;  // MoE models
   FullLayer fa;
   LinearLayer la;
 };
@@ -210,6 +217,7 @@ class Qwen35Model final : public Model {
   RopeTable rope_;
   NormParams norm_;
   Arena arena_;
+  Arena moe_arena_;  // MoE temporaries, reset per layer
   int64_t arena_tokens_ = 0, arena_logit_rows_ = 0;
   // Recurrent state: per GDN layer, `capacity_` slots; key → slot.
   std::vector<LayerState> states_;
@@ -273,8 +281,12 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
     L.full = config_.layer_types[size_t(i)] == "full_attention";
     L.input_norm = w.get(p + "input_layernorm.weight", {d.H});
     L.post_norm = w.get(p + "post_attention_layernorm.weight", {d.H});
-    L.gate_up = w.concat_rows({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {{d.I, d.H}, {d.I, d.H}});
-    L.down = w.get(p + "mlp.down_proj.weight", {d.H, d.I});
+    if (d.moe.E > 0) {
+      L.moe.load(w, *store_, p, d.moe);
+    } else {
+      L.gate_up = w.concat_rows({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {{d.I, d.H}, {d.I, d.H}});
+      L.down = w.get(p + "mlp.down_proj.weight", {d.H, d.I});
+    }
     if (L.full) {
       FullLayer& a = L.fa;
       split_q_gate(w.get(p + "self_attn.q_proj.weight", {d.Hq * 2 * d.D, d.H}), a.q, a.gate);
@@ -322,6 +334,7 @@ void Qwen35Model::ensure_arena(int64_t T, int64_t R) {
   const int64_t per_token = 3 * d.H + attn + lin + 3 * d.I + 16;
   const size_t bytes = size_t(arena_tokens_ * per_token) * std::max<size_t>(act, 4) +
                        size_t(arena_logit_rows_ * (d.V + d.H)) * act + size_t(arena_tokens_ * 8 + 4096) * 4 + 256 * 1024;
+  if (d.moe.E > 0) moe_arena_ = Arena(kernels_.allocator(), MoeBlock::arena_bytes(d.moe, arena_tokens_, act));
   arena_ = Arena(kernels_.allocator(), bytes);
 }
 
@@ -448,7 +461,11 @@ Tensor Qwen35Model::forward(const StepBatch& batch, std::span<KvLayer> cache) {
   const StateBatch sb = num_linear_ > 0 ? assign_slots(batch) : StateBatch{};
 
   Tensor residual = arena_.tensor(act, {T, d.H}), h = arena_.tensor(act, {T, d.H}), delta = arena_.tensor(act, {T, d.H});
-  Tensor gate_up = arena_.tensor(act, {T, 2 * d.I}), mlp_in = arena_.tensor(act, {T, d.I});
+  Tensor gate_up, mlp_in;
+  if (d.moe.E == 0) {
+    gate_up = arena_.tensor(act, {T, 2 * d.I});
+    mlp_in = arena_.tensor(act, {T, d.I});
+  }
   AttentionParams ap;
   ap.scale = 1.0f / std::sqrt(float(d.D));
   Scratch s;
@@ -503,9 +520,14 @@ Tensor Qwen35Model::forward(const StepBatch& batch, std::span<KvLayer> cache) {
       linear_layer(L.la, sb, s, h, delta);
     }
     k.add_rms_norm(residual, delta, L.post_norm, norm_, h);
-    k.matmul(h, L.gate_up, nullptr, gate_up);
-    k.swiglu(gate_up, mlp_in);
-    k.matmul(mlp_in, L.down, nullptr, delta);
+    if (d.moe.E > 0) {
+      moe_arena_.reset();
+      L.moe.forward(k, moe_arena_, h, delta);
+    } else {
+      k.matmul(h, L.gate_up, nullptr, gate_up);
+      k.swiglu(gate_up, mlp_in);
+      k.matmul(mlp_in, L.down, nullptr, delta);
+    }
   }
   k.add_rms_norm(residual, delta, final_norm_, norm_, h);
   Tensor logits = arena_.tensor(act, {R, d.V});

@@ -1,5 +1,5 @@
-// model/qwen3_5.h — Qwen3.5 dense hybrid decoder (Gated DeltaNet + gated full attention), from
-// Qwen3_5ForConditionalGeneration (text_config; vision weights skipped) or text-only configs.
+// model/qwen3_5.h — Qwen3.5 hybrid decoder (Gated DeltaNet + gated full attention), dense or MoE, from
+// Qwen3_5[Moe]ForConditionalGeneration (text_config; vision weights skipped) or text-only configs.
 #pragma once
 
 #include <filesystem>

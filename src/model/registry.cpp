@@ -10,9 +10,9 @@
 
 namespace rill {
 namespace {
-constexpr std::array<const char*, 6> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                                       "Qwen3ForCausalLM", "Qwen3_5ForConditionalGeneration",
-                                                       "Qwen3_5ForCausalLM"};
+constexpr std::array<const char*, 8> kArchitectures = {
+    "LlamaForCausalLM",   "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5ForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"};
 }
 
 std::span<const char* const> supported_architectures() { return kArchitectures; }
