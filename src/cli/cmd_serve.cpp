@@ -19,7 +19,7 @@ namespace rill::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, device = "auto", host = "127.0.0.1", api_key, served_name;
+  std::string model, device = "auto", host = "127.0.0.1", api_key, served_name, reasoning_parser;
   int port = 8080, threads = 2, max_num_seqs = 256, max_model_len = 0;
   size_t kv_memory = 0, max_body = 8 << 20;
 };
@@ -48,6 +48,9 @@ void serve(const ServeArgs& a) {
                                       : a.served_name;
   if (so.model_id.empty()) so.model_id = fs::path(a.model).lexically_normal().parent_path().filename().string();
   so.api_key = a.api_key;
+  if (!a.reasoning_parser.empty() && a.reasoning_parser != "qwen3" && a.reasoning_parser != "deepseek_r1")
+    fail("--reasoning-parser: '{}' is not known (qwen3, deepseek_r1)", a.reasoning_parser);
+  so.reasoning = !a.reasoning_parser.empty();
   server::Service service(engine, std::move(tokenizer), std::move(chat_template), stop_ids, so);
   server::HttpOptions ho;
   ho.host = a.host;
@@ -75,6 +78,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", args->api_key, "Require this key (Authorization: Bearer or x-api-key)");
   cmd->add_option("--served-model-name", args->served_name, "Model id reported by /v1/models (default: the directory name)");
+  cmd->add_option("--reasoning-parser", args->reasoning_parser,
+                  "Split <think> output into reasoning_content: qwen3 or deepseek_r1 (default: off)");
   cmd->add_option("--device", args->device, "auto, cpu or cuda")->capture_default_str();
   cmd->add_option("--threads", args->threads, "HTTP I/O threads")->capture_default_str();
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "Rows per engine step")->capture_default_str();

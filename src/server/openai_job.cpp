@@ -99,6 +99,18 @@ bool OpenAIJob::poll(std::string& out) {
   for (SequenceDelta& d : deltas) {
     Choice& ch = choices_[size_t(d.sequence)];
     std::vector<ojson> calls;
+    std::string reasoning;
+    if (req_.split_reasoning) {
+      ReasoningSplitter::Output o = ch.splitter.push(d.text);
+      if (d.finish_reason) {
+        ReasoningSplitter::Output f = ch.splitter.flush();
+        o.reasoning += f.reasoning;
+        o.content += f.content;
+      }
+      reasoning = std::move(o.reasoning);
+      ch.reasoning += reasoning;
+      d.text = std::move(o.content);
+    }
     if (req_.parse_tools) {
       ToolCallParser::Output o = ch.parser.push(d.text);
       if (d.finish_reason) {
@@ -117,6 +129,13 @@ bool OpenAIJob::poll(std::string& out) {
       ch.text += d.text;
       ch.raw.insert(ch.raw.end(), d.logprobs.begin(), d.logprobs.end());
       continue;
+    }
+    if (!reasoning.empty()) {
+      ojson c = chunk_base();
+      c["choices"] = ojson::array({ojson{{"index", d.sequence}, {"delta", {{"reasoning_content", reasoning}}},
+                                         {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+      if (req_.include_usage) c["usage"] = nullptr;
+      out += sse_data(c.dump());
     }
     for (const ojson& call : calls) {
       ojson c = chunk_base();
@@ -183,6 +202,7 @@ std::string OpenAIJob::final_body() {
     ojson c = {{"index", i}};
     if (req_.chat) {
       c["message"] = {{"role", "assistant"}, {"content", ch.text}};
+      if (req_.split_reasoning) c["message"]["reasoning_content"] = ch.reasoning;
       if (!ch.tool_calls.empty()) {
         if (ch.text.find_first_not_of(" \t\r\n") == std::string::npos) c["message"]["content"] = nullptr;
         c["message"]["tool_calls"] = ch.tool_calls;

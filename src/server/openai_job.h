@@ -11,6 +11,7 @@
 #include "server/http_server.h"
 #include "server/json_fields.h"
 #include "server/openai_request.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 
 namespace rill::server {
@@ -30,6 +31,8 @@ class OpenAIJob : public StreamJob {
     std::vector<TokenLogprob> raw;
     std::string finish_reason;
     ToolCallParser parser;
+    ReasoningSplitter splitter;
+    std::string reasoning;
     ojson tool_calls = ojson::array();
   };
   ojson chunk_base() const;

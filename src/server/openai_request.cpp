@@ -176,6 +176,7 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model) {
     if (!k->is_object()) bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object, got {}", type_name(*k));
     kwargs = *k;
   }
+  r.split_reasoning = model.reasoning && !(kwargs.contains("enable_thinking") && kwargs["enable_thinking"] == false);
   parse_sampling(body, model, r);
   r.logprobs = get_bool(body, "logprobs").value_or(false);
   if (auto top = get_int(body, "top_logprobs", 0, 20)) {

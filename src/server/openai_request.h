@@ -23,6 +23,7 @@ struct ModelInfo {
   int32_t max_model_len = 0;
   int64_t vocab_size = 0;
   int32_t max_n = 64;
+  bool reasoning = false;  ///< a thinking model: split <think> output into reasoning_content
 };
 
 struct OpenAIRequest {
@@ -35,6 +36,7 @@ struct OpenAIRequest {
   int32_t top_logprobs = 0;
   bool echo = false;          ///< completions: the prompt text precedes the output
   bool parse_tools = false;   ///< chat with tools: <tool_call> blocks become tool_calls
+  bool split_reasoning = false;  ///< chat: text before </think> goes to reasoning_content
   std::string prompt_text;    ///< completions: the prompt as text (for echo)
 };
 

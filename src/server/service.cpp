@@ -45,6 +45,7 @@ Service::Service(Engine& engine, std::optional<text::Tokenizer> tokenizer, text:
   info_.stop_ids = std::move(stop_ids);
   info_.max_model_len = engine_.max_model_len();
   info_.vocab_size = engine_.model().config().vocab_size;
+  info_.reasoning = options_.reasoning;
 }
 
 HttpReply Service::error_reply(int status, const std::string& message, const std::string& param,

@@ -21,6 +21,7 @@ namespace rill::server {
 struct ServiceOptions {
   std::string model_id = "rill";
   std::string api_key;  ///< empty: no key required
+  bool reasoning = false;  ///< split <think> … </think> into reasoning_content (chat)
 };
 
 class Service {

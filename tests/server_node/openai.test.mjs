@@ -205,6 +205,28 @@ test('/metrics: Prometheus text with request counts, tokens and the TTFT histogr
   assert.ok('rill_inter_token_latency_seconds_count' in m && 'rill_kv_cache_usage_ratio' in m && 'rill_num_requests_waiting' in m);
 });
 
+test('--reasoning-parser: output before </think> is reasoning_content (the tiny model never closes it)', async () => {
+  const plain = await client.chat.completions.create({ ...greedy, messages });
+  const thinking = await startServer(['--reasoning-parser', 'qwen3']);
+  try {
+    const c = new OpenAI({ baseURL: `${thinking.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const r = await c.chat.completions.create({ ...greedy, messages });
+    assert.equal(r.choices[0].message.reasoning_content, plain.choices[0].message.content);
+    assert.equal(r.choices[0].message.content, '');
+    let reasoning = '', content = '';
+    for await (const ch of await c.chat.completions.create({ ...greedy, messages, stream: true })) {
+      reasoning += ch.choices[0]?.delta?.reasoning_content ?? '';
+      content += ch.choices[0]?.delta?.content ?? '';
+    }
+    assert.equal(reasoning, plain.choices[0].message.content);
+    assert.equal(content, '');
+    const off = await c.chat.completions.create({ ...greedy, messages, chat_template_kwargs: { enable_thinking: false } });
+    assert.equal(off.choices[0].message.reasoning_content, undefined);
+  } finally {
+    await thinking.stop();
+  }
+});
+
 test('API key: 401 without it, served with it; oversize body is 413', async () => {
   const keyed = await startServer(['--api-key', 'sekrit', '--max-body-bytes', '4096']);
   try {
