@@ -119,9 +119,9 @@ bool AnthropicJob::poll(std::string& out) {
     started_ = true;
     ojson m = message_shell();
     m["usage"] = {{"input_tokens", input}, {"output_tokens", 0}};
-    out += sse_event("message_start", ojson{{"type", "message_start"}, {"message", m}}.dump());
+    out += sse_event("message_start", ojson{{"type", "message_start"}, {"message", m}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
     out += sse_event("content_block_start", ojson{{"type", "content_block_start"}, {"index", 0},
-                                                  {"content_block", {{"type", "text"}, {"text", ""}}}}.dump());
+                                                  {"content_block", {{"type", "text"}, {"text", ""}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
     out += sse_event("ping", R"({"type":"ping"})");
   }
   for (SequenceDelta& d : gen_.poll()) {
@@ -130,7 +130,7 @@ bool AnthropicJob::poll(std::string& out) {
     text_ += d.text;
     if (req_.stream && !d.text.empty())
       out += sse_event("content_block_delta", ojson{{"type", "content_block_delta"}, {"index", 0},
-                                                    {"delta", {{"type", "text_delta"}, {"text", d.text}}}}.dump());
+                                                    {"delta", {{"type", "text_delta"}, {"text", d.text}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
   }
   if (!gen_.done()) return false;
   const ojson usage = {{"input_tokens", input}, {"output_tokens", gen_.completion_tokens()},
@@ -146,11 +146,11 @@ bool AnthropicJob::poll(std::string& out) {
     m["stop_reason"] = stop_reason();
     m["stop_sequence"] = stop_sequence_.empty() ? ojson(nullptr) : ojson(stop_sequence_);
     m["usage"] = usage;
-    out = m.dump();
+    out = m.dump(-1, ' ', false, ojson::error_handler_t::replace);
     return true;
   }
   if (!gen_.error().empty()) {
-    out += sse_event("error", ojson{{"type", "error"}, {"error", {{"type", "api_error"}, {"message", gen_.error()}}}}.dump());
+    out += sse_event("error", ojson{{"type", "error"}, {"error", {{"type", "api_error"}, {"message", gen_.error()}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
     return true;
   }
   out += sse_event("content_block_stop", R"({"type":"content_block_stop","index":0})");
@@ -158,7 +158,7 @@ bool AnthropicJob::poll(std::string& out) {
                    ojson{{"type", "message_delta"},
                          {"delta", {{"stop_reason", stop_reason()},
                                     {"stop_sequence", stop_sequence_.empty() ? ojson(nullptr) : ojson(stop_sequence_)}}},
-                         {"usage", {{"output_tokens", gen_.completion_tokens()}}}}.dump());
+                         {"usage", {{"output_tokens", gen_.completion_tokens()}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
   out += sse_event("message_stop", R"({"type":"message_stop"})");
   return true;
 }

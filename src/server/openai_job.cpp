@@ -93,7 +93,7 @@ bool OpenAIJob::poll(std::string& out) {
       choice["finish_reason"] = nullptr;
       c["choices"] = ojson::array({choice});
       if (req_.include_usage) c["usage"] = nullptr;
-      if (req_.chat || req_.echo) out += sse_data(c.dump());
+      if (req_.chat || req_.echo) out += sse_data(c.dump(-1, ' ', false, ojson::error_handler_t::replace));
     }
   }
   for (SequenceDelta& d : deltas) {
@@ -135,14 +135,14 @@ bool OpenAIJob::poll(std::string& out) {
       c["choices"] = ojson::array({ojson{{"index", d.sequence}, {"delta", {{"reasoning_content", reasoning}}},
                                          {"logprobs", nullptr}, {"finish_reason", nullptr}}});
       if (req_.include_usage) c["usage"] = nullptr;
-      out += sse_data(c.dump());
+      out += sse_data(c.dump(-1, ' ', false, ojson::error_handler_t::replace));
     }
     for (const ojson& call : calls) {
       ojson c = chunk_base();
       c["choices"] = ojson::array({ojson{{"index", d.sequence}, {"delta", {{"tool_calls", ojson::array({call})}}},
                                          {"logprobs", nullptr}, {"finish_reason", nullptr}}});
       if (req_.include_usage) c["usage"] = nullptr;
-      out += sse_data(c.dump());
+      out += sse_data(c.dump(-1, ' ', false, ojson::error_handler_t::replace));
     }
     if (d.text.empty() && d.logprobs.empty() && !d.finish_reason) continue;
     ojson c = chunk_base();
@@ -159,7 +159,7 @@ bool OpenAIJob::poll(std::string& out) {
     choice["finish_reason"] = d.finish_reason ? ojson(*d.finish_reason) : ojson(nullptr);
     c["choices"] = ojson::array({choice});
     if (req_.include_usage) c["usage"] = nullptr;
-    out += sse_data(c.dump());
+    out += sse_data(c.dump(-1, ' ', false, ojson::error_handler_t::replace));
   }
   if (!gen_.done()) return false;
   if (!req_.stream) {
@@ -167,12 +167,12 @@ bool OpenAIJob::poll(std::string& out) {
     return true;
   }
   if (!gen_.error().empty()) {
-    out += sse_data(ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump());
+    out += sse_data(ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
   } else if (req_.include_usage) {
     ojson c = chunk_base();
     c["choices"] = ojson::array();
     c["usage"] = usage();
-    out += sse_data(c.dump());
+    out += sse_data(c.dump(-1, ' ', false, ojson::error_handler_t::replace));
   }
   out += sse_done();
   return true;
@@ -188,7 +188,7 @@ ojson OpenAIJob::tool_call_json(const ToolCall& call, size_t index) {
 std::string OpenAIJob::final_body() {
   if (!gen_.error().empty()) {
     status_ = 500;
-    return ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump();
+    return ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace);
   }
   ojson j;
   j["id"] = id_;
@@ -217,7 +217,7 @@ std::string OpenAIJob::final_body() {
   }
   j["choices"] = choices;
   j["usage"] = usage();
-  return j.dump();
+  return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
 }  // namespace rill::server

@@ -134,7 +134,7 @@ ojson ResponsesJob::response(const std::string& status) const {
 std::string ResponsesJob::event(const char* type, ojson payload) {
   ojson e = {{"type", type}, {"sequence_number", sequence_++}};
   for (auto it = payload.begin(); it != payload.end(); ++it) e[it.key()] = it.value();
-  return sse_event(type, e.dump());
+  return sse_event(type, e.dump(-1, ' ', false, ojson::error_handler_t::replace));
 }
 
 bool ResponsesJob::poll(std::string& out) {
@@ -167,9 +167,9 @@ bool ResponsesJob::poll(std::string& out) {
   if (!req_.stream) {
     if (!gen_.error().empty()) {
       status_ = 500;
-      out = ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump();
+      out = ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace);
     } else {
-      out = response(status).dump();
+      out = response(status).dump(-1, ' ', false, ojson::error_handler_t::replace);
     }
     return true;
   }
