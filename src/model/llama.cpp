@@ -62,7 +62,7 @@ class LlamaModel final : public Model {
 
  private:
   void load_weights(const LoadOptions& options);
-  void ensure_arena(int64_t tokens, int64_t logit_rows);
+  void ensure_arena(const StepBatch& batch);
   Tensor upload_i32(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape);
 
   ModelConfig config_;
@@ -77,7 +77,7 @@ class LlamaModel final : public Model {
   RopeTable rope_;
   NormParams norm_;
   Arena arena_;
-  int64_t arena_tokens_ = 0, arena_logit_rows_ = 0;
+  int64_t arena_tokens_ = 0, arena_logit_rows_ = 0, arena_meta_ = 0;
 };
 
 void LlamaModel::load_weights(const LoadOptions& options) {
@@ -126,17 +126,22 @@ void LlamaModel::load_weights(const LoadOptions& options) {
   owned_ = w.take_buffers();
 }
 
-void LlamaModel::ensure_arena(int64_t T, int64_t R) {
-  if (T <= arena_tokens_ && R <= arena_logit_rows_) return;
-  // Grow geometrically so a run of growing prompts reallocates O(log n) times, then never.
+void LlamaModel::ensure_arena(const StepBatch& batch) {
+  const int64_t T = batch.num_tokens(), R = int64_t(batch.logit_indices.size());
+  // Step metadata (i32): tokens, positions, slots, logit rows, cu_seqlens, context lens, block tables.
+  const int64_t meta = 4 * T + R + 2 * int64_t(batch.num_rows()) + 1 + int64_t(batch.block_tables.size());
+  if (T <= arena_tokens_ && R <= arena_logit_rows_ && meta <= arena_meta_) return;
+  // Grow geometrically so a run of growing steps reallocates O(log n) times, then never.
   arena_tokens_ = std::max(T, arena_tokens_ * 2);
   arena_logit_rows_ = std::max(R, arena_logit_rows_ * 2);
+  arena_meta_ = std::max(meta, arena_meta_ * 2);
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const size_t act = dtype_size(kernels_.activation_dtype());
   const int64_t per_token = 3 * H + 2 * Hq * D + 2 * Hkv * D + 3 * c.intermediate_size + 16;
+  // Every arena tensor is rounded up to 256 bytes: 24 tensors at most per step.
   const size_t bytes = size_t(arena_tokens_ * per_token) * act + size_t(arena_logit_rows_ * (c.vocab_size + H)) * act +
-                      size_t(arena_tokens_ * 8 + 4096) * sizeof(int32_t) + 64 * 256;
+                       size_t(arena_meta_) * sizeof(int32_t) + 24 * 256;
   arena_ = Arena(kernels_.allocator(), bytes);
 }
 
@@ -155,7 +160,7 @@ Tensor LlamaModel::forward(const StepBatch& batch, std::span<KvLayer> cache) {
   for (int32_t id : batch.tokens)
     RILL_ENSURE(id >= 0 && id < c.vocab_size, "[forward] token id {} is outside the vocabulary [0, {})", id,
                 c.vocab_size);
-  ensure_arena(T, R);
+  ensure_arena(batch);
   arena_.reset();
   const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const int64_t I = c.intermediate_size;

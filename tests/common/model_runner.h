@@ -58,12 +58,13 @@ struct Seq {
 
 class Runner {
  public:
-  Runner(const std::string& name, std::optional<DType> weight_dtype, int32_t block_size, bool cuda = false)
+  Runner(const std::string& name, std::optional<DType> weight_dtype, int32_t block_size, bool cuda = false,
+         int32_t num_blocks = 64)
       : kernels_(cuda ? make_cuda_kernels(0) : make_cpu_kernels()),
         model_(load_model(kFixtures + name, *kernels_, LoadOptions{weight_dtype, false})),
         block_size_(block_size),
-        kv_(*kernels_, model_->kv_spec(), 64, block_size),
-        alloc_(64) {}
+        kv_(*kernels_, model_->kv_spec(), num_blocks, block_size),
+        alloc_(num_blocks) {}
 
   Model& model() { return *model_; }
   int64_t vocab() const { return model_->config().vocab_size; }
