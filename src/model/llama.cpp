@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/layers/rope.h"
+#include "model/step_inputs.h"
 #include "model/weights.h"
 
 namespace rill {
@@ -128,8 +129,7 @@ void LlamaModel::load_weights(const LoadOptions& options) {
 
 void LlamaModel::ensure_arena(const StepBatch& batch) {
   const int64_t T = batch.num_tokens(), R = int64_t(batch.logit_indices.size());
-  // Step metadata (i32): tokens, positions, slots, logit rows, cu_seqlens, context lens, block tables.
-  const int64_t meta = 4 * T + R + 2 * int64_t(batch.num_rows()) + 1 + int64_t(batch.block_tables.size());
+  const int64_t meta = int64_t(step_metadata_bytes(batch));
   if (T <= arena_tokens_ && R <= arena_logit_rows_ && meta <= arena_meta_) return;
   // Grow geometrically so a run of growing steps reallocates O(log n) times, then never.
   arena_tokens_ = std::max(T, arena_tokens_ * 2);
@@ -141,7 +141,7 @@ void LlamaModel::ensure_arena(const StepBatch& batch) {
   const int64_t per_token = 3 * H + 2 * Hq * D + 2 * Hkv * D + 3 * c.intermediate_size + 16;
   // Every arena tensor is rounded up to 256 bytes: 24 tensors at most per step.
   const size_t bytes = size_t(arena_tokens_ * per_token) * act + size_t(arena_logit_rows_ * (c.vocab_size + H)) * act +
-                       size_t(arena_meta_) * sizeof(int32_t) + 24 * 256;
+                       size_t(arena_meta_) + 24 * 256;
   arena_ = Arena(kernels_.allocator(), bytes);
 }
 
@@ -167,16 +167,9 @@ Tensor LlamaModel::forward(const StepBatch& batch, std::span<KvLayer> cache) {
   const DType act = kernels_.activation_dtype();
   Kernels& k = kernels_;
 
-  AttentionBatch ab;
-  ab.num_rows = batch.num_rows();
-  ab.max_seqlen_q = batch.max_seqlen_q();
-  ab.max_context_len = batch.max_context_len();
-  ab.cu_seqlens_q = upload_i32(batch.cu_seqlens, {ab.num_rows + 1});
-  ab.context_lens = upload_i32(batch.context_lens, {ab.num_rows});
-  ab.block_tables = upload_i32(batch.block_tables, {ab.num_rows, batch.max_blocks_per_row});
-  ab.slot_mapping = upload_i32(batch.slot_mapping, {T});
-  ab.positions = upload_i32(batch.positions, {T});
-  Tensor ids = upload_i32(batch.tokens, {T});
+  StepInputs inputs = upload_step_inputs(kernels_, arena_, batch);
+  const AttentionBatch& ab = inputs.attention;
+  const Tensor& ids = inputs.ids;
 
   Tensor residual = arena_.tensor(act, {T, H});
   Tensor h = arena_.tensor(act, {T, H});

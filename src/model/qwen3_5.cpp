@@ -9,6 +9,7 @@
 // Recurrent/conv state lives here, per slot: a row's slot is looked up by its key (explicit
 // StepBatch::state_slots entry, else its first block id); a row starting at position 0 resets it.
 #include "model/qwen3_5.h"
+#include "model/step_inputs.h"
 
 #include <cmath>
 #include <cstring>
@@ -198,7 +199,7 @@ class Qwen35Model final : public Model {
   void load_weights(const LoadOptions& options);
   Tensor to_f32(const Tensor& t, std::vector<int64_t> shape);
   void split_q_gate(const Tensor& qg, Tensor& q, Tensor& gate);
-  void ensure_arena(int64_t tokens, int64_t logit_rows);
+  void ensure_arena(int64_t tokens, int64_t logit_rows, size_t metadata_bytes);
   void ensure_slots(int64_t needed);
   StateBatch assign_slots(const StepBatch& batch);
   Tensor upload_i32(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape);
@@ -219,6 +220,7 @@ class Qwen35Model final : public Model {
   Arena arena_;
   Arena moe_arena_;  // MoE temporaries, reset per layer
   int64_t arena_tokens_ = 0, arena_logit_rows_ = 0;
+  size_t arena_meta_ = 0;
   // Recurrent state: per GDN layer, `capacity_` slots; key → slot.
   std::vector<LayerState> states_;
   int64_t capacity_ = 0;
@@ -322,8 +324,9 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
   for (Buffer& b : w.take_buffers()) owned_.push_back(std::move(b));
 }
 
-void Qwen35Model::ensure_arena(int64_t T, int64_t R) {
-  if (T <= arena_tokens_ && R <= arena_logit_rows_) return;
+void Qwen35Model::ensure_arena(int64_t T, int64_t R, size_t meta) {
+  if (T <= arena_tokens_ && R <= arena_logit_rows_ && meta <= arena_meta_) return;
+  arena_meta_ = std::max(meta, arena_meta_ * 2);
   arena_tokens_ = std::max(T, arena_tokens_ * 2);
   arena_logit_rows_ = std::max(R, arena_logit_rows_ * 2);
   const Dims& d = d_;
@@ -333,7 +336,7 @@ void Qwen35Model::ensure_arena(int64_t T, int64_t R) {
   const int64_t lin = 4 * Ck + 5 * Cv + 4 * d.Hv;
   const int64_t per_token = 3 * d.H + attn + lin + 3 * d.I + 16;
   const size_t bytes = size_t(arena_tokens_ * per_token) * std::max<size_t>(act, 4) +
-                       size_t(arena_logit_rows_ * (d.V + d.H)) * act + size_t(arena_tokens_ * 8 + 4096) * 4 + 256 * 1024;
+                       size_t(arena_logit_rows_ * (d.V + d.H)) * act + arena_meta_ + 256 * 1024;
   if (d.moe.E > 0) moe_arena_ = Arena(kernels_.allocator(), MoeBlock::arena_bytes(d.moe, arena_tokens_, act));
   arena_ = Arena(kernels_.allocator(), bytes);
 }
@@ -443,21 +446,14 @@ Tensor Qwen35Model::forward(const StepBatch& batch, std::span<KvLayer> cache) {
               num_full_);
   for (int32_t id : batch.tokens)
     RILL_ENSURE(id >= 0 && id < d.V, "[forward] token id {} is outside the vocabulary [0, {})", id, d.V);
-  ensure_arena(T, R);
+  ensure_arena(T, R, step_metadata_bytes(batch));
   arena_.reset();
   const DType act = kernels_.activation_dtype();
   Kernels& k = kernels_;
 
-  AttentionBatch ab;
-  ab.num_rows = batch.num_rows();
-  ab.max_seqlen_q = batch.max_seqlen_q();
-  ab.max_context_len = batch.max_context_len();
-  ab.cu_seqlens_q = upload_i32(batch.cu_seqlens, {ab.num_rows + 1});
-  ab.context_lens = upload_i32(batch.context_lens, {ab.num_rows});
-  ab.block_tables = upload_i32(batch.block_tables, {ab.num_rows, batch.max_blocks_per_row});
-  ab.slot_mapping = upload_i32(batch.slot_mapping, {T});
-  ab.positions = upload_i32(batch.positions, {T});
-  Tensor ids = upload_i32(batch.tokens, {T});
+  StepInputs inputs = upload_step_inputs(kernels_, arena_, batch);
+  const AttentionBatch& ab = inputs.attention;
+  const Tensor& ids = inputs.ids;
   const StateBatch sb = num_linear_ > 0 ? assign_slots(batch) : StateBatch{};
 
   Tensor residual = arena_.tensor(act, {T, d.H}), h = arena_.tensor(act, {T, d.H}), delta = arena_.tensor(act, {T, d.H});
