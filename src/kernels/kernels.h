@@ -178,6 +178,9 @@ class Kernels {
   virtual void sample(const SampleArgs& args) = 0;
   /// Copies KV block src_dst[i, 0] to block src_dst[i, 1] in both k and v (i32 [n, 2] on device).
   virtual void copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) = 0;
+  /// dst = src, byte for byte, on the device (both contiguous, same dtype and element count). The
+  /// default stages through host memory; backends override it with a device-to-device copy.
+  virtual void copy(const Tensor& src, Tensor& dst);
   /// Bytes of device memory free for new allocations (0: unknown; the caller picks a budget).
   virtual size_t free_memory() { return 0; }
 

@@ -1,6 +1,9 @@
 // kernels/linear_attention_defaults.cpp — default bodies of the Gated DeltaNet ops of Kernels.
 // They throw so that a backend that does not implement them yet (CUDA, for now) still builds and
 // fails loudly and by name if a hybrid model is run on it.
+#include <cstdint>
+#include <vector>
+
 #include "core/error.h"
 #include "kernels/kernels.h"
 
@@ -21,5 +24,14 @@ void Kernels::gdn_gates(const Tensor&, const Tensor&, const Tensor&, const Tenso
   fail("[gdn_gates] not implemented on this backend");
 }
 void Kernels::sigmoid_mul(const Tensor&, const Tensor&, Tensor&) { fail("[sigmoid_mul] not implemented on this backend"); }
+
+// Used for recurrent-state snapshots; staged through the host unless the backend copies on the device.
+void Kernels::copy(const Tensor& src, Tensor& dst) {
+  RILL_ENSURE(src.dtype() == dst.dtype() && src.numel() == dst.numel(), "[copy] src {} and dst {} differ",
+              src.describe(), dst.describe());
+  std::vector<uint8_t> host(src.nbytes());
+  download(src, host.data());
+  upload(host.data(), dst);
+}
 
 }  // namespace rill

@@ -24,6 +24,16 @@ void CpuKernels::download(const Tensor& src, void* host) {
   if (src.nbytes() > 0) std::memcpy(host, src.data(), src.nbytes());
 }
 
+void CpuKernels::copy(const Tensor& src, Tensor& dst) {
+  RILL_ENSURE(src.device() == Device::cpu && dst.device() == Device::cpu, "[copy] expected CPU tensors, got {} and {}",
+              src.describe(), dst.describe());
+  RILL_ENSURE(src.is_contiguous() && dst.is_contiguous(), "[copy] expected contiguous tensors, got {} and {}",
+              src.describe(), dst.describe());
+  RILL_ENSURE(src.dtype() == dst.dtype() && src.numel() == dst.numel(), "[copy] src {} and dst {} differ",
+              src.describe(), dst.describe());
+  if (src.nbytes() > 0) std::memmove(dst.data(), src.data(), src.nbytes());
+}
+
 void CpuKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   cpu::matmul(x, w, bias, y);
 }

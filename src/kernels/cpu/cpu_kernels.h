@@ -14,6 +14,7 @@ class CpuKernels final : public Kernels {
   Allocator& allocator() override { return cpu_allocator(); }
   void upload(const void* host, Tensor dst) override;
   void download(const Tensor& src, void* host) override;
+  void copy(const Tensor& src, Tensor& dst) override;
   void synchronize() override {}
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;

@@ -74,6 +74,15 @@ void CudaKernels::download(const Tensor& src, void* host) {
   stream_.synchronize();
 }
 
+void CudaKernels::copy(const Tensor& src, Tensor& dst) {
+  expect_on_device(src, "copy", "src");
+  expect_on_device(dst, "copy", "dst");
+  RILL_ENSURE(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() && src.numel() == dst.numel(),
+              "[copy] src {} and dst {} must be contiguous and alike", src.describe(), dst.describe());
+  if (src.nbytes() == 0) return;
+  RILL_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream_.get()));
+}
+
 void CudaKernels::synchronize() { stream_.synchronize(); }
 
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {

@@ -26,6 +26,7 @@ class CudaKernels final : public Kernels {
   Allocator& allocator() override { return allocator_; }
   void upload(const void* host, Tensor dst) override;
   void download(const Tensor& src, void* host) override;
+  void copy(const Tensor& src, Tensor& dst) override;
   void synchronize() override;
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
