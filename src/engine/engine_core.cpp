@@ -268,15 +268,18 @@ void EngineCore::emit(Sequence& seq, const SampledToken& drawn, Clock::time_poin
   if (seq.status == SequenceStatus::finished) return;  // cannot happen; defensive against double events
   seq.append(drawn.token);
   ++counters_.generated_tokens;
+  double itl_s = 0;
   if (!r.has_first_token) {
     r.has_first_token = true;
     r.first_token = now;
     ttft_.add(seconds(now - r.submitted));
   } else if (seq.num_output() > 1) {
-    itl_.add(seconds(now - seq.last_token_time));
+    itl_s = seconds(now - seq.last_token_time);
+    itl_.add(itl_s);
   }
   seq.last_token_time = now;
   TokenEvent e;
+  e.itl_s = itl_s;
   e.sequence = seq.index;
   e.token = drawn.token;
   e.logprob = drawn.logprob;

@@ -67,6 +67,7 @@ struct TokenEvent {
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;  ///< prompt tokens served from the prefix cache (first admission)
   double ttft_s = 0;          ///< submit → first token of sequence 0
+  double itl_s = 0;  ///< time since this sequence's previous token (0 on its first token)
 };
 
 /// The channel of one request: the engine pushes, the caller pops. Thread-safe.
