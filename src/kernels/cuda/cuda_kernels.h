@@ -50,6 +50,16 @@ class CudaKernels final : public Kernels {
   void copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) override;
   /// Free device memory plus what this backend's allocator holds cached.
   size_t free_memory() override;
+  // Gated DeltaNet ops (gdn_backend.cpp; kernels in gated_delta.cu, conv1d.cu, gdn_elementwise.cu).
+  void causal_conv1d(const Tensor& x, const Tensor& w, const StateBatch& batch, Tensor& conv_state, Tensor& y,
+                     bool silu) override;
+  void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                        const StateBatch& batch, Tensor& state, Tensor& out, const DeltaRuleParams& p) override;
+  void l2_norm(const Tensor& x, float eps, float scale, Tensor& y) override;
+  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& y) override;
+  void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, Tensor& g,
+                 Tensor& beta) override;
+  void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) override;
 
   /// The stream every op is enqueued on (capture it to build a graph of a step).
   cudaStream_t stream() const { return stream_.get(); }

@@ -111,4 +111,72 @@ void launch_matvec(const MatvecArgs& a, cudaStream_t stream);
 /// Split-K factor the heuristic picks for a matvec shape on a GPU with num_sms SMs.
 int matvec_default_splits(int64_t n, int64_t k, int num_sms);
 
+// ---- Gated DeltaNet (linear-attention) ops: gated_delta.cu, conv1d.cu, gdn_elementwise.cu.
+// Activations are bf16 or f32 (act_dtype, one dtype per call); state and gates are f32.
+
+/// A StateBatch on the device: rows' tokens laid end to end, one state slot per row.
+struct StateRowsArgs {
+  const int32_t* cu_seqlens = nullptr;  ///< [num_rows + 1]
+  const int32_t* slots = nullptr;       ///< [num_rows]; a slot outside [0, num_slots) poisons the row's output with NaN
+  const int32_t* has_state = nullptr;   ///< [num_rows]; 0: start from zeros
+  int num_rows = 0;
+  int64_t num_slots = 0;
+};
+
+/// y[T, C] = (silu)(Σ_k w[c,k]·window) per channel, window = [conv_state[slot] (K-1) ‖ x rows]; then
+/// conv_state[slot] ← the window's last K-1 inputs. w f32 [C, K]; conv_state f32 [slots, K-1, C]; K ≤ 8.
+void launch_causal_conv1d(const void* x, const float* w, float* conv_state, void* y, DType act_dtype,
+                          const StateRowsArgs& rows, int64_t tokens, int64_t channels, int kernel_width, bool silu,
+                          cudaStream_t stream);
+
+struct DeltaRuleArgs {
+  const void* q = nullptr;  ///< [T, Hk, dk] act_dtype
+  const void* k = nullptr;  ///< [T, Hk, dk]
+  const void* v = nullptr;  ///< [T, Hv, dv]
+  const float* g = nullptr;     ///< [T, Hv]
+  const float* beta = nullptr;  ///< [T, Hv]
+  float* state = nullptr;       ///< [slots, Hv, dk, dv]
+  void* out = nullptr;          ///< [T, Hv, dv] act_dtype
+  DType act_dtype = DType::bf16;
+  StateRowsArgs rows;
+  int64_t tokens = 0;
+  int hk = 0, hv = 0, dk = 0, dv = 0;  ///< dk ∈ {16, 32, 64, 128, 256}
+  float scale = 1.f;
+  int num_sms = 132;
+};
+/// The gated delta rule, token by token per (row, value head, dv slice); see gated_delta.cu.
+void launch_gated_delta_rule(const DeltaRuleArgs& a, cudaStream_t stream);
+
+/// y[rows, dim] = scale·x·rsqrt(Σx² + eps) per row (x and y may alias).
+void launch_l2_norm(const void* x, void* y, DType act_dtype, int64_t rows, int64_t dim, float eps, float scale,
+                    cudaStream_t stream);
+/// y = rmsnorm(x)·w·silu(z) per row, w f32 [dim] (x and y may alias).
+void launch_gated_rms_norm(const void* x, const void* z, const float* w, void* y, DType act_dtype, int64_t rows,
+                           int64_t dim, float eps, cudaStream_t stream);
+/// g = -exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b); a, b [T, H] act_dtype; g, beta f32.
+void launch_gdn_gates(const void* a, const void* b, DType act_dtype, const float* a_log, const float* dt_bias,
+                      float* g, float* beta, int64_t tokens, int64_t heads, cudaStream_t stream);
+/// out = x·sigmoid(gate), n elements of act_dtype (out may alias x).
+void launch_sigmoid_mul(const void* x, const void* gate, void* out, DType act_dtype, int64_t n, cudaStream_t stream);
+
+struct GemmArgs {
+  const void* x = nullptr;     ///< bf16 [m, k], 16-byte aligned
+  const void* w = nullptr;     ///< bf16 [n, k], 16-byte aligned
+  const void* bias = nullptr;  ///< bf16 [n] or null
+  void* y = nullptr;           ///< bf16 [m, n], 4-byte aligned
+  int64_t m = 0, n = 0, k = 0; ///< k % 8 == 0
+  float* workspace = nullptr;  ///< split partials (f32); may be null (then one CTA folds every split)
+  size_t workspace_bytes = 0;
+  int num_sms = 132;
+};
+/// The split-K ranges of the batch-invariant GEMM: a function of (n, k) and the device only.
+struct GemmSplit {
+  int splits = 1;
+  int64_t ks = 0;  ///< elements of K per range (multiple of 128)
+};
+GemmSplit gemm_split(int64_t n, int64_t k, int num_sms);
+/// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
+/// position of row i in x.
+void launch_gemm(const GemmArgs& a, cudaStream_t stream);
+
 }  // namespace rill::cuda
