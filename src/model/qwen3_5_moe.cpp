@@ -1,14 +1,40 @@
 // model/qwen3_5_moe.cpp — Qwen3.5-MoE sparse block: host routing, per-expert Kernels matmuls on
-// gathered rows, routed sum in f32, shared expert with its sigmoid gate.
+// gathered rows, routed sum in f32, shared expert with its sigmoid gate. Works in either
+// activation dtype (f32 on the CPU, bf16 on CUDA): the host side reads and writes through f32.
 #include "model/qwen3_5_moe.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace rill {
+namespace {
+
+// Device → host f32 copy of an f32 or bf16 tensor (out holds t.numel() values or more).
+void download_f32(Kernels& k, const Tensor& t, std::vector<float>& out) {
+  if (t.dtype() == DType::f32) {
+    k.download(t, out.data());
+    return;
+  }
+  std::vector<bf16_t> raw(size_t(t.numel()));
+  k.download(t, raw.data());
+  for (size_t i = 0; i < raw.size(); ++i) out[i] = bf16_to_f32(raw[i]);
+}
+
+void upload_f32(Kernels& k, const std::vector<float>& v, Tensor t) {
+  if (t.dtype() == DType::f32) {
+    k.upload(v.data(), t);
+    return;
+  }
+  std::vector<bf16_t> raw(v.size());
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = f32_to_bf16(v[i]);
+  k.upload(raw.data(), t);
+}
+
+}  // namespace
 
 void MoeBlock::load(WeightLoader& w, const WeightStore& store, const std::string& p, const MoeSizes& s) {
   s_ = s;
@@ -42,13 +68,13 @@ size_t MoeBlock::arena_bytes(const MoeSizes& s, int64_t T, size_t act) {
 
 void MoeBlock::forward(Kernels& k, Arena& arena, const Tensor& h, Tensor& delta) const {
   const int64_t T = h.size(0), H = s_.H, E = s_.E, K = s_.k;
-  RILL_ENSURE(h.dtype() == DType::f32, "[moe] only the f32 (CPU) activation path is implemented, got {}",
+  RILL_ENSURE(h.dtype() == DType::f32 || h.dtype() == DType::bf16, "[moe] activations must be f32 or bf16, got {}",
               h.describe());
   const DType act = h.dtype();
   Tensor logits = arena.tensor(act, {T, E});
   k.matmul(h, router_, nullptr, logits);
   std::vector<float> rl(static_cast<size_t>(T * E));
-  k.download(logits, rl.data());
+  download_f32(k, logits, rl);
   // Route: softmax in f32, top-k (larger first, lower index on ties), renormalise.
   std::vector<std::vector<int32_t>> rows(static_cast<size_t>(E));
   std::vector<std::vector<float>> weights(static_cast<size_t>(E));
@@ -83,7 +109,7 @@ void MoeBlock::forward(Kernels& k, Arena& arena, const Tensor& h, Tensor& delta)
     k.matmul(x, gate_up_[size_t(e)], nullptr, g);
     k.swiglu(g, a);
     k.matmul(a, down_[size_t(e)], nullptr, o);
-    k.download(o, y.data());
+    download_f32(k, o, y);
     for (int64_t i = 0; i < n; ++i) {
       const float wgt = weights[size_t(e)][size_t(i)];
       float* dst = &routed[size_t(rows[size_t(e)][size_t(i)] * H)];
@@ -97,13 +123,13 @@ void MoeBlock::forward(Kernels& k, Arena& arena, const Tensor& h, Tensor& delta)
   k.matmul(sa, shared_down_, nullptr, so);
   k.matmul(h, shared_gate_, nullptr, sg);
   std::vector<float> shared(static_cast<size_t>(T * H)), gate(static_cast<size_t>(T));
-  k.download(so, shared.data());
-  k.download(sg, gate.data());
+  download_f32(k, so, shared);
+  download_f32(k, sg, gate);
   for (int64_t t = 0; t < T; ++t) {
     const float s = 1.f / (1.f + std::exp(-gate[size_t(t)]));
     for (int64_t c = 0; c < H; ++c) routed[size_t(t * H + c)] += s * shared[size_t(t * H + c)];
   }
-  k.upload(routed.data(), delta);
+  upload_f32(k, routed, delta);
 }
 
 }  // namespace rill
