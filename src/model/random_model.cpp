@@ -26,6 +26,9 @@ struct Shape {
   int64_t hidden, layers, heads, kv_heads, head_dim, intermediate, vocab, max_pos;
   double rope_theta, eps;
   bool tied, qk_norm;
+  // Qwen3.5 hybrid (Gated DeltaNet) shapes only: linear-attention heads and dims, full attention
+  // every `full_interval` layers (0: not hybrid).
+  int64_t full_interval = 0, lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, conv_kernel = 0;
 };
 
 constexpr Shape kShapes[] = {
@@ -33,6 +36,13 @@ constexpr Shape kShapes[] = {
     {"qwen3-0.6b", "Qwen3ForCausalLM", 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1e6, 1e-6, true, true},
     {"qwen3-8b", "Qwen3ForCausalLM", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1e6, 1e-6, false, true},
     {"llama3-8b", "LlamaForCausalLM", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000, 1e-5, false, false},
+    // Qwen3.5-9B text model (docs/models/qwen3_5.md: the Qwen3_5TextConfig defaults): 24 GDN + 8 gated
+    // attention layers, head_dim 256, Hk 16 / Hv 32 of 128, conv 4, untied head.
+    {"qwen3.5-9b", "Qwen3_5ForCausalLM", 4096, 32, 16, 4, 256, 12288, 248320, 262144, 1e7, 1e-6, false, true, 4, 16,
+     32, 128, 128, 4},
+    // The same structure at test size (one full-attention layer in four).
+    {"qwen3.5-tiny", "Qwen3_5ForCausalLM", 64, 4, 4, 2, 32, 160, 1000, 4096, 1e7, 1e-6, false, true, 4, 2, 4, 16, 16,
+     4},
 };
 
 uint64_t splitmix(uint64_t x) {
@@ -125,6 +135,27 @@ void make_random_model(const RandomModelOptions& o) {
                  {"attention_bias", false},
                  {"torch_dtype", "bfloat16"},
                  {"rill_random_model", {{"shape", S.name}, {"seed", o.seed}}}};
+  const bool hybrid = S.full_interval > 0;
+  if (hybrid) {
+    // Qwen3_5ForCausalLM (text-only, weights under "model."), rope as transformers 5.x writes it.
+    config["model_type"] = "qwen3_5_text";
+    config.erase("rope_theta");
+    config["rope_parameters"] = {{"rope_type", "default"},
+                                 {"rope_theta", S.rope_theta},
+                                 {"partial_rotary_factor", 0.25},
+                                 {"mrope_section", {11, 11, 10}},
+                                 {"mrope_interleaved", true}};
+    json types = json::array();
+    for (int64_t l = 0; l < S.layers; ++l)
+      types.push_back((l + 1) % S.full_interval == 0 ? "full_attention" : "linear_attention");
+    config["layer_types"] = types;
+    config["full_attention_interval"] = S.full_interval;
+    config["linear_num_key_heads"] = S.lin_k_heads;
+    config["linear_num_value_heads"] = S.lin_v_heads;
+    config["linear_key_head_dim"] = S.lin_k_dim;
+    config["linear_value_head_dim"] = S.lin_v_dim;
+    config["linear_conv_kernel_dim"] = S.conv_kernel;
+  }
   std::vector<int32_t> eos;
   std::optional<int32_t> bos;
   if (o.tokenizer_dir) {
@@ -166,7 +197,37 @@ void make_random_model(const RandomModelOptions& o) {
   };
   std::vector<Spec> specs;
   specs.push_back(Spec{"model.embed_tokens.weight", {S.vocab, H}, 0.f, std::sqrt(3.f)});
-  for (int64_t l = 0; l < S.layers; ++l) {
+  for (int64_t l = 0; hybrid && l < S.layers; ++l) {
+    // Qwen3.5: (1 + w) norms stored near 0; gated q_proj (query and gate per head); GDN layers.
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    specs.push_back(Spec{p + "input_layernorm.weight", {H}, 0.f, norm_hw});
+    if ((l + 1) % S.full_interval == 0) {
+      specs.push_back(linear(p + "self_attn.q_proj.weight", S.heads * 2 * D, H));
+      specs.push_back(linear(p + "self_attn.k_proj.weight", S.kv_heads * D, H));
+      specs.push_back(linear(p + "self_attn.v_proj.weight", S.kv_heads * D, H));
+      specs.push_back(linear(p + "self_attn.o_proj.weight", H, S.heads * D));
+      specs.push_back(Spec{p + "self_attn.q_norm.weight", {D}, 0.f, norm_hw});
+      specs.push_back(Spec{p + "self_attn.k_norm.weight", {D}, 0.f, norm_hw});
+    } else {
+      const std::string q = p + "linear_attn.";
+      const int64_t Ck = S.lin_k_heads * S.lin_k_dim, Cv = S.lin_v_heads * S.lin_v_dim;
+      specs.push_back(linear(q + "in_proj_qkv.weight", 2 * Ck + Cv, H));
+      specs.push_back(linear(q + "in_proj_z.weight", Cv, H));
+      specs.push_back(linear(q + "in_proj_b.weight", S.lin_v_heads, H));
+      specs.push_back(linear(q + "in_proj_a.weight", S.lin_v_heads, H));
+      specs.push_back(Spec{q + "conv1d.weight", {2 * Ck + Cv, 1, S.conv_kernel}, 0.f,
+                           std::sqrt(3.f / float(S.conv_kernel))});
+      specs.push_back(Spec{q + "A_log", {S.lin_v_heads}, 0.f, 1.f});  // decay rates e^A_log in [0.37, 2.7]
+      specs.push_back(Spec{q + "dt_bias", {S.lin_v_heads}, 1.f, 0.5f});
+      specs.push_back(Spec{q + "norm.weight", {S.lin_v_dim}, 1.f, norm_hw});
+      specs.push_back(linear(q + "out_proj.weight", H, Cv));
+    }
+    specs.push_back(Spec{p + "post_attention_layernorm.weight", {H}, 0.f, norm_hw});
+    specs.push_back(linear(p + "mlp.gate_proj.weight", I, H));
+    specs.push_back(linear(p + "mlp.up_proj.weight", I, H));
+    specs.push_back(linear(p + "mlp.down_proj.weight", H, I));
+  }
+  for (int64_t l = 0; !hybrid && l < S.layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     specs.push_back(Spec{p + "input_layernorm.weight", {H}, 1.f, norm_hw});
     specs.push_back(linear(p + "self_attn.q_proj.weight", S.heads * D, H));
@@ -182,7 +243,7 @@ void make_random_model(const RandomModelOptions& o) {
     specs.push_back(linear(p + "mlp.up_proj.weight", I, H));
     specs.push_back(linear(p + "mlp.down_proj.weight", H, I));
   }
-  specs.push_back(Spec{"model.norm.weight", {H}, 1.f, norm_hw});
+  specs.push_back(Spec{"model.norm.weight", {H}, hybrid ? 0.f : 1.f, norm_hw});
   if (!S.tied) specs.push_back(linear("lm_head.weight", S.vocab, H));
 
   // Shards of at most 4 GiB, named as transformers names them.

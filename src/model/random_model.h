@@ -1,6 +1,7 @@
 // model/random_model.h — deterministic random-weight models of named shapes (qwen3-tiny,
-// qwen3-0.6b, qwen3-8b, llama3-8b) in bf16 safetensors with config.json, for benchmarks, demos and
-// tests. The same shape and seed always give the same bytes.
+// qwen3-0.6b, qwen3-8b, llama3-8b; the Qwen3.5 hybrids qwen3.5-9b and qwen3.5-tiny) in bf16
+// safetensors with config.json, for benchmarks, demos and tests. The same shape and seed always
+// give the same bytes.
 #pragma once
 
 #include <cstdint>
