@@ -8,6 +8,23 @@
 // each split writes an unnormalised partial (O, max, sum) that attention_combine merges.
 // Scores: s = q·k·scale, optionally softcap·tanh(s / softcap), then causal / window masking;
 // the softmax runs in base 2 on s·log2(e).
+//
+// Batch-invariant mode (AttentionArgs::invariant). Keys per tile are fixed per head_dim (64, or
+// 32 at head_dim 256) and tiles start at absolute KV positions; the KV range is cut into spans of
+// kSpanKeys absolute positions. Each span's partial (O, max, sum) starts from scratch, and the
+// spans a query sees are merged by one left fold in span order (SpanMerge: the same float ops
+// wherever it runs). Fully masked tiles and spans are exact no-ops. So a query's arithmetic
+// depends only on its own position, its row's K/V and the head_dim — not on the other rows, the
+// batch's lengths, the m-tile it shares, nor on how its prompt was chunked. Two schedules compute
+// the same bits: "split" — one block per (row, kv head, m-tile, span), partials in the
+// workspace, attention_combine_spans folds them (decode-sized batches); "fold" — one block per
+// (row, kv head, m-tile) walks every span and folds in registers (prefill, or when the partials
+// do not fit the workspace).
+// CUDA graphs: in invariant mode the launch grids are a function of (num_rows, heads,
+// max_blocks_per_row, block_size, max_seqlen_q, tokens) only — never of max_context_len or of
+// the context lengths, which the kernels read from device memory; blocks whose span lies past
+// their row's keys exit at once. A graph captured for a batch bucket therefore replays
+// correctly for any context lengths that fit the block-table width.
 #include <algorithm>
 #include <mutex>
 
@@ -20,6 +37,27 @@ namespace rill::cuda {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kSpanKeys = 256;  // invariant mode: KV positions per span (a multiple of every tile)
+
+// Folds one span's partial (o, m, l) of a row into the running (acc_o, acc_m, acc_l), the span
+// skipped when it saw no key (m = -inf). Explicitly rounded ops: the attention kernel (fold
+// schedule) and the combine kernel (split schedule) must produce the same bits.
+struct SpanMerge {
+  float a, b;
+  __device__ __forceinline__ static SpanMerge make(float& acc_m, float& acc_l, float m, float l) {
+    const float m_new = fmaxf(acc_m, m);
+    SpanMerge w{exp2f(acc_m - m_new), exp2f(m - m_new)};
+    acc_l = __fadd_rn(__fmul_rn(acc_l, w.a), __fmul_rn(l, w.b));
+    acc_m = m_new;
+    return w;
+  }
+  __device__ __forceinline__ float apply(float acc_o, float o) const {
+    return __fadd_rn(__fmul_rn(acc_o, a), __fmul_rn(o, b));
+  }
+};
+__device__ __forceinline__ float span_result(float acc_o, float acc_l) {
+  return acc_l > 0.f ? __fdiv_rn(acc_o, acc_l) : 0.f;
+}
 
 struct AttnKernelArgs {
   const bf16* q;
@@ -36,6 +74,7 @@ struct AttnKernelArgs {
   float softcap;
   int window;
   int splits;
+  int span_tiles;  // invariant mode: tiles per span (0: legacy equal splits of the row's tiles)
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
 };
@@ -90,7 +129,7 @@ struct TileSlots {
   }
 };
 
-template <int D, int kWarps, int kBN>
+template <int D, int kWarps, int kBN, bool kFold>
 __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a) {
   using Cfg = AttnConfig<D, kWarps, kBN>;
   constexpr int kBM = Cfg::kBM, kStride = Cfg::kStride, kThreads = Cfg::kThreads;
@@ -113,10 +152,20 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
   const int kv_end = min(ctx, pos0 + qi_last + 1);
   const int kv_lo = a.window > 0 ? max(0, pos0 + qi_first - a.window + 1) : 0;
   const int t_lo = kv_lo / kBN, t_hi = kv_end > 0 ? (kv_end + kBN - 1) / kBN : t_lo;
-  const int n_tiles_all = max(t_hi - t_lo, 0);
-  const int chunk = (n_tiles_all + a.splits - 1) / a.splits;
-  const int my_lo = t_lo + split * chunk;
-  const int my_hi = min(t_hi, my_lo + chunk);
+  int my_lo, my_hi;
+  if (kFold) {
+    my_lo = t_lo;
+    my_hi = t_hi;
+  } else if (a.span_tiles > 0) {
+    my_lo = max(t_lo, split * a.span_tiles);
+    my_hi = min(t_hi, (split + 1) * a.span_tiles);
+    if (my_lo >= my_hi) return;  // span past (or before) this m-tile's keys: nobody reads it
+  } else {
+    const int n_tiles_all = max(t_hi - t_lo, 0);
+    const int chunk = (n_tiles_all + a.splits - 1) / a.splits;
+    my_lo = t_lo + split * chunk;
+    my_hi = min(t_hi, my_lo + chunk);
+  }
   const int n_tiles = max(my_hi - my_lo, 0);
   const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
 
@@ -162,6 +211,13 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  // Fold schedule: the merged spans so far.
+  float acc_o[kFold ? D / 8 : 1][4];
+  float acc_m[2] = {-INFINITY, -INFINITY}, acc_l[2] = {0.f, 0.f};
+  if constexpr (kFold) {
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) acc_o[i][0] = acc_o[i][1] = acc_o[i][2] = acc_o[i][3] = 0.f;
+  }
   uint32_t qf[Cfg::kQInRegs ? D / 16 : 1][4];
 
   if (n_tiles > 0) {
@@ -295,34 +351,71 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
       slots.copy(v_s, a.v_cache, slot_stride, kvh);  // same tile as the K issued above
       cp_async_commit();
     }
+    if constexpr (kFold) {
+      if (warp_active && ((my_lo + t + 1) % a.span_tiles == 0 || t + 1 == n_tiles)) {
+        // A span ended: merge it (the same row-sum reduction as a split partial's) and restart.
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+          row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+          if (row_max[h] != -INFINITY) {
+            SpanMerge w = SpanMerge::make(acc_m[h], acc_l[h], row_max[h], row_sum[h]);
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt) {
+              acc_o[dt][2 * h] = w.apply(acc_o[dt][2 * h], o[dt][2 * h]);
+              acc_o[dt][2 * h + 1] = w.apply(acc_o[dt][2 * h + 1], o[dt][2 * h + 1]);
+            }
+          }
+          row_max[h] = -INFINITY;
+          row_sum[h] = 0.f;
+        }
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+      }
+    }
   }
 
   if (!warp_active) return;
+  if constexpr (kFold) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (!row_ok[h]) continue;
-    int m = m0 + warp * 16 + g + h * 8;
-    int64_t token = q_begin + m / a.group;
-    int head = kvh * a.group + m % a.group;
-    int64_t idx = token * a.hq + head;
-    if (a.splits == 1) {
-      float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;
-      bf16* dst = a.out + idx * D + tig * 2;
+    for (int h = 0; h < 2; ++h) {
+      if (!row_ok[h]) continue;
+      int m = m0 + warp * 16 + g + h * 8;
+      int64_t token = q_begin + m / a.group;
+      int head = kvh * a.group + m % a.group;
+      bf16* dst = a.out + (token * a.hq + head) * D + tig * 2;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt)
-        *reinterpret_cast<uint32_t*>(dst + dt * 8) = float2_to_bf16x2(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
-    } else {
-      int64_t pidx = int64_t(split) * a.tokens * a.hq + idx;
-      float* dst = a.part_o + pidx * D + tig * 2;
+        *reinterpret_cast<uint32_t*>(dst + dt * 8) = float2_to_bf16x2(span_result(acc_o[dt][2 * h], acc_l[h]),
+                                                                      span_result(acc_o[dt][2 * h + 1], acc_l[h]));
+    }
+  } else {
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt)
-        *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[dt][2 * h], o[dt][2 * h + 1]);
-      if (tig == 0) *reinterpret_cast<float2*>(a.part_ml + pidx * 2) = make_float2(row_max[h], row_sum[h]);
+    for (int h = 0; h < 2; ++h) {
+      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+      row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!row_ok[h]) continue;
+      int m = m0 + warp * 16 + g + h * 8;
+      int64_t token = q_begin + m / a.group;
+      int head = kvh * a.group + m % a.group;
+      int64_t idx = token * a.hq + head;
+      if (a.splits == 1) {
+        float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;
+        bf16* dst = a.out + idx * D + tig * 2;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+          *reinterpret_cast<uint32_t*>(dst + dt * 8) = float2_to_bf16x2(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
+      } else {
+        int64_t pidx = int64_t(split) * a.tokens * a.hq + idx;
+        float* dst = a.part_o + pidx * D + tig * 2;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+          *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[dt][2 * h], o[dt][2 * h + 1]);
+        if (tig == 0) *reinterpret_cast<float2*>(a.part_ml + pidx * 2) = make_float2(row_max[h], row_sum[h]);
+      }
     }
   }
 }
@@ -348,16 +441,43 @@ __global__ void attention_combine_kernel(const float* part_o, const float* part_
   }
 }
 
+// Invariant mode, split schedule: one block per (row, head, query token) folds the spans the
+// token sees, in order, exactly as the fold schedule does in registers. The grid depends on
+// num_rows and max_seqlen_q only; positions come from cu_seqlens_q / context_lens.
+template <int D>
+__global__ void attention_combine_spans_kernel(const float* part_o, const float* part_ml, bf16* out,
+                                               const int32_t* cu_seqlens_q, const int32_t* context_lens,
+                                               int64_t tokens, int hq, int window) {
+  const int row = int(blockIdx.x / unsigned(hq)), head = int(blockIdx.x % unsigned(hq));
+  const int i = int(blockIdx.y);
+  const int q_begin = cu_seqlens_q[row], q_len = cu_seqlens_q[row + 1] - q_begin;
+  if (i >= q_len) return;
+  const int pos = context_lens[row] - q_len + i;
+  const int kv_lo = window > 0 ? max(0, pos - window + 1) : 0;
+  const int js = kv_lo / kSpanKeys, je = pos / kSpanKeys + 1;
+  const int64_t idx = int64_t(q_begin + i) * hq + head, stride = tokens * hq;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.f, acc_m = -INFINITY, acc_l = 0.f;
+    for (int j = js; j < je; ++j) {
+      float2 ml = *reinterpret_cast<const float2*>(part_ml + (j * stride + idx) * 2);
+      if (ml.x == -INFINITY) continue;
+      SpanMerge w = SpanMerge::make(acc_m, acc_l, ml.x, ml.y);
+      acc = w.apply(acc, part_o[(j * stride + idx) * D + d]);
+    }
+    out[idx * D + d] = __float2bfloat16_rn(span_result(acc, acc_l));
+  }
+}
+
 // Resident blocks per SM of one kernel configuration (queried once).
-template <int D, int kWarps, int kBN>
+template <int D, int kWarps, int kBN, bool kFold = false>
 int blocks_per_sm() {
   using Cfg = AttnConfig<D, kWarps, kBN>;
   static int cached = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<D, kWarps, kBN>,
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<D, kWarps, kBN, kFold>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg::kSmemBytes)));
     int n = 0;
-    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_kernel<D, kWarps, kBN>, Cfg::kThreads,
-                                                                Cfg::kSmemBytes));
+    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_kernel<D, kWarps, kBN, kFold>,
+                                                                Cfg::kThreads, Cfg::kSmemBytes));
     return n > 0 ? n : 1;
   }();
   return cached;
@@ -376,16 +496,7 @@ int choose_splits(const AttentionArgs& a, int64_t blocks, int64_t kv_tiles, int 
   return int(splits);
 }
 
-template <int D, int kWarps, int kBN>
-void run_attention(const AttentionArgs& a, cudaStream_t stream) {
-  using Cfg = AttnConfig<D, kWarps, kBN>;
-  const int group = a.hq / a.hkv;
-  const int64_t m_tiles_all = (int64_t(a.max_seqlen_q) * group + Cfg::kBM - 1) / Cfg::kBM;
-  const int64_t kv_tiles = (int64_t(a.max_context_len) + kBN - 1) / kBN;
-  int splits = choose_splits(a, m_tiles_all * a.hkv * a.num_rows, kv_tiles, blocks_per_sm<D, kWarps, kBN>());
-  const int64_t bytes_per_split = a.tokens * a.hq * int64_t(D + 2) * int64_t(sizeof(float));
-  if (!a.workspace) splits = 1;
-  else splits = int(std::max<int64_t>(1, std::min<int64_t>(splits, int64_t(a.workspace_bytes) / bytes_per_split)));
+AttnKernelArgs kernel_args(const AttentionArgs& a) {
   AttnKernelArgs k{};
   k.q = static_cast<const bf16*>(a.q);
   k.k_cache = static_cast<const bf16*>(a.k_cache);
@@ -406,17 +517,70 @@ void run_attention(const AttentionArgs& a, cudaStream_t stream) {
   k.scale = a.scale;
   k.softcap = a.softcap;
   k.window = a.sliding_window;
+  return k;
+}
+
+template <int D, int kWarps, int kBN>
+void run_attention(const AttentionArgs& a, cudaStream_t stream) {
+  using Cfg = AttnConfig<D, kWarps, kBN>;
+  const int group = a.hq / a.hkv;
+  const int64_t m_tiles_all = (int64_t(a.max_seqlen_q) * group + Cfg::kBM - 1) / Cfg::kBM;
+  const int64_t kv_tiles = (int64_t(a.max_context_len) + kBN - 1) / kBN;
+  int splits = choose_splits(a, m_tiles_all * a.hkv * a.num_rows, kv_tiles, blocks_per_sm<D, kWarps, kBN>());
+  const int64_t bytes_per_split = a.tokens * a.hq * int64_t(D + 2) * int64_t(sizeof(float));
+  if (!a.workspace) splits = 1;
+  else splits = int(std::max<int64_t>(1, std::min<int64_t>(splits, int64_t(a.workspace_bytes) / bytes_per_split)));
+  AttnKernelArgs k = kernel_args(a);
   k.splits = splits;
+  k.span_tiles = 0;
   int64_t parts = int64_t(splits) * a.tokens * a.hq;
   k.part_o = a.workspace;
   k.part_ml = a.workspace ? a.workspace + parts * D : nullptr;
   unsigned m_tiles = ceil_div(int64_t(a.max_seqlen_q) * k.group, Cfg::kBM);
   dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows) * unsigned(splits));
-  attention_kernel<D, kWarps, kBN><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(k);
+  attention_kernel<D, kWarps, kBN, false><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(k);
   RILL_CUDA_CHECK_LAUNCH();
   if (splits > 1) {
     attention_combine_kernel<D><<<unsigned(a.tokens * a.hq), D < 128 ? D : 128, 0, stream>>>(
         k.part_o, k.part_ml, k.out, a.tokens, a.hq, splits);
+    RILL_CUDA_CHECK_LAUNCH();
+  }
+}
+
+// Invariant mode: spans at fixed absolute positions; the split schedule when the blocks without
+// splitting leave the GPU under one wave and every span's partials fit the workspace (sized by
+// num_rows * max_seqlen_q ≥ tokens, so the choice is graph-stable), else the fold schedule.
+template <int D, int kWarps, int kBN>
+void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
+  using Cfg = AttnConfig<D, kWarps, kBN>;
+  static_assert(kSpanKeys % kBN == 0, "a span is whole tiles");
+  AttnKernelArgs k = kernel_args(a);
+  k.span_tiles = kSpanKeys / kBN;
+  const unsigned m_tiles = ceil_div(int64_t(a.max_seqlen_q) * k.group, Cfg::kBM);
+  const int64_t max_keys = int64_t(a.max_blocks_per_row) * a.block_size;
+  const int64_t spans = std::max<int64_t>(1, (max_keys + kSpanKeys - 1) / kSpanKeys);
+  const int64_t blocks = int64_t(m_tiles) * a.hkv * a.num_rows;
+  const int64_t bytes_per_span = int64_t(a.num_rows) * a.max_seqlen_q * a.hq * int64_t(D + 2) * int64_t(sizeof(float));
+  const bool fits = a.workspace && spans > 1 && a.max_seqlen_q <= 65535 &&
+                    a.tokens <= int64_t(a.num_rows) * a.max_seqlen_q && spans * bytes_per_span <= int64_t(a.workspace_bytes);
+  const bool split = fits && (a.force_splits > 1 ||
+                              (a.force_splits == 0 && blocks < int64_t(a.num_sms) * blocks_per_sm<D, kWarps, kBN>()));
+  if (split) {
+    k.splits = int(spans);
+    k.part_o = a.workspace;
+    k.part_ml = a.workspace + spans * a.tokens * a.hq * D;
+    dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows) * unsigned(spans));
+    attention_kernel<D, kWarps, kBN, false><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(k);
+    RILL_CUDA_CHECK_LAUNCH();
+    dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q));
+    attention_combine_spans_kernel<D><<<cgrid, D < 128 ? D : 128, 0, stream>>>(
+        k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window);
+    RILL_CUDA_CHECK_LAUNCH();
+  } else {
+    blocks_per_sm<D, kWarps, kBN, true>();  // sets the shared-memory attribute once
+    k.splits = 1;
+    dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows));
+    attention_kernel<D, kWarps, kBN, true><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(k);
     RILL_CUDA_CHECK_LAUNCH();
   }
 }
@@ -453,12 +617,34 @@ void dispatch_variant(const AttentionArgs& a, int warps, int bn, cudaStream_t st
   if (!done) throw_error("[attention] no kernel variant for this (warps, keys per tile, head_dim)");
 }
 
+// Invariant mode: keys per tile fixed by head_dim; warps (rows of the m-tile) are free.
+template <int D>
+void dispatch_invariant(const AttentionArgs& a, int warps, cudaStream_t stream) {
+  constexpr int kBN = D > 128 ? 32 : 64;
+  switch (warps) {
+    case 1: run_attention_invariant<D, 1, kBN>(a, stream); return;
+    case 2: run_attention_invariant<D, 2, kBN>(a, stream); return;
+    case 4: run_attention_invariant<D, 4, kBN>(a, stream); return;
+    default: throw_error("[attention] batch-invariant attention runs 1, 2 or 4 warps per block");
+  }
+}
+
 }  // namespace
 
 void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tokens == 0 || a.num_rows == 0) return;
   const int64_t packed = int64_t(a.max_seqlen_q) * (a.hq / a.hkv);
   const int warps = a.force_warps > 0 ? a.force_warps : packed <= 16 ? 1 : packed <= 32 ? 2 : 4;
+  if (a.invariant) {
+    switch (a.head_dim) {
+      case 16: dispatch_invariant<16>(a, warps, stream); return;
+      case 32: dispatch_invariant<32>(a, warps, stream); return;
+      case 64: dispatch_invariant<64>(a, warps, stream); return;
+      case 128: dispatch_invariant<128>(a, warps, stream); return;
+      case 256: dispatch_invariant<256>(a, warps, stream); return;
+      default: throw_error("[attention] head_dim must be 16, 32, 64, 128 or 256");
+    }
+  }
   int bn = a.force_bn > 0 ? a.force_bn : (a.head_dim > 128 || warps <= 2) ? 32 : 64;
   // head_dim 16 with 8 warps has too few chunks per tile for 32 keys: use 64.
   if (a.force_bn == 0 && !variant_fits(a.head_dim, warps, bn)) bn = 64;

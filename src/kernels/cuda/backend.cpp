@@ -5,6 +5,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/cuda/check.h"
@@ -15,7 +18,7 @@ namespace cuda {
 namespace {
 
 constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
-constexpr size_t kSplitKBytes = size_t(8) << 20;
+constexpr size_t kSplitKBytes = size_t(32) << 20;  // split-K partials (the invariant GEMM up to M ≈ 256)
 constexpr size_t kAttentionWorkspaceBytes = size_t(64) << 20;
 
 void expect_on_device(const Tensor& t, const char* op, const char* name) {
@@ -50,6 +53,8 @@ CudaKernels::CudaKernels(int device_ordinal)
                                            static_cast<float*>(splitk_workspace_.data()), kSplitKBytes, info_.num_sms);
   // The attention workspace is per-call scratch, larger than L2 on current GPUs (H200: 60 MB).
   matmul_->set_l2_flush_buffer(attention_workspace_.data(), attention_workspace_.size());
+  const char* inv = std::getenv("RILL_BATCH_INVARIANT");
+  set_batch_invariant(!(inv && std::string_view(inv) == "0"));
   logger().info("CUDA backend on device {} ({}, sm_{}{}, {} SMs, {:.1f} GiB)", info_.ordinal, info_.name,
                 info_.cc_major, info_.cc_minor, info_.num_sms, double(info_.total_memory) / double(1 << 30));
 }
@@ -84,6 +89,11 @@ void CudaKernels::copy(const Tensor& src, Tensor& dst) {
 }
 
 void CudaKernels::synchronize() { stream_.synchronize(); }
+
+void CudaKernels::set_batch_invariant(bool on) {
+  batch_invariant_ = on;
+  matmul_->set_batch_invariant(on);
+}
 
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   expect_on_device(x, "matmul", "x");
@@ -304,6 +314,7 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   a.force_splits = attention_splits_;
   a.force_warps = attention_warps_;
   a.force_bn = attention_bn_;
+  a.invariant = batch_invariant_;
   launch_attention(a, stream_.get());
 }
 

@@ -66,6 +66,12 @@ class CudaKernels final : public Kernels {
   const DeviceInfo& info() const { return info_; }
   CachingAllocator& caching_allocator() { return allocator_; }
   MatmulEngine& matmul_engine() { return *matmul_; }
+  /// Batch-invariant kernels: a row's results (matmul, attention) are bitwise the same whatever
+  /// else is in the batch and however its prompt was chunked. On by default; the environment
+  /// variable RILL_BATCH_INVARIANT=0 turns it off at creation (cuBLASLt / matvec autotuned
+  /// matmuls, attention splits sized to the batch).
+  void set_batch_invariant(bool on);
+  bool batch_invariant() const { return batch_invariant_; }
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
   void set_attention_splits(int splits) { attention_splits_ = splits; }
   /// Attention with a forced kernel variant (tests, benchmarks; 0 = automatic): warps per block
@@ -84,6 +90,7 @@ class CudaKernels final : public Kernels {
   Buffer splitk_workspace_;
   Buffer attention_workspace_;
   std::unique_ptr<MatmulEngine> matmul_;
+  bool batch_invariant_ = true;
   int attention_splits_ = 0;
   int attention_warps_ = 0;
   int attention_bn_ = 0;

@@ -34,6 +34,7 @@ struct MatmulEngine::Plan {
 };
 
 std::string MatmulChoice::describe() const {
+  if (path == Path::invariant) return "invariant";
   if (path == Path::matvec) return fmt::format("matvec(split={})", splits);
   return fmt::format("cublaslt(algo#{})", algo_index);
 }
@@ -191,8 +192,28 @@ MatmulChoice MatmulEngine::choose(Plan& plan, const void* x, const void* w, cons
   return best;
 }
 
+void MatmulEngine::run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n,
+                                 int64_t k) {
+  GemmArgs a;
+  a.x = x;
+  a.w = w;
+  a.bias = bias;
+  a.y = y;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  a.workspace = splitk_workspace_;
+  a.workspace_bytes = splitk_bytes_;
+  a.num_sms = num_sms_;
+  launch_gemm(a, stream_);
+}
+
 void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k) {
   if (m == 0 || n == 0) return;
+  if (batch_invariant_) {
+    run_invariant(x, w, bias, y, m, n, k);
+    return;
+  }
   MatmulShape shape{m, n, k, bias != nullptr,
                     std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)})};
   Plan& plan = plan_for(shape);
@@ -205,6 +226,10 @@ void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, 
 
 void MatmulEngine::run_with(const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y, int64_t m,
                             int64_t n, int64_t k) {
+  if (c.path == MatmulChoice::Path::invariant) {
+    run_invariant(x, w, bias, y, m, n, k);
+    return;
+  }
   MatmulShape shape{m, n, k, bias != nullptr,
                     std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)})};
   Plan& plan = plan_for(shape);

@@ -1,5 +1,7 @@
 // kernels/cuda/matmul.h — MatmulEngine: y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias) in bf16 with f32
-// accumulation, through cuBLASLt or, for M ≤ 8, the hand-written matvec. The path (and the
+// accumulation. In batch-invariant mode (the default) every shape runs our tensor-core GEMM
+// (gemm.cu), whose bits for a row do not depend on M. Otherwise through cuBLASLt or, for M ≤ 8,
+// the hand-written matvec. The path (and the
 // cuBLASLt algorithm, and the matvec split-K factor) is chosen once per shape and cached: by
 // timing the candidates on the first call when autotuning is on and the stream is not capturing
 // a graph, else by the cuBLASLt heuristic and a fixed rule. Not thread-safe (one stream).
@@ -27,7 +29,7 @@ struct MatmulShape {
 
 /// One way of computing a shape.
 struct MatmulChoice {
-  enum class Path { cublaslt, matvec } path = Path::cublaslt;
+  enum class Path { cublaslt, matvec, invariant } path = Path::cublaslt;
   int splits = 1;             ///< matvec split-K factor
   int algo_index = 0;         ///< index into the plan's heuristic results (cublaslt)
   std::string describe() const;
@@ -53,6 +55,9 @@ class MatmulEngine {
   std::vector<MatmulChoice> candidates(const void* x, const void* w, const void* bias, void* y, int64_t m,
                                        int64_t n, int64_t k);
   void set_autotune(bool on) { autotune_ = on; }
+  /// Batch-invariant mode: run() always takes the invariant GEMM (no timing, no per-M choice).
+  void set_batch_invariant(bool on) { batch_invariant_ = on; }
+  bool batch_invariant() const { return batch_invariant_; }
   /// Scratch memory larger than L2 that the timed choice overwrites before each timed run, so
   /// weights are read from HBM as in a real step (not from L2). Contents are destroyed.
   void set_l2_flush_buffer(void* buffer, size_t bytes) {
@@ -63,6 +68,7 @@ class MatmulEngine {
  private:
   struct Plan;
   Plan& plan_for(const MatmulShape& shape);
+  void run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k);
   void run_plan(Plan& plan, const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y);
   MatmulChoice choose(Plan& plan, const void* x, const void* w, const void* bias, void* y);
   bool matvec_ok(const MatmulShape& s) const;
@@ -75,6 +81,7 @@ class MatmulEngine {
   size_t splitk_bytes_;
   int num_sms_;
   bool autotune_ = true;
+  bool batch_invariant_ = false;
   void* flush_ = nullptr;
   size_t flush_bytes_ = 0;
   std::map<MatmulShape, std::unique_ptr<Plan>> plans_;

@@ -72,6 +72,10 @@ struct AttentionArgs {
   int force_splits = 0;  ///< > 0: use exactly this many splits (tests, benchmarks)
   int force_warps = 0;   ///< > 0: warps per block (1, 2, 4, 8), else chosen from max_seqlen_q
   int force_bn = 0;      ///< > 0: keys per tile (32, 64), else chosen from head_dim and warps
+  /// Batch-invariant: KV split at fixed absolute boundaries, fixed keys per tile (force_bn is
+  /// ignored; force_splits 1 forces the fold schedule, > 1 the split one where it fits; the
+  /// results are the same bits); see attention.cu.
+  bool invariant = false;
 };
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 

@@ -27,9 +27,11 @@ struct Case {
   int block_size = 16;
 };
 
-// A forced kernel variant; 0 fields are chosen automatically.
+// A forced kernel variant; 0 fields are chosen automatically. invariant: the batch-invariant
+// kernels (bn ignored; splits 1 = fold schedule, > 1 = split schedule).
 struct Variant {
   int warps = 0, bn = 0, splits = 0;
+  bool invariant = false;
 };
 
 // Builds the case once, then checks the kernel under each variant.
@@ -121,13 +123,17 @@ void run_case(const Case& c, std::mt19937_64& rng, std::vector<Variant> variants
   AttentionParams p{scale, c.window, c.softcap};
   KvLayer cache{dk.t, dv.t};
   for (const Variant& v : variants) {
-    SCOPED_TRACE(::testing::Message() << "warps " << v.warps << " bn " << v.bn << " splits " << v.splits);
+    SCOPED_TRACE(::testing::Message() << "warps " << v.warps << " bn " << v.bn << " splits " << v.splits
+                                      << " invariant " << v.invariant);
     dout.poison();
+    const bool saved = backend().batch_invariant();
+    backend().set_batch_invariant(v.invariant);
     backend().set_attention_splits(v.splits);
     backend().set_attention_variant(v.warps, v.bn);
     backend().attention(dq.t, cache, batch, p, dout.t);
     backend().set_attention_splits(0);
     backend().set_attention_variant(0, 0);
+    backend().set_batch_invariant(saved);
     auto out = download_bf16(dout);
     EXPECT_LT(rel_error(out, ref), 1e-2);
     // Per token too, so a wrong short row cannot hide behind long ones.
@@ -157,7 +163,9 @@ TEST(CudaAttention, PrefillRaggedRowsGqaWindowSoftcap) {
   for (const Case& c : cases) {
     int wide = c.d == 256 ? 32 : 64;
     int many = c.d == 16 ? 4 : 8;  // head_dim 16 has no 8-warp variant (too few chunks per tile)
-    run_case(c, rng, {{0, 0, 1}, {0, 0, 0}, {0, 0, 3}, {many, wide, 0}, {2, 32, 0}, {1, wide, 2}});
+    run_case(c, rng,
+             {{0, 0, 1}, {0, 0, 0}, {0, 0, 3}, {many, wide, 0}, {2, 32, 0}, {1, wide, 2}, {0, 0, 0, true},
+              {0, 0, 1, true}, {1, 0, 2, true}, {4, 0, 0, true}});
   }
 }
 
@@ -185,12 +193,14 @@ TEST(CudaAttention, DecodeOneToSixteenQueryTokens) {
     };
     for (const Case& c : cases) {
       int wide = c.d == 256 ? 32 : 64;
-      run_case(c, rng, {{0, 0, 1}, {0, 0, 7}, {0, 0, 0}, {1, wide, 0}, {2, 32, 3}, {4, wide, 0}});
+      run_case(c, rng,
+               {{0, 0, 1}, {0, 0, 7}, {0, 0, 0}, {1, wide, 0}, {2, 32, 3}, {4, wide, 0}, {0, 0, 0, true},
+                {0, 0, 1, true}, {2, 0, 2, true}});
     }
   }
   // Batch of one: single token, long context (the flash-decoding split case).
   Case one{"decode single row", 32, 8, 128, {{1, 8191}}};
-  run_case(one, rng, {{0, 0, 0}, {0, 0, 1}, {1, 64, 0}});
+  run_case(one, rng, {{0, 0, 0}, {0, 0, 1}, {1, 64, 0}, {0, 0, 0, true}, {0, 0, 1, true}});
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // CUDA matmul against a double-precision reference on bf16-rounded inputs: every candidate path
 // (matvec with each split factor, each cuBLASLt algorithm) and the cached automatic choice, on
-// ragged shapes, with and without bias (label cuda).
+// ragged shapes, with and without bias; the batch-invariant GEMM on fresh random ragged shapes
+// (label cuda).
 #include "kernels/cuda/cuda_test_util.h"
 
 namespace rill {
@@ -27,8 +28,16 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<flo
   return y;
 }
 
+// The autotuned (non-invariant) engine, restored to the backend's default afterwards.
+struct AutotunedMode {
+  bool saved = backend().batch_invariant();
+  AutotunedMode() { backend().set_batch_invariant(false); }
+  ~AutotunedMode() { backend().set_batch_invariant(saved); }
+};
+
 TEST(CudaMatmul, EveryPathMatchesReference) {
   RILL_REQUIRE_GPU();
+  AutotunedMode mode;
   uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
@@ -71,6 +80,7 @@ TEST(CudaMatmul, EveryPathMatchesReference) {
 
 TEST(CudaMatmul, SplitKAtDecodeShape) {
   RILL_REQUIRE_GPU();
+  AutotunedMode mode;
   uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
@@ -83,6 +93,38 @@ TEST(CudaMatmul, SplitKAtDecodeShape) {
     cuda::MatmulChoice c{cuda::MatmulChoice::Path::matvec, splits, 0};
     backend().matmul_engine().run_with(c, dx.t.data(), dw.t.data(), nullptr, dy.t.data(), m, n, k);
     EXPECT_LT(rel_error(download_bf16(dy), ref), 1e-2) << "splits " << splits;
+  }
+}
+
+// The batch-invariant GEMM (the default path) on random ragged shapes: M in 1..700 (every tile
+// configuration and both split-K schedules), odd N, K a multiple of 8 (tails of 8 past a
+// multiple of 16 included), with and without bias.
+TEST(CudaMatmul, InvariantGemmMatchesReference) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant()) << "batch-invariant mode must be the default";
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> dm(1, 700), dn(1, 700), dk(1, 300);
+  std::vector<Shape> shapes{{1, 4097, 2048, false}, {8, 1023, 12296, true}, {700, 333, 1032, true}};
+  for (int i = 0; i < 9; ++i) shapes.push_back({dm(rng), dn(rng) | 1, dk(rng) * 8, i % 2 == 0});
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " bias=" << s.bias);
+    auto x = random_bf16_values(rng, size_t(s.m * s.k));
+    auto w = random_bf16_values(rng, size_t(s.n * s.k));
+    auto b = random_bf16_values(rng, size_t(s.n));
+    DevTensor dx = upload_bf16(x, {s.m, s.k}), dw = upload_bf16(w, {s.n, s.k}), db = upload_bf16(b, {s.n});
+    DevTensor dy(DType::bf16, {s.m, s.n});
+    dy.poison();
+    backend().matmul(dx.t, dw.t, s.bias ? &db.t : nullptr, dy.t);
+    auto out = download_bf16(dy);
+    auto ref = reference(x, w, s.bias ? &b : nullptr, s.m, s.n, s.k);
+    EXPECT_LT(rel_error(out, ref), 1e-2);
+    for (int64_t i = 0; i < s.m; ++i) {  // per row, so a wrong tile edge cannot hide
+      std::vector<float> o(out.begin() + i * s.n, out.begin() + (i + 1) * s.n);
+      std::vector<double> r(ref.begin() + i * s.n, ref.begin() + (i + 1) * s.n);
+      ASSERT_LT(rel_error(o, r), 2e-2) << "row " << i;
+    }
   }
 }
 

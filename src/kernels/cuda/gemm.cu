@@ -1,0 +1,262 @@
+// kernels/cuda/gemm.cu — batch-invariant bf16 GEMM y[m, n] = x[m, k] · w[n, k]ᵀ (+ bias) on tensor
+// cores: mma.sync m16n8k16 (f32 accumulation), ldmatrix fragments, a cp.async multi-stage
+// pipeline of x and w tiles in padded shared memory (row stride BK + 8: conflict-free ldmatrix).
+//
+// Invariance. The arithmetic of y[i, j] depends only on K and on S = gemm_splits(N, K), never on
+// M nor on where row i sits in x: K is cut into S ranges of Ks elements (Ks a multiple of 128);
+// within a range an accumulator starts at 0 and takes the range's 16-wide k steps in increasing
+// order (the rows of an mma are independent, so the tile shape in M and N does not matter, and
+// k steps wholly past K are skipped, not multiplied by zeros); the range partials are added in
+// range order, total = ((0 + p0) + p1) + ..., then the bias, then one rounding to bf16.
+// Two schedules compute exactly that: "split" — CTA z computes range z alone and writes its f32
+// partial to a workspace, and gemm_reduce adds the partials in order (small M: the splits fill
+// the GPU); "fold" — one CTA walks every range and adds each partial into a register total when
+// the range ends (large M: no workspace traffic). The tile configuration (by M) and the schedule
+// (by M and the workspace size) are free choices that cannot change a bit of the result.
+#include <algorithm>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace rill::cuda {
+namespace {
+
+constexpr int64_t kSplitQuantum = 128;  // Ks is a multiple of every configuration's BK
+
+struct GemmKernelArgs {
+  const bf16* x;
+  const bf16* w;
+  const bf16* bias;
+  bf16* y;
+  float* ws;  // [splits, m, n] in the split schedule
+  int64_t m, n, k;
+  int64_t ks;  // elements of K per split range
+  int splits;
+  bool split_schedule;
+};
+
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_>
+struct GemmConfig {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, kStages = kStages_;
+  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kStride = BK + 8;
+  static constexpr int kChunksK = BK / 8;  // 16-byte chunks per tile row
+  static constexpr int MT = WM / 16, NT = WN / 8;
+  static constexpr size_t kSmemBytes = size_t(kStages) * (BM + BN) * kStride * sizeof(bf16);
+  static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "tile shape");
+  static_assert(kSplitQuantum % BK == 0, "split ranges must be whole tiles");
+};
+
+// Decode (M ≤ 16): 64 weight rows × 128 k per stage, 4 warps side by side in N; the weight
+// stream keeps 3 stages (48 KiB) in flight per CTA.
+using SmallConfig = GemmConfig<16, 64, 128, 16, 16, 4>;
+// Mid M (≤ 128): 64 × 128 tiles, 8 warps of 32 × 32.
+using MidConfig = GemmConfig<64, 128, 64, 32, 32, 4>;
+// Prefill: 128 × 128 tiles, 8 warps of 64 × 32 (the register total of the fold schedule doubles
+// the accumulators, which rules out 64 × 64 warp tiles).
+using LargeConfig = GemmConfig<128, 128, 32, 64, 32, 4>;
+
+template <class C>
+__device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf16* sb, int64_t m0, int64_t n0,
+                                          int64_t k0) {
+  for (int i = threadIdx.x; i < C::BM * C::kChunksK; i += C::kThreads) {
+    const int r = i / C::kChunksK, c = i % C::kChunksK;
+    const int64_t gm = m0 + r, gk = k0 + c * 8;
+    const bool ok = gm < a.m && gk < a.k;
+    cp_async16(sa + r * C::kStride + c * 8, ok ? a.x + gm * a.k + gk : a.x, ok);
+  }
+  for (int i = threadIdx.x; i < C::BN * C::kChunksK; i += C::kThreads) {
+    const int r = i / C::kChunksK, c = i % C::kChunksK;
+    const int64_t gn = n0 + r, gk = k0 + c * 8;
+    const bool ok = gn < a.n && gk < a.k;
+    cp_async16(sb + r * C::kStride + c * 8, ok ? a.w + gn * a.k + gk : a.w, ok);
+  }
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* sa = reinterpret_cast<bf16*>(smem_raw);
+  bf16* sb = sa + C::kStages * C::BM * C::kStride;
+  constexpr int MT = C::MT, NT = C::NT;
+
+  const int64_t n0 = int64_t(blockIdx.x) * C::BN, m0 = int64_t(blockIdx.y) * C::BM;
+  const int s_first = a.split_schedule ? int(blockIdx.z) : 0;
+  const int s_last = a.split_schedule ? int(blockIdx.z) : a.splits - 1;
+  const int64_t kb = int64_t(s_first) * a.ks;
+  const int64_t ke = std::min(a.k, int64_t(s_last + 1) * a.ks);
+  const int tiles = int((ke - kb + C::BK - 1) / C::BK);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp_m = warp / C::kWarpsN, warp_n = warp % C::kWarpsN;
+  const int g = lane / 4, tig = lane % 4;
+
+#pragma unroll
+  for (int st = 0; st < C::kStages - 1; ++st) {
+    if (st < tiles)
+      load_tile<C>(a, sa + st * C::BM * C::kStride, sb + st * C::BN * C::kStride, m0, n0, kb + int64_t(st) * C::BK);
+    cp_async_commit();
+  }
+
+  float acc[MT][NT][4], total[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = total[i][j][e] = 0.f;
+
+  for (int t = 0; t < tiles; ++t) {
+    cp_async_wait<C::kStages - 2>();
+    __syncthreads();  // tile t landed for every thread; every warp is done with tile t - 1
+    {
+      const int nt = t + C::kStages - 1;
+      const int st = nt % C::kStages;
+      if (nt < tiles)
+        load_tile<C>(a, sa + st * C::BM * C::kStride, sb + st * C::BN * C::kStride, m0, n0, kb + int64_t(nt) * C::BK);
+      cp_async_commit();
+    }
+    const int64_t k0 = kb + int64_t(t) * C::BK;
+    const int steps = int(std::min<int64_t>(C::BK / 16, (a.k - k0 + 15) / 16));  // k steps wholly past K are skipped
+    const bf16* as = sa + (t % C::kStages) * C::BM * C::kStride + (warp_m * C::WM + (lane % 16)) * C::kStride +
+                     (lane / 16) * 8;
+    const bf16* bs = sb + (t % C::kStages) * C::BN * C::kStride +
+                     (warp_n * C::WN + (lane % 8) + (lane / 16) * 8) * C::kStride + ((lane / 8) % 2) * 8;
+#pragma unroll
+    for (int kk = 0; kk < C::BK / 16; ++kk) {
+      if (kk >= steps) break;
+      uint32_t af[MT][4], bfr[NT / 2][4];
+#pragma unroll
+      for (int i = 0; i < MT; ++i) ldmatrix_x4(af[i], as + i * 16 * C::kStride + kk * 16);
+#pragma unroll
+      for (int j = 0; j < NT / 2; ++j) ldmatrix_x4(bfr[j], bs + j * 16 * C::kStride + kk * 16);
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) mma_bf16_16816(acc[i][j], af[i], bfr[j / 2][(j % 2) * 2], bfr[j / 2][(j % 2) * 2 + 1]);
+    }
+    if (!a.split_schedule && ((k0 + C::BK) % a.ks == 0 || t + 1 == tiles)) {
+      // A split range ended: add its partial into the total in range order.
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            total[i][j][e] += acc[i][j][e];
+            acc[i][j][e] = 0.f;
+          }
+    }
+  }
+  cp_async_wait<0>();
+
+  const bool pairs = a.n % 2 == 0;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = m0 + warp_m * C::WM + i * 16 + g + h * 8;
+        const int64_t col = n0 + warp_n * C::WN + j * 8 + tig * 2;
+        if (row >= a.m || col >= a.n) continue;
+        if (a.split_schedule) {
+          float* dst = a.ws + (int64_t(blockIdx.z) * a.m + row) * a.n + col;
+          if (pairs) {
+            *reinterpret_cast<float2*>(dst) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+          } else {
+            dst[0] = acc[i][j][2 * h];
+            if (col + 1 < a.n) dst[1] = acc[i][j][2 * h + 1];
+          }
+        } else {
+          float v0 = total[i][j][2 * h], v1 = total[i][j][2 * h + 1];
+          if (a.bias) {
+            v0 += __bfloat162float(a.bias[col]);
+            if (col + 1 < a.n) v1 += __bfloat162float(a.bias[col + 1]);
+          }
+          bf16* dst = a.y + row * a.n + col;
+          if (pairs) {
+            *reinterpret_cast<uint32_t*>(dst) = float2_to_bf16x2(v0, v1);
+          } else {
+            dst[0] = __float2bfloat16_rn(v0);
+            if (col + 1 < a.n) dst[1] = __float2bfloat16_rn(v1);
+          }
+        }
+      }
+}
+
+// The split schedule's second pass: the same additions as the fold schedule's register total.
+__global__ void gemm_reduce_kernel(const float* ws, const bf16* bias, bf16* y, int64_t m, int64_t n, int splits) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m * n) return;
+  float s = 0.f;
+  for (int p = 0; p < splits; ++p) s += ws[int64_t(p) * m * n + i];
+  if (bias) s += __bfloat162float(bias[i % n]);
+  y[i] = __float2bfloat16_rn(s);
+}
+
+template <class C>
+void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, cudaStream_t stream) {
+  static const bool attr_set = [] {
+    RILL_CUDA_CHECK(
+        cudaFuncSetAttribute(gemm_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  GemmKernelArgs a = k;
+  const int64_t n_tiles = ceil_div(a.n, int64_t(C::BN)), m_tiles = ceil_div(a.m, int64_t(C::BM));
+  // Split when the output tiles alone leave SMs idle and the partials fit the workspace.
+  a.split_schedule = a.splits > 1 && a.ws && n_tiles * m_tiles < 2 * int64_t(num_sms) &&
+                     size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
+  dim3 grid(unsigned(n_tiles), unsigned(m_tiles), a.split_schedule ? unsigned(a.splits) : 1u);
+  gemm_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(a);
+  RILL_CUDA_CHECK_LAUNCH();
+  if (a.split_schedule) {
+    const int64_t total = a.m * a.n;
+    gemm_reduce_kernel<<<unsigned(ceil_div(total, int64_t(256))), 256, 0, stream>>>(a.ws, a.bias, a.y, a.m, a.n,
+                                                                                 a.splits);
+    RILL_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
+  // Enough CTAs of the decode configuration (64 output columns each) for about four per SM,
+  // each range streaming at least 256 k; at most 16 ranges.
+  const int64_t col_tiles = std::max<int64_t>(1, (n + 63) / 64);
+  const int64_t want = std::max<int64_t>(1, (4 * int64_t(num_sms) + col_tiles - 1) / col_tiles);
+  const int64_t max_by_k = std::max<int64_t>(1, k / 256);
+  const int64_t s = std::min<int64_t>({want, max_by_k, 16});
+  GemmSplit r;
+  r.ks = std::max<int64_t>(kSplitQuantum, (ceil_div(k, s) + kSplitQuantum - 1) / kSplitQuantum * kSplitQuantum);
+  r.splits = int(std::max<int64_t>(1, ceil_div(k, r.ks)));
+  return r;
+}
+
+void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
+  if (a.m == 0 || a.n == 0) return;
+  auto aligned = [](const void* p, uintptr_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
+  if (a.k <= 0 || a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16) || !aligned(a.y, 4))
+    throw_error("[matmul] the batch-invariant GEMM needs K % 8 == 0, 16-byte aligned x and w and a 4-byte aligned y "
+                "(set RILL_BATCH_INVARIANT=0 for the cuBLASLt path)");
+  GemmSplit sp = gemm_split(a.n, a.k, a.num_sms);
+  GemmKernelArgs k{};
+  k.x = static_cast<const bf16*>(a.x);
+  k.w = static_cast<const bf16*>(a.w);
+  k.bias = static_cast<const bf16*>(a.bias);
+  k.y = static_cast<bf16*>(a.y);
+  k.ws = a.workspace;
+  k.m = a.m;
+  k.n = a.n;
+  k.k = a.k;
+  k.ks = sp.ks;
+  k.splits = sp.splits;
+  if (a.m <= 16) launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, stream);
+  else if (a.m <= 128) launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, stream);
+  else launch_config<LargeConfig>(k, a.num_sms, a.workspace_bytes, stream);
+}
+
+}  // namespace rill::cuda

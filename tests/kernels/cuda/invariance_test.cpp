@@ -1,0 +1,288 @@
+// Batch invariance of the CUDA kernels (the backend default): a row's matmul output is bitwise the
+// same computed alone (M = 1) or at other positions of batches of 7, 64 and 300 rows (every tile
+// configuration and both split-K schedules); a row's attention output is bitwise the same alone
+// or among 63 other rows of other lengths (prefill and decode), its prompt's queries the same in
+// one chunk or in chunks of 37 / 128 tokens, and the split and fold schedules agree. Inputs are
+// fresh random values (label cuda). Also a printed GEMM timing next to cuBLASLt and the matvec
+// (DISABLED_: run with --gtest_also_run_disabled_tests; a benchmark, not an assertion).
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/runtime.h"
+
+namespace rill {
+namespace {
+
+using namespace cuda_test;
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+std::vector<float> run_matmul(const std::vector<float>& x, int64_t m, const DevTensor& dw, const DevTensor* db) {
+  const int64_t n = dw.t.size(0), k = dw.t.size(1);
+  DevTensor dx = upload_bf16(x, {m, k}), dy(DType::bf16, {m, n});
+  dy.poison();
+  backend().matmul(dx.t, dw.t, db ? &db->t : nullptr, dy.t);
+  return download_bf16(dy);
+}
+
+TEST(CudaInvariance, MatmulRowAloneEqualsRowInBatches) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant());
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct S {
+    int64_t n, k;
+    bool bias;
+  };
+  // Decode-like (many splits), a K tail of 8, odd N, a wide N with one split.
+  const S shapes[] = {{1024, 4096, false}, {4097, 1032, true}, {333, 12296, true}, {30001, 520, false}};
+  for (const S& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "N=" << s.n << " K=" << s.k);
+    auto w = random_bf16_values(rng, size_t(s.n * s.k));
+    auto b = random_bf16_values(rng, size_t(s.n));
+    DevTensor dw = upload_bf16(w, {s.n, s.k}), db = upload_bf16(b, {s.n});
+    const DevTensor* bias = s.bias ? &db : nullptr;
+    for (int trial = 0; trial < 2; ++trial) {
+      auto row = random_bf16_values(rng, size_t(s.k), -2.f, 2.f);
+      auto alone = run_matmul(row, 1, dw, bias);
+      const std::pair<int64_t, int64_t> batches[] = {{7, 3}, {64, 40}, {300, 123 + trial}, {300, 299}};
+      for (auto [m, at] : batches) {
+        auto x = random_bf16_values(rng, size_t(m * s.k), -2.f, 2.f);
+        std::copy(row.begin(), row.end(), x.begin() + at * s.k);
+        auto y = run_matmul(x, m, dw, bias);
+        EXPECT_TRUE(same_bits(alone.data(), y.data() + at * s.n, size_t(s.n)))
+            << "row at " << at << " of M=" << m << " differs from M=1";
+      }
+    }
+  }
+}
+
+// A paged KV cache with random keys/values for a set of rows (each row its own shuffled blocks).
+struct Cache {
+  int hq, hkv, d, bs;
+  int window = 0;
+  float softcap = 0.f;
+  std::vector<int> lens;                    // keys per row
+  std::vector<int> qbase;                   // first position with a query (random_queries)
+  std::vector<std::vector<int32_t>> table;  // block ids per row
+  DevTensor k, v;
+
+  Cache(std::mt19937_64& rng, int hq_, int hkv_, int d_, int bs_, std::vector<int> lens_)
+      : hq(hq_), hkv(hkv_), d(d_), bs(bs_), lens(std::move(lens_)) {
+    int total = 0;
+    for (int l : lens) total += (l + bs - 1) / bs;
+    std::vector<int32_t> ids(size_t(total) + 3);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    size_t next = 0;
+    for (int l : lens) {
+      table.emplace_back();
+      for (int b = 0; b < (l + bs - 1) / bs; ++b) table.back().push_back(ids[next++]);
+    }
+    const int64_t elems = int64_t(ids.size()) * bs * hkv * d;
+    k = upload_bf16(random_bf16_values(rng, size_t(elems), -2.f, 2.f), {int64_t(ids.size()), bs, hkv, d});
+    v = upload_bf16(random_bf16_values(rng, size_t(elems), -2.f, 2.f), {int64_t(ids.size()), bs, hkv, d});
+  }
+
+  struct Part {
+    int row;    // cache row
+    int begin;  // first query position
+    int end;    // one past the last query position (= context length)
+  };
+  // Attention outputs [tokens, hq, d] for the queries of `parts`; q holds each cache row's queries
+  // for positions qbase..len ([len - qbase, hq, d] per row). table_width: block-table columns.
+  std::vector<float> run(const std::vector<Part>& parts, const std::vector<std::vector<float>>& q, int table_width,
+                         int force_splits = 0) {
+    std::vector<int32_t> cu{0}, ctx, tab;
+    std::vector<float> qs;
+    int max_q = 0, max_ctx = 0;
+    for (const Part& p : parts) {
+      cu.push_back(cu.back() + p.end - p.begin);
+      ctx.push_back(p.end);
+      max_q = std::max(max_q, p.end - p.begin);
+      max_ctx = std::max(max_ctx, p.end);
+      const auto& qr = q[size_t(p.row)];
+      const int64_t base = qbase[size_t(p.row)];
+      qs.insert(qs.end(), qr.begin() + (p.begin - base) * hq * d, qr.begin() + (p.end - base) * hq * d);
+      std::vector<int32_t> t = table[size_t(p.row)];
+      t.resize(size_t(table_width), -1);
+      tab.insert(tab.end(), t.begin(), t.end());
+    }
+    const int rows = int(parts.size());
+    const int64_t tokens = cu.back();
+    DevTensor dq = upload_bf16(qs, {tokens, hq, d}), dout(DType::bf16, {tokens, hq, d});
+    DevTensor dcu = upload_i32(cu, {rows + 1}), dctx = upload_i32(ctx, {rows});
+    DevTensor dtab = upload_i32(tab, {rows, table_width});
+    AttentionBatch batch;
+    batch.cu_seqlens_q = dcu.t;
+    batch.context_lens = dctx.t;
+    batch.block_tables = dtab.t;
+    batch.num_rows = rows;
+    batch.max_seqlen_q = max_q;
+    batch.max_context_len = max_ctx;
+    AttentionParams p{1.f / std::sqrt(float(d)), window, softcap};
+    KvLayer cache{k.t, v.t};
+    dout.poison();
+    backend().set_attention_splits(force_splits);
+    backend().attention(dq.t, cache, batch, p, dout.t);
+    backend().set_attention_splits(0);
+    return download_bf16(dout);
+  }
+};
+
+struct AttnCase {
+  const char* name;
+  int hq, hkv, d, bs;
+  int window = 0;
+  float softcap = 0.f;
+};
+const AttnCase kAttnCases[] = {
+    {"g4 d128", 32, 8, 128, 16},
+    {"g4 d64 block 32", 8, 2, 64, 32},
+    {"g2 d256 window softcap", 8, 4, 256, 16, 300, 30.f},
+    {"g4 d16 block 8", 8, 2, 16, 8},
+};
+
+// Queries for the last max_q positions of every row.
+std::vector<std::vector<float>> random_queries(std::mt19937_64& rng, Cache& c, int max_q) {
+  std::vector<std::vector<float>> q;
+  c.qbase.clear();
+  for (int l : c.lens) {
+    c.qbase.push_back(std::max(0, l - max_q));
+    q.push_back(random_bf16_values(rng, size_t(l - c.qbase.back()) * c.hq * c.d, -2.f, 2.f));
+  }
+  return q;
+}
+
+TEST(CudaInvariance, AttentionRowAloneEqualsRowAmong63Others) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant());
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> len(1, 1200), qlen(1, 40);
+  for (const AttnCase& ac : kAttnCases) {
+    SCOPED_TRACE(ac.name);
+    std::vector<int> lens(64);
+    for (int& l : lens) l = len(rng);
+    lens[5] = 1;
+    lens[17] = 2047;
+    Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens);
+    c.window = ac.window;
+    c.softcap = ac.softcap;
+    auto q = random_queries(rng, c, 40);
+    int width = 0;
+    for (auto& t : c.table) width = std::max(width, int(t.size()));
+    for (bool decode : {true, false}) {
+      SCOPED_TRACE(decode ? "decode" : "prefill");
+      std::vector<Cache::Part> parts;
+      for (int r = 0; r < 64; ++r) {
+        int n = decode ? 1 : std::min(lens[size_t(r)], qlen(rng));
+        parts.push_back({r, lens[size_t(r)] - n, lens[size_t(r)]});
+      }
+      auto all = c.run(parts, q, width + 3);
+      int64_t at = 0;
+      int differ = 0;
+      for (int r = 0; r < 64; ++r) {
+        const int64_t n = parts[size_t(r)].end - parts[size_t(r)].begin, elems = n * ac.hq * ac.d;
+        if (r % 9 == 5 || r == 17) {
+          auto alone = c.run({parts[size_t(r)]}, q, int(c.table[size_t(r)].size()));
+          differ += !same_bits(alone.data(), all.data() + at, size_t(elems));
+        }
+        at += elems;
+      }
+      EXPECT_EQ(differ, 0) << differ << " rows differ alone vs among 64";
+      // The split and fold schedules give the same bits.
+      auto fold = c.run(parts, q, width + 3, 1), split = c.run(parts, q, width + 3, 2);
+      EXPECT_TRUE(same_bits(fold.data(), all.data(), all.size())) << "fold schedule differs";
+      EXPECT_TRUE(same_bits(split.data(), all.data(), all.size())) << "split schedule differs";
+    }
+  }
+}
+
+TEST(CudaInvariance, AttentionPromptInOneChunkEqualsChunks) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant());
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  for (const AttnCase& ac : kAttnCases) {
+    SCOPED_TRACE(ac.name);
+    Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, {700, 300});
+    c.window = ac.window;
+    c.softcap = ac.softcap;
+    auto q = random_queries(rng, c, 700);
+    const int64_t tok = int64_t(ac.hq) * ac.d;
+    // Row 0 in one chunk, alongside row 1 (prefill of the whole prompt).
+    auto whole = c.run({{0, 0, 700}, {1, 0, 300}}, q, 60);
+    for (int chunk : {37, 128}) {
+      SCOPED_TRACE(::testing::Message() << "chunks of " << chunk);
+      int differ = 0;
+      for (int b = 0; b < 700; b += chunk) {
+        const int e = std::min(700, b + chunk);
+        auto part = c.run({{0, b, e}}, q, int(c.table[0].size()), b % 2 ? 1 : 0);
+        differ += !same_bits(part.data(), whole.data() + b * tok, size_t((e - b) * tok));
+      }
+      EXPECT_EQ(differ, 0) << differ << " chunks differ from the one-chunk prefill";
+    }
+    // Decode of the last position equals its query inside the prefill.
+    auto last = c.run({{0, 699, 700}}, q, int(c.table[0].size()));
+    EXPECT_TRUE(same_bits(last.data(), whole.data() + 699 * tok, size_t(tok)));
+  }
+}
+
+// Timing, printed: the invariant GEMM vs the autotuned path (cuBLASLt / matvec) at the 8B-model
+// shapes. GB/s = weight bytes / time (M ≤ 8), TFLOP/s = 2·M·N·K / time. L2 is overwritten before
+// every timed run.
+TEST(CudaInvariance, DISABLED_GemmTiming) {
+  RILL_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  auto& engine = backend().matmul_engine();
+  const size_t flush_bytes = size_t(256) << 20;
+  DevTensor flush(DType::u8, {int64_t(flush_bytes)});
+  cuda::Event start = cuda::Event::create(), stop = cuda::Event::create();
+  auto time_us = [&](auto&& fn) {
+    fn();
+    std::vector<float> t;
+    for (int r = 0; r < 15; ++r) {
+      cudaMemsetAsync(flush.t.data(), r, flush_bytes, backend().stream());
+      start.record(backend().stream());
+      fn();
+      stop.record(backend().stream());
+      stop.synchronize();
+      t.push_back(cuda::Event::elapsed_ms(start, stop) * 1e3f);
+    }
+    std::sort(t.begin(), t.end());
+    return double(t[t.size() / 2]);
+  };
+  const std::pair<int64_t, int64_t> nk[] = {{4096, 4096}, {12288, 4096}, {4096, 12288}, {151936, 4096}};
+  for (auto [n, k] : nk) {
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+    for (int64_t m : {1, 2, 4, 8, 64, 512, 4096}) {
+      if (n == 151936 && m > 512) continue;
+      DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
+      cuda::MatmulChoice inv{cuda::MatmulChoice::Path::invariant, 1, 0};
+      double t_inv = time_us([&] { engine.run_with(inv, dx.t.data(), dw.t.data(), nullptr, dy.t.data(), m, n, k); });
+      double best = 1e30;
+      std::string best_name;
+      for (const auto& c : engine.candidates(dx.t.data(), dw.t.data(), nullptr, dy.t.data(), m, n, k)) {
+        double t = time_us([&] { engine.run_with(c, dx.t.data(), dw.t.data(), nullptr, dy.t.data(), m, n, k); });
+        if (t < best) best = t, best_name = c.describe();
+      }
+      const double bytes = double(n * k * 2), flops = 2.0 * double(m) * double(n) * double(k);
+      auto split = cuda::gemm_split(n, k, backend().info().num_sms);
+      std::printf("GEMM M=%5lld N=%6lld K=%5lld S=%2d | invariant %8.1f us %7.0f GB/s %6.1f TFLOP/s | best %-22s %8.1f us "
+                  "%7.0f GB/s %6.1f TFLOP/s | ratio %.2f\n",
+                  (long long)m, (long long)n, (long long)k, split.splits, t_inv, bytes / t_inv * 1e-3,
+                  flops / t_inv * 1e-6, best_name.c_str(), best, bytes / best * 1e-3, flops / best * 1e-6, best / t_inv);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rill
