@@ -19,6 +19,7 @@ namespace {
 struct BenchArgs {
   std::string model, device = "auto";
   int32_t prompt_len = 512, decode_tokens = 64, batch = 1, block_size = 16;
+  bool no_graphs = false;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -32,11 +33,16 @@ void bench(const BenchArgs& a) {
   std::filesystem::path dir = resolve_model_dir(a.model);
   auto kernels = make_kernels(a.device);
   auto t0 = std::chrono::steady_clock::now();
-  auto model = load_model(dir, *kernels, LoadOptions{std::nullopt, true});
+  LoadOptions load;
+  load.cuda_graphs = !a.no_graphs;
+  auto model = load_model(dir, *kernels, load);
   const ModelConfig& cfg = model->config();
   logger().info("loaded {} ({:.2f} GB of weights) in {:.2f} s on {}", dir.string(), double(model->weight_bytes()) / 1e9,
                 seconds_since(t0), kernels->device() == Device::cuda ? "cuda" : "cpu");
-  const int32_t context = a.prompt_len + a.decode_tokens + 1;
+  // Two untimed decode steps first: a new batch shape picks its kernels on its first step and is
+  // recorded into a step graph on its second.
+  constexpr int32_t kWarmSteps = 2;
+  const int32_t context = a.prompt_len + a.decode_tokens + kWarmSteps + 1;
   if (context > cfg.max_position_embeddings)
     fail("--prompt-len + --decode-tokens ({}) exceeds the model's context of {}", context, cfg.max_position_embeddings);
   const int32_t blocks_per_row = (context + a.block_size - 1) / a.block_size;
@@ -70,9 +76,11 @@ void bench(const BenchArgs& a) {
     progress.update(r + 1, a.batch, "rows");
   }
   progress.finish();
+  Buffer ids_buffer(kernels->allocator(), size_t(a.batch) * sizeof(int32_t));
+  std::vector<int32_t> ids(size_t(a.batch));
   Progress dprogress("decode");
   double decode_s = 0;
-  for (int32_t s = 0; s < a.decode_tokens; ++s) {
+  for (int32_t s = 0; s < a.decode_tokens + kWarmSteps; ++s) {
     StepBatchBuilder b(a.block_size);
     std::vector<std::vector<int32_t>> next(size_t(a.batch), std::vector<int32_t>{0});
     for (int32_t r = 0; r < a.batch; ++r) {
@@ -82,9 +90,12 @@ void bench(const BenchArgs& a) {
     StepBatch step = b.build();
     auto t1 = std::chrono::steady_clock::now();
     Tensor logits = model->forward(step, kv.layers());
-    std::vector<float> host = logits_to_host(*kernels, logits);  // a real step reads its logits back
-    decode_s += seconds_since(t1);
-    dprogress.update(s + 1, a.decode_tokens, "steps");
+    // A real step picks its tokens on the device and reads back only their ids.
+    Tensor picked = ids_buffer.as(DType::i32, {a.batch});
+    kernels->argmax(logits, picked);
+    kernels->download(picked, ids.data());
+    if (s >= kWarmSteps) decode_s += seconds_since(t1);
+    dprogress.update(s + 1, a.decode_tokens + kWarmSteps, "steps");
   }
   dprogress.finish();
   const double prefill_tps = double(a.prompt_len) * a.batch / prefill_s;
@@ -107,6 +118,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--prompt-len", args->prompt_len, "Prompt tokens per row")->capture_default_str();
   cmd->add_option("--decode-tokens", args->decode_tokens, "Decode steps to time")->capture_default_str();
   cmd->add_option("--batch", args->batch, "Rows decoded together")->capture_default_str();
+  cmd->add_flag("--no-cuda-graphs", args->no_graphs, "Decode without step graphs (CUDA; compare with the default)");
   cmd->callback([args] { bench(*args); });
 }
 

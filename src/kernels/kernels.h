@@ -120,6 +120,15 @@ struct DeltaRuleParams {
   int32_t chunk_size = 64;
 };
 
+/// A step's ops recorded once and replayed (a CUDA graph): every replay re-runs the same
+/// launches on the same buffers, so the caller refreshes the inputs in place before each one.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  /// Enqueues the recorded ops (ordered after earlier ops, before later ones).
+  virtual void replay() = 0;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -183,6 +192,18 @@ class Kernels {
   virtual void copy(const Tensor& src, Tensor& dst);
   /// Bytes of device memory free for new allocations (0: unknown; the caller picks a budget).
   virtual size_t free_memory() { return 0; }
+
+  // ---- Step graphs (kernels/kernels.cpp holds the defaults: a backend without graphs throws).
+  /// True when begin_capture()/end_capture() work on this backend (CUDA).
+  virtual bool supports_graphs() const { return false; }
+  /// From now on ops are recorded instead of run, until end_capture(). Nothing may synchronise
+  /// with the host meanwhile (upload/download/synchronize throw), and no buffer may be allocated.
+  virtual void begin_capture();
+  /// Ends the recording begun by begin_capture() and returns it, ready to replay. When an op
+  /// failed during the capture, ends it anyway and throws.
+  virtual std::unique_ptr<StepGraph> end_capture();
+  /// Ends a capture abandoned by an exception, discarding it; never throws.
+  virtual void abort_capture() noexcept {}
 
   // ---- Linear-attention (Gated DeltaNet) ops. The defaults throw so that a backend without them
   // still builds; the CPU backend implements them (kernels/cpu/gated_delta*.cpp, conv1d.cpp).

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "model/decode_graphs.h"
 #include "model/layers/rope.h"
 #include "model/step_inputs.h"
 #include "model/weights.h"
@@ -32,7 +33,11 @@ const Tensor* opt(const Tensor& t) { return t.defined() ? &t : nullptr; }
 class LlamaModel final : public Model {
  public:
   LlamaModel(ModelConfig config, std::unique_ptr<WeightStore> store, Kernels& kernels, const LoadOptions& options)
-      : config_(std::move(config)), store_(std::move(store)), kernels_(kernels) {
+      : config_(std::move(config)),
+        store_(std::move(store)),
+        kernels_(kernels),
+        graphs_(kernels, [this](int64_t tokens) { return arena_bytes(tokens, 0); },
+                options.cuda_graphs && cuda_graphs_enabled_by_env()) {
     const std::string& arch = config_.architecture;
     family_ = arch == "Qwen3ForCausalLM" ? Family::qwen3 : arch == "Qwen2ForCausalLM" ? Family::qwen2 : Family::llama;
     load_weights(options);
@@ -64,7 +69,9 @@ class LlamaModel final : public Model {
  private:
   void load_weights(const LoadOptions& options);
   void ensure_arena(const StepBatch& batch);
-  Tensor upload_i32(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape);
+  size_t arena_bytes(int64_t tokens, int64_t logit_rows) const;
+  /// The layers, the final norm and the LM head over uploaded inputs; temporaries from `arena`.
+  Tensor body(const StepInputs& in, Arena& arena, bool all_rows_logits, std::span<KvLayer> cache);
 
   ModelConfig config_;
   std::unique_ptr<WeightStore> store_;
@@ -79,6 +86,8 @@ class LlamaModel final : public Model {
   NormParams norm_;
   Arena arena_;
   int64_t arena_tokens_ = 0, arena_logit_rows_ = 0, arena_meta_ = 0;
+  std::vector<int32_t> input_scratch_;
+  DecodeGraphs graphs_;
 };
 
 void LlamaModel::load_weights(const LoadOptions& options) {
@@ -127,6 +136,17 @@ void LlamaModel::load_weights(const LoadOptions& options) {
   owned_ = w.take_buffers();
 }
 
+size_t LlamaModel::arena_bytes(int64_t tokens, int64_t logit_rows) const {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const size_t act = dtype_size(kernels_.activation_dtype());
+  const int64_t per_token = 3 * H + 2 * Hq * D + 2 * Hkv * D + 3 * c.intermediate_size + 16;
+  // Logits of every token at most (a decode graph computes them for all rows: logit_rows 0 → tokens).
+  const int64_t rows = logit_rows > 0 ? logit_rows : tokens;
+  // Every arena tensor is rounded up to 256 bytes: 24 tensors at most per step.
+  return size_t(tokens * per_token) * act + size_t(rows * (c.vocab_size + H)) * act + 24 * 256;
+}
+
 void LlamaModel::ensure_arena(const StepBatch& batch) {
   const int64_t T = batch.num_tokens(), R = int64_t(batch.logit_indices.size());
   const int64_t meta = int64_t(step_metadata_bytes(batch));
@@ -135,51 +155,53 @@ void LlamaModel::ensure_arena(const StepBatch& batch) {
   arena_tokens_ = std::max(T, arena_tokens_ * 2);
   arena_logit_rows_ = std::max(R, arena_logit_rows_ * 2);
   arena_meta_ = std::max(meta, arena_meta_ * 2);
-  const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  const size_t act = dtype_size(kernels_.activation_dtype());
-  const int64_t per_token = 3 * H + 2 * Hq * D + 2 * Hkv * D + 3 * c.intermediate_size + 16;
-  // Every arena tensor is rounded up to 256 bytes: 24 tensors at most per step.
-  const size_t bytes = size_t(arena_tokens_ * per_token) * act + size_t(arena_logit_rows_ * (c.vocab_size + H)) * act +
-                       size_t(arena_meta_) + 24 * 256;
-  arena_ = Arena(kernels_.allocator(), bytes);
-}
-
-Tensor LlamaModel::upload_i32(const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
-  Tensor t = arena_.tensor(DType::i32, shape);
-  kernels_.upload(v.data(), t);
-  return t;
+  arena_ = Arena();
+  arena_ = Arena(kernels_.allocator(), arena_bytes(arena_tokens_, std::max<int64_t>(arena_logit_rows_, 1)) +
+                                           size_t(arena_meta_));
 }
 
 Tensor LlamaModel::forward(const StepBatch& batch, std::span<KvLayer> cache) {
   const ModelConfig& c = config_;
-  const int64_t T = batch.num_tokens(), R = int64_t(batch.logit_indices.size());
+  const int64_t T = batch.num_tokens();
   RILL_ENSURE(T > 0, "[forward] empty step");
   RILL_ENSURE(int64_t(cache.size()) == c.num_hidden_layers, "[forward] {} KV layers given for {} layers",
               cache.size(), c.num_hidden_layers);
   for (int32_t id : batch.tokens)
     RILL_ENSURE(id >= 0 && id < c.vocab_size, "[forward] token id {} is outside the vocabulary [0, {})", id,
                 c.vocab_size);
+  if (graphs_.eligible(batch)) {
+    // The graph records the cache layers' addresses: a step over other buffers needs its own.
+    uint64_t buffers = 1469598103934665603ull;
+    for (const KvLayer& l : cache)
+      for (const void* ptr : {l.k.data(), l.v.data()}) buffers = (buffers ^ uint64_t(uintptr_t(ptr))) * 1099511628211ull;
+    return graphs_.run(batch, buffers, [&](const StepInputs& in, Arena& arena, bool all) {
+      return body(in, arena, all, cache);
+    });
+  }
   ensure_arena(batch);
   arena_.reset();
+  const StepInputs inputs = upload_step_inputs(kernels_, arena_, batch, input_scratch_);
+  return body(inputs, arena_, false, cache);
+}
+
+Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits, std::span<KvLayer> cache) {
+  const ModelConfig& c = config_;
+  const int64_t T = in.ids.numel(), R = all_rows_logits ? T : in.logit_index.numel();
   const int64_t H = c.hidden_size, D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const int64_t I = c.intermediate_size;
   const DType act = kernels_.activation_dtype();
   Kernels& k = kernels_;
+  const AttentionBatch& ab = in.attention;
 
-  StepInputs inputs = upload_step_inputs(kernels_, arena_, batch);
-  const AttentionBatch& ab = inputs.attention;
-  const Tensor& ids = inputs.ids;
-
-  Tensor residual = arena_.tensor(act, {T, H});
-  Tensor h = arena_.tensor(act, {T, H});
-  Tensor q = arena_.tensor(act, {T, Hq, D});
-  Tensor kk = arena_.tensor(act, {T, Hkv, D});
-  Tensor v = arena_.tensor(act, {T, Hkv, D});
-  Tensor attn = arena_.tensor(act, {T, Hq, D});
-  Tensor delta = arena_.tensor(act, {T, H});
-  Tensor gate_up = arena_.tensor(act, {T, 2 * I});
-  Tensor mlp_in = arena_.tensor(act, {T, I});
+  Tensor residual = arena.tensor(act, {T, H});
+  Tensor h = arena.tensor(act, {T, H});
+  Tensor q = arena.tensor(act, {T, Hq, D});
+  Tensor kk = arena.tensor(act, {T, Hkv, D});
+  Tensor v = arena.tensor(act, {T, Hkv, D});
+  Tensor attn = arena.tensor(act, {T, Hq, D});
+  Tensor delta = arena.tensor(act, {T, H});
+  Tensor gate_up = arena.tensor(act, {T, 2 * I});
+  Tensor mlp_in = arena.tensor(act, {T, I});
 
   Tensor q2 = q.view({T, Hq * D}), k2 = kk.view({T, Hkv * D}), v2 = v.view({T, Hkv * D});
   Tensor attn2 = attn.view({T, Hq * D});
@@ -188,7 +210,7 @@ Tensor LlamaModel::forward(const StepBatch& batch, std::span<KvLayer> cache) {
   AttentionParams ap;
   ap.scale = 1.0f / std::sqrt(float(D));
 
-  k.embedding(ids, embed_, residual);
+  k.embedding(in.ids, embed_, residual);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& L = layers_[i];
     if (i == 0) {
@@ -213,11 +235,14 @@ Tensor LlamaModel::forward(const StepBatch& batch, std::span<KvLayer> cache) {
     k.matmul(mlp_in, L.down, opt(L.down_bias), delta);
   }
   k.add_rms_norm(residual, delta, final_norm_, norm_, h);
-  Tensor logits = arena_.tensor(act, {R, c.vocab_size});
+  Tensor logits = arena.tensor(act, {R, c.vocab_size});
   if (R == 0) return logits;
-  Tensor selected = arena_.tensor(act, {R, H});
-  Tensor index = upload_i32(batch.logit_indices, {R});
-  k.gather_rows(h, index, selected);
+  if (all_rows_logits) {
+    k.matmul(h, lm_head_, nullptr, logits);
+    return logits;
+  }
+  Tensor selected = arena.tensor(act, {R, H});
+  k.gather_rows(h, in.logit_index, selected);
   k.matmul(selected, lm_head_, nullptr, logits);
   return logits;
 }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "core/error.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/kv_buffers.h"
@@ -21,6 +22,9 @@ struct LoadOptions {
   std::optional<DType> weight_dtype;
   /// Progress lines while loading (to the log).
   bool verbose = true;
+  /// Decode steps through captured step graphs where the backend has them (CUDA). The
+  /// environment variable RILL_CUDA_GRAPHS=0 turns them off too.
+  bool cuda_graphs = true;
 };
 
 class Model {
@@ -36,6 +40,29 @@ class Model {
   virtual Kernels& kernels() = 0;
   /// Bytes of weights resident on the device.
   virtual size_t weight_bytes() const = 0;
+
+  // ---- Recurrent state (hybrid models: the conv and recurrent state of linear-attention layers).
+  // A slot holds one sequence's state; StepBatch::state_slots names each row's slot. The defaults
+  // describe a model without state (the engine then needs no slots and no snapshots).
+
+  /// Bytes of state one sequence holds over all layers (0: no recurrent state).
+  virtual size_t state_bytes_per_sequence() const { return 0; }
+  /// Allocates slots [0, n) now, so that StepBatch::state_slots may name any of them.
+  virtual void reserve_state_slots(int32_t /*n*/) {}
+  /// Copies slot's state into `snapshot` (device memory of state_bytes_per_sequence() bytes) and
+  /// returns the number of tokens that state has consumed.
+  virtual int64_t save_state(int32_t /*slot*/, Tensor& /*snapshot*/) {
+    fail("[save_state] this model has no recurrent state");
+  }
+  /// Loads `snapshot` (from save_state) into `slot`, as the state after `position` tokens: the
+  /// slot's next row must start at `position`.
+  virtual void restore_state(int32_t /*slot*/, const Tensor& /*snapshot*/, int64_t /*position*/) {
+    fail("[restore_state] this model has no recurrent state");
+  }
+  /// Copies slot `from`'s state (and position) to slot `to` (n > 1 sequences forked from one prompt).
+  virtual void copy_state(int32_t /*from*/, int32_t /*to*/) { fail("[copy_state] this model has no recurrent state"); }
+  /// Forgets slot's state: its next row must start at position 0.
+  virtual void release_state(int32_t /*slot*/) {}
 };
 
 /// Reads config.json, picks the family from `architectures`, maps and checks every weight.

@@ -1,7 +1,10 @@
 // model/step_inputs.h — uploads a StepBatch's per-step metadata (token ids, positions, block
 // tables, ...) into a model's step arena. Shared by every family so arena sizing and the
-// AttentionBatch layout live in one place.
+// AttentionBatch layout live in one place. The parts are packed into one arena tensor and sent
+// with one host→device copy.
 #pragma once
+
+#include <vector>
 
 #include "core/buffer.h"
 #include "kernels/kernels.h"
@@ -9,15 +12,18 @@
 
 namespace rill {
 
-/// Bytes of arena the step's metadata takes (each tensor rounded up as the Arena rounds).
+/// Bytes of arena the step's metadata takes (each part rounded up to 256 bytes).
 size_t step_metadata_bytes(const StepBatch& batch);
 
 struct StepInputs {
   AttentionBatch attention;
-  Tensor ids;  ///< i32 [T]
+  Tensor ids;           ///< i32 [T]
+  Tensor logit_index;   ///< i32 [R]: batch.logit_indices
 };
 
-/// Uploads ids and the attention layout of `batch` into tensors from `arena`.
+/// Uploads ids, the attention layout and the logit indices of `batch` into one tensor from
+/// `arena`. `scratch` is the host staging vector (reused across steps so a step allocates nothing).
+StepInputs upload_step_inputs(Kernels& kernels, Arena& arena, const StepBatch& batch, std::vector<int32_t>& scratch);
 StepInputs upload_step_inputs(Kernels& kernels, Arena& arena, const StepBatch& batch);
 
 }  // namespace rill

@@ -59,9 +59,9 @@ struct Seq {
 class Runner {
  public:
   Runner(const std::string& name, std::optional<DType> weight_dtype, int32_t block_size, bool cuda = false,
-         int32_t num_blocks = 64)
+         int32_t num_blocks = 64, bool cuda_graphs = true)
       : kernels_(cuda ? make_cuda_kernels(0) : make_cpu_kernels()),
-        model_(load_model(kFixtures + name, *kernels_, LoadOptions{weight_dtype, false})),
+        model_(load_model(kFixtures + name, *kernels_, LoadOptions{weight_dtype, false, cuda_graphs})),
         block_size_(block_size),
         kv_(*kernels_, model_->kv_spec(), num_blocks, block_size),
         alloc_(num_blocks) {}

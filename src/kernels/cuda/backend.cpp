@@ -66,10 +66,17 @@ CudaKernels::~CudaKernels() {
 void CudaKernels::upload(const void* host, Tensor dst) {
   expect_on_device(dst, "upload", "dst");
   if (dst.nbytes() == 0) return;
+  RILL_ENSURE(!stream_.capturing(), "[upload] not allowed while a step graph is being captured");
   RILL_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, dst.nbytes(), cudaMemcpyHostToDevice, stream_.get()));
-  // The host buffer may be reused as soon as we return (it may be pinned, which makes the copy
-  // truly asynchronous), so wait for it.
-  stream_.synchronize();
+  // The host buffer may be reused as soon as we return. From pageable memory (the usual case:
+  // a step's metadata) the driver has staged the bytes before cudaMemcpyAsync returns, so the
+  // device need not be waited for; from pinned memory the copy is truly asynchronous: wait.
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, host) != cudaSuccess) {
+    (void)cudaGetLastError();  // unregistered host pointer on old drivers: pageable
+    return;
+  }
+  if (attr.type == cudaMemoryTypeHost) stream_.synchronize();
 }
 
 void CudaKernels::download(const Tensor& src, void* host) {
@@ -93,6 +100,41 @@ void CudaKernels::synchronize() { stream_.synchronize(); }
 void CudaKernels::set_batch_invariant(bool on) {
   batch_invariant_ = on;
   matmul_->set_batch_invariant(on);
+}
+
+namespace {
+class CudaStepGraph final : public StepGraph {
+ public:
+  CudaStepGraph(Graph graph, cudaStream_t stream) : graph_(std::move(graph)), exec_(graph_.instantiate()), stream_(stream) {}
+  void replay() override { exec_.replay(stream_); }
+
+ private:
+  Graph graph_;
+  GraphExec exec_;
+  cudaStream_t stream_;
+};
+}  // namespace
+
+void CudaKernels::begin_capture() {
+  RILL_ENSURE(!stream_.capturing(), "[begin_capture] a capture is already in progress");
+  Graph::begin_capture(stream_.get());
+}
+
+std::unique_ptr<StepGraph> CudaKernels::end_capture() {
+  RILL_ENSURE(stream_.capturing(), "[end_capture] no capture in progress");
+  Graph g = Graph::end_capture(stream_.get());
+  return std::make_unique<CudaStepGraph>(std::move(g), stream_.get());
+}
+
+void CudaKernels::abort_capture() noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream_.get(), &status) != cudaSuccess || status == cudaStreamCaptureStatusNone) {
+    (void)cudaGetLastError();
+    return;
+  }
+  cudaGraph_t g = nullptr;
+  if (cudaStreamEndCapture(stream_.get(), &g) == cudaSuccess && g) cudaGraphDestroy(g);
+  (void)cudaGetLastError();
 }
 
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {

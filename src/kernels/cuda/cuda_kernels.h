@@ -60,6 +60,10 @@ class CudaKernels final : public Kernels {
   void gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, Tensor& g,
                  Tensor& beta) override;
   void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) override;
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  std::unique_ptr<StepGraph> end_capture() override;
+  void abort_capture() noexcept override;
 
   /// The stream every op is enqueued on (capture it to build a graph of a step).
   cudaStream_t stream() const { return stream_.get(); }
