@@ -34,6 +34,7 @@ struct GemmKernelArgs {
   int64_t m, n, k;
   int64_t ks;  // elements of K per split range
   int splits;
+  int tiles_per_split;  // ks / BK
   bool split_schedule;
 };
 
@@ -55,9 +56,9 @@ struct GemmConfig {
 using SmallConfig = GemmConfig<16, 64, 128, 16, 16, 4>;
 // Mid M (≤ 128): 64 × 128 tiles, 8 warps of 32 × 32.
 using MidConfig = GemmConfig<64, 128, 64, 32, 32, 4>;
-// Prefill: 128 × 128 tiles, 8 warps of 64 × 32 (the register total of the fold schedule doubles
-// the accumulators, which rules out 64 × 64 warp tiles).
-using LargeConfig = GemmConfig<128, 128, 32, 64, 32, 4>;
+// Prefill: 128 × 128 × 64 tiles, 8 warps of 64 × 32 (the register total of the fold schedule
+// doubles the accumulators, which rules out 64 × 64 warp tiles).
+using LargeConfig = GemmConfig<128, 128, 64, 64, 32, 4>;
 
 template <class C>
 __device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf16* sb, int64_t m0, int64_t n0,
@@ -119,25 +120,41 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
       cp_async_commit();
     }
     const int64_t k0 = kb + int64_t(t) * C::BK;
-    const int steps = int(std::min<int64_t>(C::BK / 16, (a.k - k0 + 15) / 16));  // k steps wholly past K are skipped
     const bf16* as = sa + (t % C::kStages) * C::BM * C::kStride + (warp_m * C::WM + (lane % 16)) * C::kStride +
                      (lane / 16) * 8;
     const bf16* bs = sb + (t % C::kStages) * C::BN * C::kStride +
                      (warp_n * C::WN + (lane % 8) + (lane / 16) * 8) * C::kStride + ((lane / 8) % 2) * 8;
+    uint32_t af[2][MT][4], bfr[2][NT / 2][4];
+    auto load_frags = [&](int buf, int kk) {
 #pragma unroll
-    for (int kk = 0; kk < C::BK / 16; ++kk) {
-      if (kk >= steps) break;
-      uint32_t af[MT][4], bfr[NT / 2][4];
+      for (int i = 0; i < MT; ++i) ldmatrix_x4(af[buf][i], as + i * 16 * C::kStride + kk * 16);
 #pragma unroll
-      for (int i = 0; i < MT; ++i) ldmatrix_x4(af[i], as + i * 16 * C::kStride + kk * 16);
-#pragma unroll
-      for (int j = 0; j < NT / 2; ++j) ldmatrix_x4(bfr[j], bs + j * 16 * C::kStride + kk * 16);
+      for (int j = 0; j < NT / 2; ++j) ldmatrix_x4(bfr[buf][j], bs + j * 16 * C::kStride + kk * 16);
+    };
+    auto mma_step = [&](int buf) {
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int j = 0; j < NT; ++j) mma_bf16_16816(acc[i][j], af[i], bfr[j / 2][(j % 2) * 2], bfr[j / 2][(j % 2) * 2 + 1]);
+        for (int j = 0; j < NT; ++j)
+          mma_bf16_16816(acc[i][j], af[buf][i], bfr[buf][j / 2][(j % 2) * 2], bfr[buf][j / 2][(j % 2) * 2 + 1]);
+    };
+    if (a.k - k0 >= C::BK) {
+      // A whole tile: fragments of step kk + 1 load while step kk multiplies.
+      load_frags(0, 0);
+#pragma unroll
+      for (int kk = 0; kk < C::BK / 16; ++kk) {
+        if (kk + 1 < C::BK / 16) load_frags((kk + 1) & 1, kk + 1);
+        mma_step(kk & 1);
+      }
+    } else {
+      // The tile holding K's end: k steps wholly past K are skipped.
+      const int steps = int((a.k - k0 + 15) / 16);
+      for (int kk = 0; kk < steps; ++kk) {
+        load_frags(0, kk);
+        mma_step(0);
+      }
     }
-    if (!a.split_schedule && ((k0 + C::BK) % a.ks == 0 || t + 1 == tiles)) {
+    if (!a.split_schedule && ((t + 1) % a.tiles_per_split == 0 || t + 1 == tiles)) {
       // A split range ended: add its partial into the total in range order.
 #pragma unroll
       for (int i = 0; i < MT; ++i)
@@ -197,6 +214,25 @@ __global__ void gemm_reduce_kernel(const float* ws, const bf16* bias, bf16* y, i
   y[i] = __float2bfloat16_rn(s);
 }
 
+// Shapes the tensor-core kernel cannot load with 16-byte copies (K % 8 != 0, misaligned x or
+// w): one thread per output, the same split ranges, k in order with fmaf. Slow, still invariant.
+__global__ void gemm_fallback_kernel(GemmKernelArgs a) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= a.m * a.n) return;
+  const int64_t row = i / a.n, col = i % a.n;
+  const bf16* x = a.x + row * a.k;
+  const bf16* w = a.w + col * a.k;
+  float total = 0.f;
+  for (int s = 0; s < a.splits; ++s) {
+    float acc = 0.f;
+    const int64_t ke = min(a.k, int64_t(s + 1) * a.ks);
+    for (int64_t kk = int64_t(s) * a.ks; kk < ke; ++kk) acc = fmaf(__bfloat162float(x[kk]), __bfloat162float(w[kk]), acc);
+    total += acc;
+  }
+  if (a.bias) total += __bfloat162float(a.bias[col]);
+  a.y[i] = __float2bfloat16_rn(total);
+}
+
 template <class C>
 void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, cudaStream_t stream) {
   static const bool attr_set = [] {
@@ -206,6 +242,7 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, cudaSt
   }();
   (void)attr_set;
   GemmKernelArgs a = k;
+  a.tiles_per_split = int(a.ks / C::BK);
   const int64_t n_tiles = ceil_div(a.n, int64_t(C::BN)), m_tiles = ceil_div(a.m, int64_t(C::BM));
   // Split when the output tiles alone leave SMs idle and the partials fit the workspace.
   a.split_schedule = a.splits > 1 && a.ws && n_tiles * m_tiles < 2 * int64_t(num_sms) &&
@@ -238,10 +275,8 @@ GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
 
 void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0) return;
+  if (a.k <= 0) throw_error("[matmul] the batch-invariant GEMM needs K > 0");
   auto aligned = [](const void* p, uintptr_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
-  if (a.k <= 0 || a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16) || !aligned(a.y, 4))
-    throw_error("[matmul] the batch-invariant GEMM needs K % 8 == 0, 16-byte aligned x and w and a 4-byte aligned y "
-                "(set RILL_BATCH_INVARIANT=0 for the cuBLASLt path)");
   GemmSplit sp = gemm_split(a.n, a.k, a.num_sms);
   GemmKernelArgs k{};
   k.x = static_cast<const bf16*>(a.x);
@@ -254,6 +289,11 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   k.k = a.k;
   k.ks = sp.ks;
   k.splits = sp.splits;
+  if (a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16) || !aligned(a.y, 4)) {
+    gemm_fallback_kernel<<<unsigned(ceil_div(a.m * a.n, int64_t(256))), 256, 0, stream>>>(k);
+    RILL_CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (a.m <= 16) launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, stream);
   else if (a.m <= 128) launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, stream);
   else launch_config<LargeConfig>(k, a.num_sms, a.workspace_bytes, stream);
