@@ -4,6 +4,10 @@
 // tokens), wait for its last token and submit the next, until `num-requests` are done. Prints
 // output tokens/s, TTFT p50/p99 (client-side, submit → first token) and the engine's inter-token
 // time and cache figures, one line each, after a progress line on stderr.
+// `--scenario multiturn`: one conversation of `context` prompt tokens (plus `max-tokens` generated)
+// is run cold, then a request extending it by `extend` new tokens (prompt + generated + new text,
+// as the next turn of a chat); prints both TTFTs and how many tokens the extension prefilled (the
+// rest came from the prefix cache: KV blocks and, for hybrid models, state snapshots).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -29,6 +33,10 @@ struct BenchServeArgs {
   int32_t max_batched_tokens = 4096, max_num_seqs = 0;
   uint64_t seed = 1;
   bool no_prefix_cache = false;
+  std::string scenario = "throughput";
+  int32_t context = 50000, extend = 200;
+  int32_t snapshot_interval = 0;
+  size_t state_snapshot_memory = 0;
 };
 
 double percentile(std::vector<double> v, double q) {
@@ -37,7 +45,69 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, size_t(std::max(0.0, q * double(v.size()) - 1e-9)))];
 }
 
+// Submits `r`, waits for its end; returns the client-side TTFT and the generated tokens.
+std::pair<double, std::vector<int32_t>> run_one(Engine& engine, const Request& r, int32_t& cached) {
+  const auto start = std::chrono::steady_clock::now();
+  Submission s = engine.submit(r);
+  if (!s.ok()) fail("request refused: {}", s.message);
+  double ttft = 0;
+  std::vector<int32_t> tokens;
+  while (std::optional<TokenEvent> e = s.handle->next()) {
+    if (!e->error.empty()) fail("request failed: {}", e->error);
+    if (e->token >= 0) {
+      if (tokens.empty()) ttft = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      tokens.push_back(e->token);
+    }
+    cached = e->cached_tokens;
+    if (e->request_done) break;
+  }
+  return {ttft, tokens};
+}
+
+void bench_multiturn(const BenchServeArgs& a, Engine& engine, int64_t vocab, bool cuda) {
+  if (a.context < 1 || a.extend < 1) fail("--context and --extend: must be >= 1, got {} and {}", a.context, a.extend);
+  std::mt19937_64 rng(a.seed);
+  std::uniform_int_distribution<int32_t> token(0, int32_t(vocab) - 1);
+  auto tokens = [&](int32_t n) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int32_t& t : v) t = token(rng);
+    return v;
+  };
+  Request r;
+  r.sampling.temperature = float(a.temperature);
+  r.sampling.seed = a.seed;
+  // Warm-up on unrelated tokens (kernel selection, arena growth).
+  r.prompt = tokens(std::min(a.context, 256));
+  r.max_tokens = 2;
+  int32_t cached = 0;
+  run_one(engine, r, cached);
+  r.prompt = tokens(a.context);
+  r.max_tokens = a.max_tokens;
+  const EngineStats s0 = engine.stats();
+  auto [ttft1, out1] = run_one(engine, r, cached);
+  const EngineStats s1 = engine.stats();
+  r.prompt.insert(r.prompt.end(), out1.begin(), out1.end());
+  const std::vector<int32_t> more = tokens(a.extend);
+  r.prompt.insert(r.prompt.end(), more.begin(), more.end());
+  r.max_tokens = 1;
+  int32_t cached2 = 0;
+  auto [ttft2, out2] = run_one(engine, r, cached2);
+  const EngineStats s2 = engine.stats();
+  std::printf("device %s scenario multiturn context %d generated %zu extend %d\n", cuda ? "cuda" : "cpu", a.context,
+              out1.size(), a.extend);
+  std::printf("turn1_ttft_ms %.1f (cold, %d prompt tokens)\n", 1e3 * ttft1, a.context);
+  std::printf("turn2_ttft_ms %.1f (%zu prompt tokens)\n", 1e3 * ttft2, r.prompt.size());
+  std::printf("turn2_cached_tokens %d\nturn2_prefilled_tokens %lld\n", cached2,
+              (long long)(s2.computed_tokens - s1.computed_tokens));
+  std::printf("turn1_computed_tokens %lld\n", (long long)(s1.computed_tokens - s0.computed_tokens));
+  std::printf("state_snapshots %d bytes %lld budget %lld saved %lld evicted %lld\n", s2.state_snapshots,
+              (long long)s2.state_snapshot_bytes, (long long)s2.state_snapshot_budget_bytes,
+              (long long)s2.state_snapshots_saved, (long long)s2.state_snapshots_evicted);
+}
+
 void bench_serve(const BenchServeArgs& a) {
+  if (a.scenario != "throughput" && a.scenario != "multiturn")
+    fail("--scenario: must be throughput or multiturn, got '{}'", a.scenario);
   if (a.concurrency < 1) fail("--concurrency: must be >= 1, got {}", a.concurrency);
   if (a.prompt_len < 1) fail("--prompt-len: must be >= 1, got {}", a.prompt_len);
   if (a.max_tokens < 1) fail("--max-tokens: must be >= 1, got {}", a.max_tokens);
@@ -54,7 +124,10 @@ void bench_serve(const BenchServeArgs& a) {
   o.max_num_seqs = a.max_num_seqs > 0 ? a.max_num_seqs : std::max(a.concurrency, 1);
   o.max_waiting = std::max(1024, a.concurrency * 2);
   o.prefix_caching = !a.no_prefix_cache;
+  o.snapshot_interval_blocks = a.snapshot_interval;
+  o.state_snapshot_bytes = a.state_snapshot_memory;
   Engine engine(std::move(kernels), std::move(model), o);
+  if (a.scenario == "multiturn") return bench_multiturn(a, engine, vocab, cuda);
 
   std::mt19937_64 rng(a.seed);
   std::uniform_int_distribution<int32_t> token(0, int32_t(vocab) - 1);
@@ -159,6 +232,14 @@ void add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "Rows per step (default: --concurrency)");
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
   cmd->add_option("--seed", args->seed, "Prompt and sampling seed")->capture_default_str();
+  cmd->add_option("--scenario", args->scenario, "throughput (closed-loop clients) or multiturn (cached-turn TTFT)")
+      ->capture_default_str();
+  cmd->add_option("--context", args->context, "multiturn: tokens of the conversation so far")->capture_default_str();
+  cmd->add_option("--extend", args->extend, "multiturn: new tokens of the next turn")->capture_default_str();
+  cmd->add_option("--snapshot-interval", args->snapshot_interval,
+                  "Hybrid models: state snapshot every this many KV blocks (0: max-batched-tokens / block size)");
+  cmd->add_option("--state-snapshot-memory", args->state_snapshot_memory,
+                  "Hybrid models: bytes for prefix-cache state snapshots (0: 10% of the KV budget)");
   cmd->callback([args] { bench_serve(*args); });
 }
 

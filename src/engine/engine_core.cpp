@@ -27,9 +27,10 @@ size_t cpu_available_bytes() {
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // The step the arena will see at most, run once so that activations are allocated before the KV
-// cache takes its share of the free memory.
-void warm_up(Model& model, const EngineOptions& o) {
-  const int32_t rows = std::max(1, std::min(o.max_num_seqs, o.max_num_batched_tokens));
+// cache takes its share of the free memory. A hybrid model runs at most one row per state slot.
+void warm_up(Model& model, const EngineOptions& o, int32_t state_slots) {
+  int32_t rows = std::max(1, std::min(o.max_num_seqs, o.max_num_batched_tokens));
+  if (state_slots > 0) rows = std::min(rows, state_slots);
   const int32_t per_row = o.max_num_batched_tokens / rows;
   int32_t blocks = 0;
   for (int32_t r = 0; r < rows; ++r)
@@ -46,40 +47,73 @@ void warm_up(Model& model, const EngineOptions& o) {
     for (int32_t b = 0; b < (n + o.block_size - 1) / o.block_size; ++b) table.push_back(next_block++);
     builder.add_row(tokens[size_t(r)], 0, table, Logits::last);
   }
-  model.forward(builder.build(), kv.layers());
+  StepBatch batch = builder.build();
+  if (state_slots > 0)
+    for (int32_t r = 0; r < rows; ++r) batch.state_slots.push_back(r);
+  model.forward(batch, kv.layers());
   model.kernels().synchronize();
+  for (int32_t r = 0; r < (state_slots > 0 ? rows : 0); ++r) model.release_state(r);
+}
+
+int32_t state_slots_for(Model& model, const EngineOptions& o) {
+  if (model.state_bytes_per_sequence() == 0) return 0;
+  return o.max_state_slots > 0 ? o.max_state_slots : o.max_num_seqs;
 }
 
 }  // namespace
 
-int32_t kv_blocks_for(Model& model, const EngineOptions& o) {
+MemoryPlan plan_memory(Model& model, const EngineOptions& o, int32_t state_slots) {
   const KvSpec spec = model.kv_spec();
   size_t bytes = o.kv_memory_bytes;
   if (bytes == 0) {
     if (model.kernels().device() == Device::cpu) {
       bytes = std::min(cpu_available_bytes() / 4, size_t(4) << 30);
     } else {
-      warm_up(model, o);
+      warm_up(model, o, state_slots);
       const size_t free = model.kernels().free_memory();
       if (free == 0) fail("--kv-memory: the device does not report its free memory; give the KV cache size in bytes");
       bytes = size_t(double(free) * o.kv_memory_fraction);
     }
   }
+  // Hybrid models with prefix caching: the state snapshots' share comes out of the same budget.
+  MemoryPlan plan;
+  if (state_slots > 0 && o.prefix_caching) {
+    RILL_ENSURE(o.state_snapshot_fraction >= 0 && o.state_snapshot_fraction < 1,
+                "state_snapshot_fraction: must be in [0, 1), got {}", o.state_snapshot_fraction);
+    plan.snapshot_bytes = o.state_snapshot_bytes > 0 ? o.state_snapshot_bytes
+                                                     : size_t(double(bytes) * o.state_snapshot_fraction);
+    if (plan.snapshot_bytes >= bytes)
+      fail("--state-snapshot-memory: {} bytes leave nothing of the {} bytes of cache memory for KV blocks",
+           plan.snapshot_bytes, bytes);
+    bytes -= plan.snapshot_bytes;
+  }
   const int32_t blocks = KvCache::blocks_for_budget(spec, o.block_size, bytes);
   if (blocks < 1)
     fail("--kv-memory: {} bytes hold no KV block ({} bytes each for {} tokens)", bytes, spec.bytes_per_block(o.block_size),
          o.block_size);
-  return blocks;
+  plan.kv_blocks = blocks;
+  return plan;
+}
+
+int32_t kv_blocks_for(Model& model, const EngineOptions& o) {
+  return plan_memory(model, o, state_slots_for(model, o)).kv_blocks;
 }
 
 EngineCore::EngineCore(Model& model, const EngineOptions& options)
     : model_(model),
       options_(options),
-      kv_(std::make_unique<KvCache>(model.kernels(), model.kv_spec(), kv_blocks_for(model, options), options.block_size,
+      state_pool_(model, state_slots_for(model, options)),
+      memory_(plan_memory(model, options, state_pool_.num_slots())),
+      kv_(std::make_unique<KvCache>(model.kernels(), model.kv_spec(), memory_.kv_blocks, options.block_size,
                                     options.prefix_caching)),
-      scheduler_(*kv_, SchedulerOptions{options.max_num_seqs, options.max_num_batched_tokens,
-                                        std::max(1, kv_->num_blocks() / 100)}),
-      executor_(model, *kv_) {
+      snapshots_(model.kernels(), state_pool_.bytes_per_slot(), memory_.snapshot_bytes),
+      scheduler_(*kv_, state_pool_, snapshots_,
+                 SchedulerOptions{options.max_num_seqs, options.max_num_batched_tokens,
+                                  std::max(1, kv_->num_blocks() / 100),
+                                  options.snapshot_interval_blocks > 0
+                                      ? options.snapshot_interval_blocks
+                                      : std::max(1, options.max_num_batched_tokens / options.block_size)}),
+      executor_(model, *kv_, state_pool_.enabled()) {
   const ModelConfig& c = model.config();
   max_model_len_ = options.max_model_len > 0 ? options.max_model_len : int32_t(c.max_position_embeddings);
   if (max_model_len_ <= 0) max_model_len_ = INT32_MAX / 2;
@@ -96,6 +130,14 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                 kv_->num_blocks(), options.block_size,
                 double(spec.bytes_per_block(options.block_size)) * kv_->num_blocks() / (1 << 20), max_model_len_,
                 options.prefix_caching ? "on" : "off");
+  if (state_pool_.enabled())
+    logger().info(
+        "engine: hybrid model: {} state slots of {:.2f} MiB; prefix-cache state snapshots: {} of at most {} "
+        "({:.1f} MiB budget), every {} blocks and at each prompt's last block boundary",
+        state_pool_.num_slots(), double(state_pool_.bytes_per_slot()) / (1 << 20),
+        snapshots_.enabled() ? "on" : "off", snapshots_.capacity(), double(memory_.snapshot_bytes) / (1 << 20),
+        options.snapshot_interval_blocks > 0 ? options.snapshot_interval_blocks
+                                             : std::max(1, options.max_num_batched_tokens / options.block_size));
 }
 
 EngineCore::~EngineCore() = default;
@@ -142,6 +184,11 @@ RejectReason EngineCore::admissible(const Request& r, std::string& message) cons
         "({} tokens); lower max_tokens or give the engine more KV memory",
         r.prompt.size(), r.max_tokens, blocks, kv_->block_size(), kv_->num_blocks(),
         int64_t(kv_->num_blocks()) * kv_->block_size());
+    return RejectReason::too_long;
+  }
+  if (state_pool_.enabled() && r.sampling.n > state_pool_.num_slots()) {
+    message = fmt::format("n = {} sequences need {} recurrent-state slots, but the engine has {}", r.sampling.n,
+                          r.sampling.n, state_pool_.num_slots());
     return RejectReason::too_long;
   }
   return RejectReason::none;
@@ -204,7 +251,9 @@ void EngineCore::fail_all(const std::string& message, FinishReason reason) {
 
 bool EngineCore::step() {
   if (scheduler_.idle()) return false;
+  drop_evicted_snapshots();
   StepPlan plan = scheduler_.schedule();
+  drop_evicted_snapshots();
   RILL_CHECK(!plan.empty(), "scheduler made no progress with {} waiting and {} running sequences",
              scheduler_.num_waiting(), scheduler_.num_running());
   executor_.run(plan, result_);
@@ -227,6 +276,12 @@ Sequence* EngineCore::fork(Sequence& parent, int32_t index) {
   child->seed = sequence_seed(r.seed, index);
   child->adjust = parent.adjust;
   kv_->fork(parent.table, child->table);
+  if (state_pool_.enabled()) {
+    RILL_CHECK(size_t(index) <= parent.fork_slots.size(), "sequence {} forks child {} without a state slot", parent.id,
+               index);
+    child->slot = parent.fork_slots[size_t(index - 1)];
+    state_pool_.copy(parent.slot, child->slot);
+  }
   Sequence* out = child.get();
   r.sequences.push_back(std::move(child));
   scheduler_.add_running(out);
@@ -246,6 +301,7 @@ void EngineCore::commit(const StepPlan& plan, const StepResult& result) {
     seq.num_computed += row.num_tokens;
     counters_.computed_tokens += row.num_tokens;
     kv_->commit(seq.table, seq.tokens, seq.num_computed, seq.request->ns_key);
+    if (scheduler_.is_snapshot_boundary(seq, seq.num_computed)) save_snapshot(seq);
     if (!row.sample) continue;
     const int32_t first = result.first[i];
     if (seq.awaiting_fork) {
@@ -254,6 +310,7 @@ void EngineCore::commit(const StepPlan& plan, const StepResult& result) {
       // Children first: they copy the parent's tokens before it appends its own draw.
       std::vector<Sequence*> children;
       for (int32_t d = 1; d < n; ++d) children.push_back(fork(seq, d));
+      seq.fork_slots.clear();
       emit(seq, result.tokens[size_t(first)], now);
       for (int32_t d = 1; d < n; ++d) emit(*children[size_t(d - 1)], result.tokens[size_t(first + d)], now);
     } else {
@@ -314,6 +371,22 @@ void EngineCore::finish_sequence(Sequence& seq, FinishReason reason, TokenEvent&
   }
 }
 
+void EngineCore::drop_evicted_snapshots() {
+  for (BlockHash key : kv_->take_evicted_keys()) snapshots_.erase(key);
+}
+
+void EngineCore::save_snapshot(Sequence& seq) {
+  const size_t blocks = size_t(seq.num_computed / kv_->block_size());
+  if (seq.table.keys.size() < blocks) return;
+  const BlockHash key = seq.table.keys[blocks - 1];
+  if (snapshots_.contains(key) || !kv_->prefix_cache().has_key(key)) return;
+  StateSnapshot& s = snapshots_.insert(key);
+  s.position = state_pool_.save(seq.slot, s.state);
+  RILL_CHECK(s.position == seq.num_computed, "sequence {}: state at position {} after {} computed tokens", seq.id,
+             s.position, seq.num_computed);
+  ++counters_.state_snapshots_saved;
+}
+
 EngineStats EngineCore::stats() const {
   EngineStats s = counters_;
   s.num_waiting = scheduler_.num_waiting();
@@ -324,6 +397,12 @@ EngineStats EngineCore::stats() const {
   s.kv_blocks_cached = kv_->pool().num_evictable();
   s.block_size = kv_->block_size();
   s.num_preemptions = int64_t(scheduler_.num_preemptions());
+  s.state_slots_total = state_pool_.num_slots();
+  s.state_slots_used = state_pool_.num_slots() - state_pool_.num_free();
+  s.state_snapshots = snapshots_.count();
+  s.state_snapshot_bytes = int64_t(snapshots_.bytes());
+  s.state_snapshot_budget_bytes = int64_t(snapshots_.budget_bytes());
+  s.state_snapshots_evicted = snapshots_.num_evicted();
   s.ttft = ttft_.summary();
   s.itl = itl_.summary();
   return s;
@@ -331,12 +410,20 @@ EngineStats EngineCore::stats() const {
 
 void EngineCore::check_invariants() const {
   std::vector<const BlockTable*> tables;
+  std::vector<SlotId> slots;
   for (auto& [id, r] : requests_)
     for (auto& seq : r->sequences) {
       if (seq->status == SequenceStatus::finished) {
         RILL_CHECK(seq->table.empty(), "finished sequence {} holds blocks", seq->id);
+        RILL_CHECK(seq->slot < 0 && seq->fork_slots.empty(), "finished sequence {} holds a state slot", seq->id);
         continue;
       }
+      if (seq->status == SequenceStatus::waiting)
+        RILL_CHECK(seq->slot < 0 && seq->fork_slots.empty(), "waiting sequence {} holds a state slot", seq->id);
+      if (seq->status == SequenceStatus::running && state_pool_.enabled())
+        RILL_CHECK(seq->slot >= 0, "running sequence {} of a hybrid model holds no state slot", seq->id);
+      if (seq->slot >= 0) slots.push_back(seq->slot);
+      slots.insert(slots.end(), seq->fork_slots.begin(), seq->fork_slots.end());
       RILL_CHECK(seq->num_computed < seq->length(), "live sequence {} has nothing to compute", seq->id);
       RILL_CHECK(int64_t(seq->table.blocks.size()) * kv_->block_size() >= seq->num_computed,
                  "sequence {}: table too short for {} computed tokens", seq->id, seq->num_computed);
@@ -344,6 +431,11 @@ void EngineCore::check_invariants() const {
       tables.push_back(&seq->table);
     }
   kv_->check_invariants(tables);
+  if (state_pool_.enabled()) state_pool_.check_invariants(slots);
+  snapshots_.check_invariants();
+  // A snapshot lives only while its prefix's last block is in the prefix cache.
+  for (BlockHash key : snapshots_.keys())
+    RILL_CHECK(kv_->prefix_cache().has_key(key), "state snapshot {:x} outlived its prefix-cache block", key);
 }
 
 }  // namespace rill

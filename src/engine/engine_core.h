@@ -37,6 +37,22 @@ struct EngineOptions {
   std::string model_identity;
   /// RILL_CHECK the KV invariants after every step (tests; costs O(blocks) per step).
   bool check_invariants = false;
+  // ---- Hybrid models (recurrent state; ignored for models without it).
+  /// State slots, i.e. sequences that can run at once; 0: max_num_seqs.
+  int32_t max_state_slots = 0;
+  /// Memory for prefix-cache state snapshots, taken out of the KV budget; 0: state_snapshot_fraction
+  /// of the KV budget.
+  size_t state_snapshot_bytes = 0;
+  double state_snapshot_fraction = 0.1;  ///< 0 (with state_snapshot_bytes 0): no snapshots
+  /// A snapshot every this many blocks along a prompt (and always at its last block boundary);
+  /// 0: max_num_batched_tokens / block_size, so that whole prefill chunks end on boundaries.
+  int32_t snapshot_interval_blocks = 0;
+};
+
+/// How the engine's cache memory is split: KV blocks, and bytes for state snapshots.
+struct MemoryPlan {
+  int32_t kv_blocks = 0;
+  size_t snapshot_bytes = 0;
 };
 
 class EngineCore {
@@ -67,6 +83,8 @@ class EngineCore {
   int32_t max_model_len() const { return max_model_len_; }
   KvCache& kv_cache() { return *kv_; }
   const Scheduler& scheduler() const { return scheduler_; }
+  const StatePool& state_pool() const { return state_pool_; }
+  const StateSnapshots& snapshots() const { return snapshots_; }
   /// RILL_CHECKs the KV invariants against every live sequence's table.
   void check_invariants() const;
 
@@ -75,14 +93,20 @@ class EngineCore {
   void emit(Sequence& seq, const SampledToken& drawn, Clock::time_point now);
   void finish_sequence(Sequence& seq, FinishReason reason, TokenEvent& event);
   Sequence* fork(Sequence& parent, int32_t index);
+  /// Drops the snapshots of prefixes whose blocks left the prefix cache.
+  void drop_evicted_snapshots();
+  /// Keeps the state of `seq` (just computed up to num_computed) as the snapshot of its prefix.
+  void save_snapshot(Sequence& seq);
 
   Model& model_;
   EngineOptions options_;
   int32_t max_model_len_ = 0;
   int64_t vocab_size_ = 0;
   std::string ns_prefix_;
+  StatePool state_pool_;
+  MemoryPlan memory_;
   std::unique_ptr<KvCache> kv_;
-  NoStatePool state_pool_;
+  StateSnapshots snapshots_;
   Scheduler scheduler_;
   Executor executor_;
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
@@ -93,6 +117,9 @@ class EngineCore {
   LatencyWindow ttft_, itl_;
 };
 
+/// The memory split for `options` on this model's device (resolves kv_memory_bytes = 0); a hybrid
+/// model's `state_slots` must already be reserved (they count as used memory on CUDA).
+MemoryPlan plan_memory(Model& model, const EngineOptions& options, int32_t state_slots);
 /// KV blocks for `options` on this model's device (resolves kv_memory_bytes = 0).
 int32_t kv_blocks_for(Model& model, const EngineOptions& options);
 

@@ -7,7 +7,8 @@
 
 namespace rill {
 
-Executor::Executor(Model& model, KvCache& kv) : model_(model), kv_(kv), sampler_(model.kernels()) {}
+Executor::Executor(Model& model, KvCache& kv, bool stateful)
+    : model_(model), kv_(kv), stateful_(stateful), sampler_(model.kernels()) {}
 
 void Executor::run(const StepPlan& plan, StepResult& result) {
   kv_.copy_blocks(plan.copies);
@@ -17,6 +18,8 @@ void Executor::run(const StepPlan& plan, StepResult& result) {
     builder.add_row(tokens, row.start, row.seq->table.blocks, row.sample ? Logits::last : Logits::none);
   }
   StepBatch batch = builder.build();
+  if (stateful_)
+    for (const ScheduledRow& row : plan.rows) batch.state_slots.push_back(row.seq->slot);
   Tensor logits = model_.forward(batch, kv_.layers());
 
   sample_rows_.clear();

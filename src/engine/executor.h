@@ -22,12 +22,14 @@ struct StepResult {
 
 class Executor {
  public:
-  Executor(Model& model, KvCache& kv);
+  /// `stateful`: the model keeps recurrent state; each row passes its sequence's state slot.
+  Executor(Model& model, KvCache& kv, bool stateful);
   void run(const StepPlan& plan, StepResult& result);
 
  private:
   Model& model_;
   KvCache& kv_;
+  bool stateful_;
   Sampler sampler_;
   std::vector<SampleRow> sample_rows_;
 };

@@ -7,7 +7,10 @@
 
 namespace rill {
 
-Scheduler::Scheduler(KvCache& kv, const SchedulerOptions& options) : kv_(kv), options_(options) {
+Scheduler::Scheduler(KvCache& kv, StatePool& states, StateSnapshots& snapshots, const SchedulerOptions& options)
+    : kv_(kv), states_(states), snapshots_(snapshots), options_(options) {
+  RILL_ENSURE(options.snapshot_interval_blocks > 0, "snapshot_interval_blocks must be > 0, got {}",
+              options.snapshot_interval_blocks);
   RILL_ENSURE(options.max_num_seqs > 0, "max_num_seqs must be > 0, got {}", options.max_num_seqs);
   RILL_ENSURE(options.max_num_batched_tokens > 0, "max_num_batched_tokens must be > 0, got {}",
               options.max_num_batched_tokens);
@@ -34,7 +37,32 @@ void Scheduler::remove(Sequence* seq) {
     if (it != waiting_.end()) waiting_.erase(it);
   }
   kv_.free(seq->table);
+  release_slots(seq);
   seq->status = SequenceStatus::finished;
+}
+
+void Scheduler::release_slots(Sequence* seq) {
+  if (seq->slot >= 0) states_.release(seq->slot);
+  seq->slot = -1;
+  for (SlotId s : seq->fork_slots) states_.release(s);
+  seq->fork_slots.clear();
+}
+
+bool Scheduler::is_snapshot_boundary(const Sequence& seq, int32_t tokens) const {
+  if (!states_.enabled() || !snapshots_.enabled() || tokens <= 0) return false;
+  const int32_t bs = kv_.block_size();
+  if (tokens % bs != 0) return false;
+  return (tokens / bs) % options_.snapshot_interval_blocks == 0 || tokens == (seq.prompt_len - 1) / bs * bs;
+}
+
+int32_t Scheduler::cut_at_boundary(const Sequence& seq, int32_t start, int32_t n) const {
+  if (!states_.enabled() || !snapshots_.enabled()) return n;
+  const int32_t every = options_.snapshot_interval_blocks * kv_.block_size();
+  int32_t end = start + n;
+  end = std::min(end, (start / every + 1) * every);
+  const int32_t prompt_boundary = (seq.prompt_len - 1) / kv_.block_size() * kv_.block_size();
+  if (prompt_boundary > start) end = std::min(end, prompt_boundary);
+  return end - start;
 }
 
 void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
@@ -42,6 +70,7 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
   RILL_CHECK(it != running_.end(), "preempting sequence {} that is not running", seq->id);
   running_.erase(it);
   kv_.free(seq->table);
+  release_slots(seq);
   seq->num_computed = 0;
   seq->status = SequenceStatus::waiting;
   ++seq->num_preemptions;
@@ -53,9 +82,9 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
 // Gives `seq` (running) a row, preempting lower-priority sequences while blocks are short.
 // Returns false when `seq` itself had to be preempted.
 bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan) {
-  const int32_t n = std::min(seq->num_uncomputed(), budget);
-  if (n <= 0) return true;
   const int32_t start = seq->num_computed;
+  const int32_t n = cut_at_boundary(*seq, start, std::min(seq->num_uncomputed(), budget));
+  if (n <= 0) return true;
   while (!kv_.reserve(seq->table, start, start + n, plan.copies)) {
     Sequence* victim = nullptr;
     for (auto it = running_.rbegin(); it != running_.rend(); ++it)
@@ -77,11 +106,24 @@ bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan)
 }
 
 bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
-  RILL_CHECK(seq->table.empty() && seq->num_computed == 0, "waiting sequence {} holds KV", seq->id);
+  RILL_CHECK(seq->table.empty() && seq->num_computed == 0 && seq->slot < 0, "waiting sequence {} holds KV or state",
+             seq->id);
+  // A hybrid model's sequence needs a state slot (and its n - 1 children's, forked after the prompt).
+  const int32_t slots_needed =
+      !states_.enabled() ? 0 : seq->awaiting_fork ? seq->request->request.sampling.n : 1;
+  if (slots_needed > states_.num_free()) return false;
   // Reuse cached full blocks, but always compute at least the last token (its logits are needed).
   const uint64_t ns = seq->request->ns_key;
-  const int32_t cached = kv_.match_prefix(seq->tokens, seq->length() - 1, ns, seq->table);
-  const int32_t n = std::min(seq->length() - cached, budget);
+  int32_t cached = kv_.match_prefix(seq->tokens, seq->length() - 1, ns, seq->table);
+  const StateSnapshot* snapshot = nullptr;
+  if (states_.enabled()) {
+    // Only a boundary with a state snapshot can be resumed: cut the hit back to the last one.
+    int32_t blocks = int32_t(seq->table.blocks.size());
+    while (blocks > 0 && !(snapshot = snapshots_.find(seq->table.keys[size_t(blocks - 1)]))) --blocks;
+    kv_.truncate(seq->table, blocks);
+    cached = blocks * kv_.block_size();
+  }
+  const int32_t n = cut_at_boundary(*seq, cached, std::min(seq->length() - cached, budget));
   const int32_t reserve_extra = running_.empty() ? 0 : options_.watermark_blocks;
   const int32_t need = kv_.blocks_for_tokens(cached + n) - int32_t(seq->table.blocks.size());
   if (need + reserve_extra > kv_.num_available() || !kv_.reserve(seq->table, cached, cached + n, plan.copies)) {
@@ -89,6 +131,15 @@ bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
     return false;
   }
   seq->num_computed = cached;
+  if (slots_needed > 0) {
+    seq->slot = *states_.allocate();
+    for (int32_t i = 1; i < slots_needed; ++i) seq->fork_slots.push_back(*states_.allocate());
+    if (snapshot) {
+      RILL_CHECK(snapshot->position == cached, "state snapshot at position {} for a prefix of {} tokens",
+                 snapshot->position, cached);
+      states_.restore(seq->slot, snapshot->state, cached);
+    }
+  }
   RequestState& r = *seq->request;
   if (seq->index == 0 && !r.cached_tokens_known) {
     r.cached_tokens = cached;

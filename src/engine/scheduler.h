@@ -5,6 +5,13 @@
 // running list) is preempted by recompute: its blocks are freed and it rejoins the front of the
 // waiting queue with its tokens so far as its new prompt. Invariant: a sequence is in exactly one
 // of running_ and waiting_ until it finishes; every running sequence's table covers num_computed.
+//
+// Hybrid models (StatePool enabled): a sequence is admitted only with a free state slot (n slots
+// for a request that forks after its prompt); preemption and removal release them. A prefix hit is
+// cut back to the longest matched block boundary that has a state snapshot, which is restored into
+// the slot. Prefill chunks end exactly at snapshot boundaries (every snapshot_interval_blocks
+// blocks, and the prompt's last block boundary before its last token) so that the state at each
+// boundary exists after the step that reaches it; EngineCore saves it there.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +20,7 @@
 
 #include "engine/kv/kv_cache.h"
 #include "engine/sequence.h"
+#include "engine/state_pool.h"
 
 namespace rill {
 
@@ -21,6 +29,8 @@ struct SchedulerOptions {
   int32_t max_num_batched_tokens = 2048;  ///< new tokens per step (decode rows + prefill chunks)
   /// Blocks kept free when admitting a new sequence while others run (fewer immediate preemptions).
   int32_t watermark_blocks = 0;
+  /// Hybrid models: a state snapshot every this many blocks (besides the prompt's last boundary).
+  int32_t snapshot_interval_blocks = 128;
 };
 
 /// One row of the next step: tokens [start, start + num_tokens) of `seq`.
@@ -42,7 +52,8 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  Scheduler(KvCache& kv, const SchedulerOptions& options);
+  /// `states`/`snapshots` may be disabled (models without recurrent state, no snapshot budget).
+  Scheduler(KvCache& kv, StatePool& states, StateSnapshots& snapshots, const SchedulerOptions& options);
 
   /// Queues a sequence at the back (a new request) of the waiting queue.
   void enqueue(Sequence* seq);
@@ -59,13 +70,22 @@ class Scheduler {
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   uint64_t num_preemptions() const { return num_preemptions_; }
+  /// Hybrid models: true when the state after the first `tokens` tokens of `seq` is to be kept as
+  /// a snapshot (a block boundary every snapshot_interval_blocks, or the prompt's last boundary).
+  bool is_snapshot_boundary(const Sequence& seq, int32_t tokens) const;
 
  private:
   bool schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan);
   void preempt(Sequence* seq, StepPlan& plan);
   bool admit(Sequence* seq, int32_t& budget, StepPlan& plan);
+  /// Shortens a chunk [start, start + n) so that it does not run past the next snapshot boundary.
+  int32_t cut_at_boundary(const Sequence& seq, int32_t start, int32_t n) const;
+  /// Returns the sequence's state slots to the pool.
+  void release_slots(Sequence* seq);
 
   KvCache& kv_;
+  StatePool& states_;
+  StateSnapshots& snapshots_;
   SchedulerOptions options_;
   std::vector<Sequence*> running_;
   std::deque<Sequence*> waiting_;

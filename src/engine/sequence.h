@@ -1,7 +1,7 @@
 // engine/sequence.h — the engine-side state of a request (RequestState) and of each of its n
 // generation streams (Sequence). Owned by EngineCore, touched only by the engine thread.
-// Invariant: tokens[0, num_computed) have their K/V in table's blocks; a live sequence always has
-// at least one uncomputed token (the prompt, or the last sampled token).
+// Invariant: tokens[0, num_computed) have their K/V in table's blocks (and, for a hybrid model,
+// their recurrent state in `slot`); a live sequence always has at least one uncomputed token.
 #pragma once
 
 #include <chrono>
@@ -30,6 +30,10 @@ struct Sequence {
   int32_t prompt_len = 0;
   int32_t num_computed = 0;
   BlockTable table;
+  /// Hybrid models: the StatePool slot holding this sequence's recurrent state (-1: none), and
+  /// the slots reserved at admission for the n - 1 sequences it forks into after its prompt.
+  int32_t slot = -1;
+  std::vector<int32_t> fork_slots;
   SequenceStatus status = SequenceStatus::waiting;
   bool awaiting_fork = false;  ///< n > 1 and the prompt's first token has not been drawn yet
   uint64_t seed = 0;           ///< this sequence's random stream

@@ -7,10 +7,14 @@
 // conv + SiLU with rolling state, l2-normalised q (× dk^-0.5) and k, the gated delta rule with f32
 // state, gated RMSNorm (plain w) times silu(z), out_proj.
 // Recurrent/conv state lives here, per slot: a row's slot is looked up by its key (explicit
-// StepBatch::state_slots entry, else its first block id); a row starting at position 0 resets it.
+// StepBatch::state_slots entry — the engine's StatePool slot id —, else its first block id); a row
+// starting at position 0 resets it, any other row must start exactly where its state stopped.
+// save_state/restore_state/copy_state move one slot's state (every GDN layer's conv and recurrent
+// parts, f32, laid end to end) to and from snapshot memory with Kernels::copy.
 #include "model/qwen3_5.h"
 #include "model/step_inputs.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -195,7 +199,28 @@ class Qwen35Model final : public Model {
   }
   Tensor forward(const StepBatch& batch, std::span<KvLayer> cache) override;
 
+  size_t state_bytes_per_sequence() const override { return size_t(state_floats_per_slot()) * sizeof(float); }
+  void reserve_state_slots(int32_t n) override;
+  int64_t save_state(int32_t slot, Tensor& snapshot) override;
+  void restore_state(int32_t slot, const Tensor& snapshot, int64_t position) override;
+  void copy_state(int32_t from, int32_t to) override;
+  void release_state(int32_t slot) override;
+
  private:
+  // Floats of one GDN layer's state per slot: conv q, conv k, conv v, recurrent.
+  std::array<int64_t, 4> state_parts() const {
+    const int64_t Ck = d_.Hk * d_.dk, Cv = d_.Hv * d_.dv;
+    return {(d_.K - 1) * Ck, (d_.K - 1) * Ck, (d_.K - 1) * Cv, d_.Hv * d_.dk * d_.dv};
+  }
+  int64_t state_floats_per_slot() const {
+    int64_t n = 0;
+    for (int64_t p : state_parts()) n += p;
+    return n * int64_t(num_linear_);
+  }
+  /// Internal index of an explicit slot id (created when `create`, else it must exist).
+  int32_t slot_index(int32_t slot, bool create);
+  /// Copies one slot's state to (to_snapshot) or from a flat f32 snapshot.
+  void move_state(int32_t index, const Tensor& snapshot, bool to_snapshot);
   void load_weights(const LoadOptions& options);
   Tensor to_f32(const Tensor& t, std::vector<int64_t> shape);
   void split_q_gate(const Tensor& qg, Tensor& q, Tensor& gate);
@@ -225,7 +250,7 @@ class Qwen35Model final : public Model {
   std::vector<LayerState> states_;
   int64_t capacity_ = 0;
   std::unordered_map<int64_t, int32_t> slot_of_key_;
-  std::vector<int64_t> slot_pos_;  // tokens each slot's state has consumed
+  std::vector<int64_t> slot_pos_;  // tokens each slot's state has consumed; -1: none held
 };
 
 Tensor Qwen35Model::to_f32(const Tensor& t, std::vector<int64_t> shape) {
@@ -382,18 +407,19 @@ StateBatch Qwen35Model::assign_slots(const StepBatch& batch) {
                             ? int64_t(batch.block_tables[size_t(r) * size_t(batch.max_blocks_per_row)])
                             : (int64_t(1) << 40) + batch.state_slots[size_t(r)];
     auto it = slot_of_key_.find(key);
-    if (start > 0 && it == slot_of_key_.end())
-      fail("[forward] row {} continues at position {} but no recurrent state is held for it", r, start);
     if (it == slot_of_key_.end()) {
       it = slot_of_key_.emplace(key, int32_t(slot_of_key_.size())).first;
-      slot_pos_.push_back(0);
+      slot_pos_.push_back(-1);
     }
-    // The state must be exactly at the row's start: a row resumed from shared prefix blocks, a
-    // replayed step or a preempted-and-recomputed row would otherwise read a state of other tokens.
-    if (start > 0 && slot_pos_[size_t(it->second)] != start)
-      fail("[forward] row {} starts at position {} but its recurrent state is at position {} (restoring a "
-           "hybrid model's state from a prefix is not supported yet)",
-           r, start, slot_pos_[size_t(it->second)]);
+    const int64_t held = slot_pos_[size_t(it->second)];
+    if (start > 0 && held < 0)
+      fail("[forward] row {} continues at position {} but no recurrent state is held for it", r, start);
+    // The state must be exactly at the row's start: a row resumed from shared prefix blocks without
+    // a restored snapshot, a replayed step or a wrong restore would otherwise read a state of other tokens.
+    if (start > 0 && held != start)
+      fail("[forward] row {} starts at position {} but its recurrent state is at position {}", r, start, held);
+    for (int32_t q = 0; q < r; ++q)
+      RILL_ENSURE(slots[size_t(q)] != it->second, "[forward] rows {} and {} share one recurrent-state slot", q, r);
     slots[size_t(r)] = it->second;
     has[size_t(r)] = start > 0 ? 1 : 0;
   }
@@ -405,6 +431,82 @@ StateBatch Qwen35Model::assign_slots(const StepBatch& batch) {
   sb.slots = upload_i32(slots, {rows});
   sb.has_state = upload_i32(has, {rows});
   return sb;
+}
+
+int32_t Qwen35Model::slot_index(int32_t slot, bool create) {
+  RILL_ENSURE(slot >= 0, "[state] slot {} is negative", slot);
+  const int64_t key = (int64_t(1) << 40) + slot;
+  auto it = slot_of_key_.find(key);
+  if (it == slot_of_key_.end()) {
+    RILL_ENSURE(create, "[state] slot {} holds no state", slot);
+    it = slot_of_key_.emplace(key, int32_t(slot_of_key_.size())).first;
+    slot_pos_.push_back(-1);
+    ensure_slots(int64_t(slot_of_key_.size()));
+  }
+  return it->second;
+}
+
+void Qwen35Model::reserve_state_slots(int32_t n) {
+  if (num_linear_ == 0) return;
+  for (int32_t s = 0; s < n; ++s) slot_index(s, true);
+  ensure_slots(int64_t(slot_of_key_.size()));
+}
+
+void Qwen35Model::move_state(int32_t index, const Tensor& snapshot, bool to_snapshot) {
+  const int64_t total = state_floats_per_slot();
+  RILL_ENSURE(snapshot.dtype() == DType::f32 && snapshot.numel() == total && snapshot.is_contiguous(),
+              "[state] snapshot must be contiguous f32 [{}], got {}", total, snapshot.describe());
+  Tensor flat = snapshot.view({total});
+  const std::array<int64_t, 4> parts = state_parts();
+  int64_t off = 0;
+  for (LayerState& st : states_) {
+    Buffer* bufs[4] = {&st.conv_q, &st.conv_k, &st.conv_v, &st.recurrent};
+    for (size_t p = 0; p < 4; ++p) {
+      Tensor slot = bufs[p]->as(DType::f32, {capacity_, parts[p]}).slice(index, index + 1).view({parts[p]});
+      Tensor snap = flat.slice(off, off + parts[p]);
+      if (to_snapshot) {
+        kernels_.copy(slot, snap);
+      } else {
+        kernels_.copy(snap, slot);
+      }
+      off += parts[p];
+    }
+  }
+}
+
+int64_t Qwen35Model::save_state(int32_t slot, Tensor& snapshot) {
+  const int32_t index = slot_index(slot, false);
+  const int64_t pos = slot_pos_[size_t(index)];
+  RILL_ENSURE(pos >= 0, "[save_state] slot {} holds no state", slot);
+  move_state(index, snapshot, true);
+  return pos;
+}
+
+void Qwen35Model::restore_state(int32_t slot, const Tensor& snapshot, int64_t position) {
+  RILL_ENSURE(position >= 0, "[restore_state] position {} is negative", position);
+  const int32_t index = slot_index(slot, true);
+  move_state(index, snapshot, false);
+  slot_pos_[size_t(index)] = position;
+}
+
+void Qwen35Model::copy_state(int32_t from, int32_t to) {
+  const int32_t src = slot_index(from, false), dst = slot_index(to, true);
+  RILL_ENSURE(slot_pos_[size_t(src)] >= 0, "[copy_state] slot {} holds no state", from);
+  const std::array<int64_t, 4> parts = state_parts();
+  for (LayerState& st : states_) {
+    Buffer* bufs[4] = {&st.conv_q, &st.conv_k, &st.conv_v, &st.recurrent};
+    for (size_t p = 0; p < 4; ++p) {
+      Tensor all = bufs[p]->as(DType::f32, {capacity_, parts[p]});
+      Tensor d = all.slice(dst, dst + 1);
+      kernels_.copy(all.slice(src, src + 1), d);
+    }
+  }
+  slot_pos_[size_t(dst)] = slot_pos_[size_t(src)];
+}
+
+void Qwen35Model::release_state(int32_t slot) {
+  auto it = slot_of_key_.find((int64_t(1) << 40) + slot);
+  if (it != slot_of_key_.end()) slot_pos_[size_t(it->second)] = -1;
 }
 
 void Qwen35Model::linear_layer(const LinearLayer& L, const StateBatch& sb, const Scratch& s, const Tensor& h,

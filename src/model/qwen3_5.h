@@ -13,10 +13,12 @@ namespace rill {
 bool is_qwen3_5(const std::filesystem::path& dir);
 
 /// Loads a Qwen3.5 model (see docs/models/qwen3_5.md). Per-row recurrent and conv state is kept
-/// inside the model, keyed by StepBatch::state_slots when given, else by each row's first KV block id;
-/// a row starting at position 0 resets its state, and a row must continue exactly where its state
-/// stopped (else rill::Error): prefix-cache hits cannot restore GDN state until the engine's
-/// StatePool snapshots exist, so hybrid models need prefix caching off for now.
+/// inside the model in slots: StepBatch::state_slots names each row's slot (the engine's StatePool
+/// slot ids, reserved with reserve_state_slots()); without it a row's state is keyed by its first
+/// KV block id (tests that drive the model directly). A row starting at position 0 resets its
+/// state, and any other row must continue exactly where its state stopped (else rill::Error), so a
+/// prefix-cache hit is only possible after restore_state() put the state of that prefix in the
+/// slot (the engine keeps such snapshots at block boundaries, docs/engine.md).
 std::unique_ptr<Model> load_qwen3_5(const std::filesystem::path& dir, Kernels& kernels, const LoadOptions& options);
 
 }  // namespace rill

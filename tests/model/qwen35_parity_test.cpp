@@ -2,7 +2,8 @@
 // logits within 1e-3 for prompts of 7, 33 and 90 tokens (90 crosses HF's 64-token chunk),
 // identical 32-token greedy continuations with cached decode, HF's own cached-decode logits,
 // prefill-then-decode equal to one full forward, rows batched together equal to rows alone,
-// explicit state slots, bf16 weights, the errors for a lost or replayed state; dense, VLM-wrapped and MoE.
+// explicit state slots, bf16 weights, the errors for a lost or replayed state; saving, restoring and
+// copying a slot's state (the engine's prefix-cache snapshots and n > 1 forks); dense, VLM-wrapped and MoE.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "common/model_runner.h"
+#include "core/buffer.h"
 #include "core/error.h"
 #include "model/safetensors.h"
 
@@ -190,6 +192,53 @@ TEST(Qwen35State, ExplicitSlotsAndLostState) {
   EXPECT_THROW(model->forward(step, kv.layers()), Error);
   step.state_slots = {8};
   EXPECT_THROW(model->forward(step, kv.layers()), Error);
+}
+
+// A state saved after 64 tokens and restored into another slot continues exactly like the
+// original (bitwise: same chunks, same KV); copy_state forks a slot; a restore at the wrong
+// position and a save of a released slot are errors.
+TEST(Qwen35State, SaveRestoreAndCopyState) {
+  const Reference ref = load_reference("qwen35-tiny");
+  auto kernels = make_cpu_kernels();
+  auto model = load_model(kFixtures + "qwen35-tiny", *kernels, LoadOptions{std::nullopt, false});
+  KvBuffers kv(*kernels, model->kv_spec(), 32, 16);
+  model->reserve_state_slots(3);
+  const size_t bytes = model->state_bytes_per_sequence();
+  ASSERT_GT(bytes, 0u);
+  Buffer snap_buf(kernels->allocator(), bytes);
+  Tensor snap = snap_buf.as(DType::f32, {int64_t(bytes / 4)});
+  const std::vector<int32_t>& ids = ref.prompts[2];  // 90 tokens
+  std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6};
+  auto run = [&](std::span<const int32_t> tokens, int32_t start, std::vector<int32_t> slots) {
+    StepBatchBuilder b(16);
+    for (size_t i = 0; i < slots.size(); ++i) b.add_row(tokens, start, table, Logits::all);
+    StepBatch batch = b.build();
+    batch.state_slots = slots;
+    Tensor l = model->forward(batch, kv.layers());
+    std::vector<float> out(size_t(l.numel()));
+    kernels->download(l, out.data());
+    return out;
+  };
+  std::span<const int32_t> head(ids.data(), 64), tail(ids.data() + 64, ids.size() - 64);
+  run(head, 0, {0});
+  EXPECT_EQ(model->save_state(0, snap), 64);
+  const std::vector<float> a = run(tail, 64, {0});
+  model->restore_state(1, snap, 64);
+  const std::vector<float> b = run(tail, 64, {1});
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "restored state continues differently";
+  // Fork slot 1 into 2: one more token in both (one batch) gives the same logits.
+  model->copy_state(1, 2);
+  std::vector<int32_t> next = {ref.greedy[2][0]};
+  table.push_back(7);
+  const std::vector<float> two = run(next, int32_t(ids.size()), {1, 2});
+  EXPECT_EQ(0, std::memcmp(two.data(), two.data() + two.size() / 2, two.size() / 2 * 4));
+  // A snapshot restored at a position other than where the row starts is caught.
+  model->restore_state(1, snap, 60);
+  EXPECT_THROW(run(tail, 64, {1}), Error);
+  model->release_state(2);
+  EXPECT_THROW(model->save_state(2, snap), Error);
+  EXPECT_THROW(model->copy_state(2, 0), Error);
 }
 
 }  // namespace

@@ -44,7 +44,8 @@ BlockId KvCache::allocate_or_die() {
   std::optional<BlockId> evicted;
   std::optional<BlockId> b = pool_.allocate(evicted);
   RILL_CHECK(b.has_value(), "KV pool exhausted after its capacity was checked");
-  if (evicted) prefix_.forget(*evicted);
+  if (evicted)
+    if (std::optional<BlockHash> key = prefix_.forget(*evicted)) evicted_keys_.push_back(*key);
   return *b;
 }
 
@@ -93,6 +94,15 @@ void KvCache::fork(const BlockTable& from, BlockTable& to) {
   to.keys = from.keys;
 }
 
+void KvCache::truncate(BlockTable& table, int32_t num_blocks) {
+  RILL_CHECK(num_blocks >= 0, "truncate to {} blocks", num_blocks);
+  while (int32_t(table.blocks.size()) > num_blocks) {
+    pool_.release(table.blocks.back());
+    table.blocks.pop_back();
+  }
+  if (int32_t(table.keys.size()) > num_blocks) table.keys.resize(size_t(num_blocks));
+}
+
 void KvCache::free(BlockTable& table) {
   for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) pool_.release(*it);
   table.blocks.clear();
@@ -114,7 +124,10 @@ void KvCache::copy_blocks(std::span<const BlockCopy> copies) {
 }
 
 void KvCache::clear_prefix_cache() {
-  for (BlockId b : prefix_.clear()) pool_.set_cached(b, false);
+  for (BlockId b : prefix_.clear()) {
+    pool_.set_cached(b, false);
+    evicted_keys_.push_back(prefix_.key_of(b));
+  }
 }
 
 void KvCache::check_invariants(std::span<const BlockTable* const> tables) const {

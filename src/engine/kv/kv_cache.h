@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/buffer.h"
@@ -61,6 +62,8 @@ class KvCache {
   void commit(BlockTable& table, std::span<const int32_t> tokens, int32_t num_computed, uint64_t ns_key);
   /// `to` (empty) shares every block of `from` (n > 1 sequences of one request).
   void fork(const BlockTable& from, BlockTable& to);
+  /// Releases the table's blocks from index `num_blocks` on (the last first), keeping the first ones.
+  void truncate(BlockTable& table, int32_t num_blocks);
   /// Releases every block of the table, the last first (the first blocks of a prompt are the most
   /// shared, so they are the last to be evicted), and empties it.
   void free(BlockTable& table);
@@ -68,6 +71,9 @@ class KvCache {
   void copy_blocks(std::span<const BlockCopy> copies);
   /// Drops every prefix-cache entry whose block is not in use.
   void clear_prefix_cache();
+  /// Keys whose blocks left the prefix cache since the last call (state snapshots keyed by them
+  /// are dropped by the engine).
+  std::vector<BlockHash> take_evicted_keys() { return std::exchange(evicted_keys_, {}); }
 
   /// RILL_CHECKs pool and index consistency; `tables` (all live tables) must account for every
   /// reference: a block's refcount equals the number of tables that hold it.
@@ -84,6 +90,7 @@ class KvCache {
   PrefixCache prefix_;
   Buffer copy_buffer_;  // device i32 [pairs, 2] for copy_blocks
   std::vector<int32_t> copy_host_;
+  std::vector<BlockHash> evicted_keys_;
 };
 
 }  // namespace rill

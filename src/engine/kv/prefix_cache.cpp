@@ -47,12 +47,13 @@ bool PrefixCache::insert(BlockHash key, BlockHash parent, std::span<const int32_
   return true;
 }
 
-void PrefixCache::forget(BlockId block) {
-  if (!has_[size_t(block)]) return;
+std::optional<BlockHash> PrefixCache::forget(BlockId block) {
+  if (!has_[size_t(block)]) return std::nullopt;
   auto it = by_key_.find(key_[size_t(block)]);
   RILL_CHECK(it != by_key_.end() && it->second == block, "prefix cache entry of block {} is missing", block);
   by_key_.erase(it);
   has_[size_t(block)] = 0;
+  return key_[size_t(block)];
 }
 
 std::vector<BlockId> PrefixCache::clear() {

@@ -33,13 +33,17 @@ class PrefixCache {
   /// Registers `block` (which holds `tokens` after `parent`) under `key`. Returns false and does
   /// nothing when the key is already cached by another block (both stay valid; the first wins).
   bool insert(BlockHash key, BlockHash parent, std::span<const int32_t> tokens, BlockId block);
-  /// Drops the entry of an evicted block.
-  void forget(BlockId block);
+  /// Drops the entry of an evicted block; returns its key (nullopt when it held none).
+  std::optional<BlockHash> forget(BlockId block);
+  /// True when some block is cached under `key`.
+  bool has_key(BlockHash key) const { return by_key_.count(key) != 0; }
   /// Drops every entry (the caller clears BlockPool's cached marks).
   std::vector<BlockId> clear();
 
   int32_t num_entries() const { return int32_t(by_key_.size()); }
   bool holds(BlockId block) const { return has_[size_t(block)] != 0; }
+  /// The key `block` was last registered under (meaningful while holds(block), and right after clear()).
+  BlockHash key_of(BlockId block) const { return key_[size_t(block)]; }
 
  private:
   int32_t block_size_;
