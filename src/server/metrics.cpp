@@ -67,6 +67,8 @@ std::string ServerMetrics::render(const EngineStats& s) const {
   gauge(out, "rill_requests_finished_total", "counter", "Requests finished by the engine.", double(s.requests_finished));
   gauge(out, "rill_requests_cancelled_total", "counter", "Requests cancelled.", double(s.requests_cancelled));
   gauge(out, "rill_num_preemptions_total", "counter", "Sequences preempted.", double(s.num_preemptions));
+  gauge(out, "rill_state_snapshot_bytes", "gauge", "Device memory of hybrid models' prefix-cache state snapshots.",
+        double(s.state_snapshot_bytes));
   out += ttft_.render("rill_time_to_first_token_seconds", "Submit to first token, per request.");
   summary(out, "rill_engine_time_to_first_token_seconds", "Engine TTFT over its recent window.", s.ttft);
   summary(out, "rill_inter_token_latency_seconds", "Engine inter-token time over its recent window.", s.itl);
