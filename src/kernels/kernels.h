@@ -206,7 +206,8 @@ class Kernels {
   virtual void abort_capture() noexcept {}
 
   // ---- Linear-attention (Gated DeltaNet) ops. The defaults throw so that a backend without them
-  // still builds; the CPU backend implements them (kernels/cpu/gated_delta*.cpp, conv1d.cpp).
+  // still builds; the CPU (kernels/cpu/gated_delta.cpp, conv1d.cpp, gdn_elementwise.cpp) and CUDA
+  // (kernels/cuda/gated_delta.cu, conv1d.cu, gdn_elementwise.cu, gdn_backend.cpp) backends implement them.
 
   /// Depthwise causal conv over time per channel: y[t,c] = Σ_k w[c,k]·x[t-(K-1)+k, c], earlier
   /// inputs from the row's conv state (zeros when has_state is 0), then SiLU when `silu`.

@@ -1,6 +1,6 @@
 // kernels/linear_attention_defaults.cpp — default bodies of the Gated DeltaNet ops of Kernels.
-// They throw so that a backend that does not implement them yet (CUDA, for now) still builds and
-// fails loudly and by name if a hybrid model is run on it.
+// They throw so that a backend that does not implement them (the CPU and CUDA backends do) still
+// builds and fails loudly and by name if a hybrid model is run on it.
 #include <cstdint>
 #include <vector>
 
