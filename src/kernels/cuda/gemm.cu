@@ -59,6 +59,8 @@ using MidConfig = GemmConfig<64, 128, 64, 32, 32, 4>;
 // Prefill: 128 × 128 × 64 tiles, 8 warps of 64 × 32 (the register total of the fold schedule
 // doubles the accumulators, which rules out 64 × 64 warp tiles).
 using LargeConfig = GemmConfig<128, 128, 64, 64, 32, 4>;
+// The same warp tiles in 128 × 64 CTAs of 4 warps (two CTAs per SM).
+using LargeNarrowConfig = GemmConfig<128, 64, 64, 64, 32, 4>;
 
 template <class C>
 __device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf16* sb, int64_t m0, int64_t n0,
@@ -294,9 +296,14 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     RILL_CUDA_CHECK_LAUNCH();
     return;
   }
-  if (a.m <= 16) launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, stream);
-  else if (a.m <= 128) launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, stream);
-  else launch_config<LargeConfig>(k, a.num_sms, a.workspace_bytes, stream);
+  const int config = a.config > 0 ? a.config : a.m <= 16 ? 1 : a.m <= 128 ? 2 : 3;
+  switch (config) {
+    case 1: launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, stream); return;
+    case 2: launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, stream); return;
+    case 3: launch_config<LargeConfig>(k, a.num_sms, a.workspace_bytes, stream); return;
+    case 4: launch_config<LargeNarrowConfig>(k, a.num_sms, a.workspace_bytes, stream); return;
+    default: throw_error("[matmul] GEMM tile configuration must be 1..4");
+  }
 }
 
 }  // namespace rill::cuda

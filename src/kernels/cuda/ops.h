@@ -172,6 +172,7 @@ struct GemmArgs {
   float* workspace = nullptr;  ///< split partials (f32); may be null (then one CTA folds every split)
   size_t workspace_bytes = 0;
   int num_sms = 132;
+  int config = 0;  ///< tile configuration, 0 = by M (tests, benchmarks: 1 decode, 2 mid, 3 / 4 prefill)
 };
 /// The split-K ranges of the batch-invariant GEMM: a function of (n, k) and the device only.
 struct GemmSplit {

@@ -6,6 +6,7 @@
 // fresh random values (label cuda). Also a printed GEMM timing next to cuBLASLt and the matvec
 // (DISABLED_: run with --gtest_also_run_disabled_tests; a benchmark, not an assertion).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -236,6 +237,37 @@ TEST(CudaInvariance, AttentionPromptInOneChunkEqualsChunks) {
   }
 }
 
+// Every tile configuration gives the same bits (the automatic choice depends on M only).
+TEST(CudaInvariance, GemmConfigurationsAgree) {
+  RILL_REQUIRE_GPU();
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int64_t m = 37, n = 1001, k = 2056;
+  DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k});
+  DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+  DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
+  std::vector<float> first;
+  for (int config : {1, 2, 3, 4}) {
+    DevTensor dy(DType::bf16, {m, n});
+    dy.poison();
+    cuda::GemmArgs a;
+    a.x = dx.t.data();
+    a.w = dw.t.data();
+    a.bias = db.t.data();
+    a.y = dy.t.data();
+    a.m = m;
+    a.n = n;
+    a.k = k;
+    a.num_sms = backend().info().num_sms;
+    a.config = config;  // no workspace: the fold schedule
+    cuda::launch_gemm(a, backend().stream());
+    auto y = download_bf16(dy);
+    if (first.empty()) first = y;
+    else EXPECT_TRUE(same_bits(first.data(), y.data(), y.size())) << "configuration " << config;
+  }
+}
+
 // Timing, printed: the invariant GEMM vs the autotuned path (cuBLASLt / matvec) at the 8B-model
 // shapes. GB/s = weight bytes / time (M ≤ 8), TFLOP/s = 2·M·N·K / time. L2 is overwritten before
 // every timed run.
@@ -261,8 +293,30 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     return double(t[t.size() / 2]);
   };
   const std::pair<int64_t, int64_t> nk[] = {{4096, 4096}, {12288, 4096}, {4096, 12288}, {151936, 4096}};
+  const bool configs = std::getenv("RILL_GEMM_CONFIGS") != nullptr;
   for (auto [n, k] : nk) {
+    if (configs && (k != 4096 || n == 151936)) continue;
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+    if (configs) {  // prefill tile configurations side by side
+      for (int64_t m : {512, 4096}) {
+        DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
+        for (int config : {2, 3, 4}) {
+          cuda::GemmArgs a;
+          a.x = dx.t.data();
+          a.w = dw.t.data();
+          a.y = dy.t.data();
+          a.m = m;
+          a.n = n;
+          a.k = k;
+          a.num_sms = backend().info().num_sms;
+          a.config = config;
+          double t = time_us([&] { cuda::launch_gemm(a, backend().stream()); });
+          std::printf("GEMM config %d M=%5lld N=%6lld K=%5lld: %8.1f us %6.1f TFLOP/s\n", config, (long long)m,
+                      (long long)n, (long long)k, t, 2.0 * double(m * n) * double(k) / t * 1e-6);
+        }
+      }
+      continue;
+    }
     for (int64_t m : {1, 2, 4, 8, 64, 512, 4096}) {
       if (n == 151936 && m > 512) continue;
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
