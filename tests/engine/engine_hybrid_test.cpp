@@ -69,7 +69,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HybridEngine, ::testing::Values("qwen35-tiny"
 // Turn k + 1 = prompt k + generated k + new text. The prefix is served from the cache (KV blocks
 // plus the state snapshot of the same boundary), only the rest is prefilled, and the tokens equal
 // those of a cold run.
-TEST(HybridPrefix, MultiTurnReusesThePrefix) {
+TEST(HybridEnginePrefix, MultiTurnReusesThePrefix) {
   Loaded m = load_fixture(kFixtures + "qwen35-tiny");
   std::mt19937 rng(11);
   EngineCore core(*m.model, hybrid_options(2));  // snapshots every 32 tokens, and at prompt ends
@@ -113,7 +113,7 @@ TEST(HybridPrefix, MultiTurnReusesThePrefix) {
 
 // Few KV blocks and state slots: sequences are preempted (and restored from snapshots or
 // recomputed), outputs are unchanged and nothing leaks.
-TEST(HybridPrefix, PreemptionUnderTightBudgetsKeepsOutputs) {
+TEST(HybridEnginePrefix, PreemptionUnderTightBudgetsKeepsOutputs) {
   Loaded m = load_fixture(kFixtures + "qwen35-tiny");
   const std::vector<Request> requests = mixed_requests(10, kVocab, 21, 100);
   const std::vector<RequestResult> alone = run_alone(*m.model, requests);
@@ -132,7 +132,7 @@ TEST(HybridPrefix, PreemptionUnderTightBudgetsKeepsOutputs) {
   expect_no_state_held(core);
 }
 
-TEST(HybridPrefix, CancelMidPrefillAndMidDecodeFreesSlotsAndBlocks) {
+TEST(HybridEnginePrefix, CancelMidPrefillAndMidDecodeFreesSlotsAndBlocks) {
   Loaded m = load_fixture(kFixtures + "qwen35-tiny");
   std::mt19937 rng(4);
   EngineOptions o = hybrid_options(2);
@@ -160,7 +160,7 @@ TEST(HybridPrefix, CancelMidPrefillAndMidDecodeFreesSlotsAndBlocks) {
 
 // The snapshot budget holds 3 snapshots: more prompts evict the least recently used; and a
 // snapshot goes with its prefix's KV block (never restored without it).
-TEST(HybridPrefix, SnapshotBudgetAndEvictionWithTheirBlocks) {
+TEST(HybridEnginePrefix, SnapshotBudgetAndEvictionWithTheirBlocks) {
   Loaded m = load_fixture(kFixtures + "qwen35-tiny");
   std::mt19937 rng(8);
   EngineOptions o = hybrid_options(2);
@@ -195,7 +195,7 @@ TEST(HybridPrefix, SnapshotBudgetAndEvictionWithTheirBlocks) {
 
 // A KV budget so small that blocks are evicted while snapshots remain within their own budget:
 // each evicted block takes its snapshot along (checked after every step by check_invariants).
-TEST(HybridPrefix, EvictedBlocksTakeTheirSnapshots) {
+TEST(HybridEnginePrefix, EvictedBlocksTakeTheirSnapshots) {
   Loaded m = load_fixture(kFixtures + "qwen35-tiny");
   std::mt19937 rng(12);
   EngineOptions o = hybrid_options(1);
@@ -214,7 +214,42 @@ TEST(HybridPrefix, EvictedBlocksTakeTheirSnapshots) {
   expect_no_state_held(core);
 }
 
-TEST(HybridPrefix, TooManySequencesForTheSlotsAreRefused) {
+// Everything at once: prompts sharing a system prefix (restores from snapshots), forks, seeded
+// sampling, few blocks, slots and snapshots (preemption, block and snapshot eviction); every
+// request's tokens equal its cold run alone.
+TEST(HybridEnginePrefix, SharedPrefixesUnderPressureEqualAlone) {
+  Loaded m = load_fixture(kFixtures + "qwen35-moe-tiny");
+  std::mt19937 rng(31);
+  const std::vector<int32_t> system = random_tokens(rng, 50, kVocab);
+  std::vector<Request> requests;
+  for (int i = 0; i < 16; ++i) {
+    Request r = make_request(system, 6 + i % 13, i % 3 ? 0.7f : 0.f, 500 + uint64_t(i));
+    const std::vector<int32_t> user = random_tokens(rng, 1 + int32_t(rng() % 40u), kVocab);
+    r.prompt.insert(r.prompt.end(), user.begin(), user.end());
+    if (i % 5 == 4) r.sampling.n = 2;
+    requests.push_back(std::move(r));
+  }
+  const std::vector<RequestResult> alone = run_alone(*m.model, requests);
+  EngineOptions o = hybrid_options(1);
+  o.state_snapshot_bytes = 5 * m.model->state_bytes_per_sequence();
+  o.kv_memory_bytes = 12 * m.model->kv_spec().bytes_per_block(16) + o.state_snapshot_bytes;
+  o.max_state_slots = 4;
+  o.max_num_batched_tokens = 40;
+  EngineCore core(*m.model, o);
+  const std::vector<RequestResult> got = run_core(core, requests);
+  expect_same_tokens(got, alone, "under pressure");
+  const EngineStats s = core.stats();
+  EXPECT_GT(s.prefix_hit_tokens, 0);
+  EXPECT_GT(s.state_snapshots_evicted, 0);
+  EXPECT_GT(s.num_preemptions, 0);
+  EXPECT_LE(s.state_snapshots, 5);
+  std::printf("[hybrid] pressure: %lld prefix-hit tokens, %lld preemptions, %lld snapshots saved, %lld evicted\n",
+              (long long)s.prefix_hit_tokens, (long long)s.num_preemptions, (long long)s.state_snapshots_saved,
+              (long long)s.state_snapshots_evicted);
+  expect_no_state_held(core);
+}
+
+TEST(HybridEnginePrefix, TooManySequencesForTheSlotsAreRefused) {
   Loaded m = load_fixture(kFixtures + "qwen35-tiny");
   EngineOptions o = hybrid_options();
   o.max_state_slots = 2;
