@@ -155,7 +155,6 @@ void CudaKernels::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
   a.dk = int(dk);
   a.dv = int(dv);
   a.scale = p.scale;
-  a.num_sms = info_.num_sms;
   // Every form runs the recurrent kernel (gated_delta.cu: no chunked kernel yet).
   launch_gated_delta_rule(a, stream_.get());
 }

@@ -146,7 +146,6 @@ struct DeltaRuleArgs {
   int64_t tokens = 0;
   int hk = 0, hv = 0, dk = 0, dv = 0;  ///< dk ∈ {16, 32, 64, 128, 256}
   float scale = 1.f;
-  int num_sms = 132;
 };
 /// The gated delta rule, token by token per (row, value head, dv slice); see gated_delta.cu.
 void launch_gated_delta_rule(const DeltaRuleArgs& a, cudaStream_t stream);
