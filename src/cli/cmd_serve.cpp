@@ -1,5 +1,6 @@
 // cli/cmd_serve.cpp — `rill serve`: loads a model, starts the engine on its own thread and serves
-// the OpenAI-compatible HTTP API (server/) until SIGINT/SIGTERM, then exits 0.
+// the OpenAI- and Anthropic-compatible HTTP API (server/) until SIGINT/SIGTERM, then answers new work
+// with 503 while running requests finish, and exits 0.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -14,13 +15,14 @@
 #include "model/model.h"
 #include "server/http_server.h"
 #include "server/service.h"
+#include "server/tool_calls.h"
 
 namespace rill::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, device = "auto", host = "127.0.0.1", api_key, served_name, reasoning_parser;
-  int port = 8080, threads = 2, max_num_seqs = 256, max_model_len = 0;
+  std::string model, device = "auto", host = "127.0.0.1", api_key, served_name, reasoning_parser, tool_parser = "auto";
+  int port = 8080, threads = 2, max_num_seqs = 256, max_waiting = 1024, max_model_len = 0;
   size_t kv_memory = 0, max_body = 8 << 20;
 };
 
@@ -41,6 +43,8 @@ void serve(const ServeArgs& a) {
   EngineOptions eo;
   eo.kv_memory_bytes = a.kv_memory;
   eo.max_num_seqs = a.max_num_seqs;
+  if (a.max_waiting < 1) fail("--max-waiting: must be >= 1, got {}", a.max_waiting);
+  eo.max_waiting = a.max_waiting;
   eo.max_model_len = a.max_model_len;
   Engine engine(std::move(kernels), std::move(model), eo);
   server::ServiceOptions so;
@@ -51,7 +55,12 @@ void serve(const ServeArgs& a) {
   if (!a.reasoning_parser.empty() && a.reasoning_parser != "qwen3" && a.reasoning_parser != "deepseek_r1")
     fail("--reasoning-parser: '{}' is not known (qwen3, deepseek_r1)", a.reasoning_parser);
   so.reasoning = !a.reasoning_parser.empty();
-  server::Service service(engine, std::move(tokenizer), std::move(chat_template), stop_ids, so);
+  if (a.tool_parser != "auto") {
+    server::tool_format_from_name(a.tool_parser, "--tool-parser");
+    so.tool_parser = a.tool_parser;
+  }
+  server::EngineAdapter engine_api(engine);
+  server::Service service(engine_api, std::move(tokenizer), std::move(chat_template), stop_ids, so);
   server::HttpOptions ho;
   ho.host = a.host;
   ho.port = uint16_t(a.port);
@@ -63,8 +72,9 @@ void serve(const ServeArgs& a) {
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   logger().info("rill serve: model '{}' from {} loaded in {:.2f} s (max_model_len {})", so.model_id, dir.string(), load_s,
                 engine.max_model_len());
+  logger().info("rill serve: tool calls parsed as {}", server::tool_format_name(service.tool_format()));
   logger().info("rill serve: ready on http://{}:{}", a.host, http.port());
-  http.run();
+  http.run(10.0, [&] { service.drain(); });
   logger().info("rill serve: stopped");
 }
 
@@ -80,9 +90,14 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", args->served_name, "Model id reported by /v1/models (default: the directory name)");
   cmd->add_option("--reasoning-parser", args->reasoning_parser,
                   "Split <think> output into reasoning_content: qwen3 or deepseek_r1 (default: off)");
+  cmd->add_option("--tool-parser", args->tool_parser,
+                  "Tool-call format of the model's output: qwen3 (<tool_call> JSON), llama3 (JSON objects), none "
+                  "(tool calls stay text), or auto (from the chat template)")
+      ->capture_default_str();
   cmd->add_option("--device", args->device, "auto, cpu or cuda")->capture_default_str();
   cmd->add_option("--threads", args->threads, "HTTP I/O threads")->capture_default_str();
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "Rows per engine step")->capture_default_str();
+  cmd->add_option("--max-waiting", args->max_waiting, "Queued requests before new ones get 429")->capture_default_str();
   cmd->add_option("--max-model-len", args->max_model_len, "Context length (0: the model's)")->capture_default_str();
   cmd->add_option("--kv-memory", args->kv_memory, "KV cache bytes (0: automatic)")->capture_default_str();
   cmd->add_option("--max-body-bytes", args->max_body, "Largest request body accepted (413 above)")->capture_default_str();

@@ -19,12 +19,113 @@ std::string blocks_text(const ojson& content, const std::string& path) {
     const ojson& b = content[i];
     if (!b.is_object()) bad_request(p, "'{}' must be an object, got {}", p, type_name(b));
     std::string type = get_string(b, "type", p).value_or("");
-    if (type != "text") bad_request(p + ".type", "content block type '{}' is not supported yet (only 'text')", type);
+    if (type != "text") bad_request(p + ".type", "content block type '{}' is not supported here (only 'text')", type);
     std::optional<std::string> text = get_string(b, "text", p);
     if (!text) bad_request(p + ".text", "'{}.text' is required", p);
     out += *text;
   }
   return out;
+}
+
+std::string required_string(const ojson& b, const char* key, const std::string& path) {
+  std::optional<std::string> v = get_string(b, key, path);
+  if (!v) bad_request(join_path(path, key), "'{}' is required", join_path(path, key));
+  return *v;
+}
+
+/// One Anthropic message as the template's OpenAI-style messages: text blocks joined; an
+/// assistant's tool_use blocks become its tool_calls; a user's tool_result blocks become role
+/// "tool" messages, in the order the blocks come.
+void convert_message(const std::string& role, const ojson& content, const std::string& path, ojson& out) {
+  if (!content.is_array()) {
+    out.push_back({{"role", role}, {"content", blocks_text(content, path)}});
+    return;
+  }
+  std::string text;
+  ojson calls = ojson::array();
+  bool pushed = false;
+  auto flush_text = [&] {
+    if (text.empty()) return;
+    out.push_back({{"role", role}, {"content", text}});
+    text.clear();
+    pushed = true;
+  };
+  for (size_t i = 0; i < content.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", path, i);
+    const ojson& b = content[i];
+    if (!b.is_object()) bad_request(p, "'{}' must be an object, got {}", p, type_name(b));
+    const std::string type = get_string(b, "type", p).value_or("");
+    if (type == "text") {
+      text += required_string(b, "text", p);
+    } else if (type == "tool_use" && role == "assistant") {
+      const ojson* input = field(b, "input");
+      if (!input || !input->is_object()) bad_request(p + ".input", "'{}.input' must be an object", p);
+      calls.push_back({{"id", required_string(b, "id", p)}, {"type", "function"},
+                       {"function", {{"name", required_string(b, "name", p)}, {"arguments", *input}}}});
+    } else if (type == "tool_result" && role == "user") {
+      flush_text();
+      const std::string id = required_string(b, "tool_use_id", p);
+      const ojson* result = field(b, "content");
+      out.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result ? blocks_text(*result, p + ".content") : ""}});
+      pushed = true;
+    } else {
+      bad_request(p + ".type", "{}.type: content block type '{}' is not supported in a{} {} message (text{})", p, type,
+                  role == "assistant" ? "n" : "", role, role == "assistant" ? ", tool_use" : ", tool_result");
+    }
+  }
+  if (role == "assistant") {
+    ojson m = {{"role", role}, {"content", text}};
+    if (!calls.empty()) m["tool_calls"] = calls;
+    out.push_back(std::move(m));
+  } else if (!text.empty() || !pushed) {
+    out.push_back({{"role", role}, {"content", text}});
+  }
+}
+
+/// Anthropic tools ({name, description, input_schema}) as OpenAI-style function tools.
+ojson convert_tools(const ojson& tools) {
+  if (!tools.is_array()) bad_request("tools", "tools: must be an array, got {}", type_name(tools));
+  ojson out = ojson::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string p = fmt::format("tools.{}", i);
+    const ojson& t = tools[i];
+    if (!t.is_object()) bad_request(p, "{}: must be an object", p);
+    const std::string type = get_string(t, "type", p).value_or("custom");
+    if (type != "custom") bad_request(p + ".type", "{}.type: '{}' tools are not supported (only client tools)", p, type);
+    ojson fn = {{"name", required_string(t, "name", p)}};
+    if (std::optional<std::string> d = get_string(t, "description", p)) fn["description"] = *d;
+    const ojson* schema = field(t, "input_schema");
+    if (!schema || !schema->is_object()) bad_request(p + ".input_schema", "{}.input_schema: must be an object (a JSON schema)", p);
+    fn["parameters"] = *schema;
+    out.push_back({{"type", "function"}, {"function", fn}});
+  }
+  return out;
+}
+
+/// tool_choice {type: auto|any|tool|none, name}: sets parse_tools, and for any/tool the opening of
+/// a call that the prompt ends with (the model continues it; no grammar is needed).
+void apply_tool_choice(const ojson* choice, ojson& tools, const ModelInfo& model, OpenAIRequest& r) {
+  std::string type = "auto", name;
+  if (choice) {
+    if (!choice->is_object()) bad_request("tool_choice", "tool_choice: must be an object, got {}", type_name(*choice));
+    type = get_string(*choice, "type", "tool_choice").value_or("");
+    if (type != "auto" && type != "any" && type != "tool" && type != "none")
+      bad_request("tool_choice.type", "tool_choice.type: must be 'auto', 'any', 'tool' or 'none', got '{}'", type);
+    if (type == "tool") {
+      name = required_string(*choice, "name", "tool_choice");
+      bool known = false;
+      for (const ojson& t : tools) known = known || t["function"]["name"] == name;
+      if (!known) bad_request("tool_choice.name", "tool_choice.name: '{}' is not one of the tools", name);
+    }
+    if (tools.empty() && type != "none" && type != "auto") bad_request("tool_choice", "tool_choice: '{}' needs tools", type);
+  }
+  if (type == "none") tools = ojson::array();  // the model is not told about them
+  r.tool_format = model.tool_format;
+  r.parse_tools = !tools.empty() && model.tool_format != ToolFormat::none;
+  if (type != "any" && type != "tool") return;
+  if (model.tool_format == ToolFormat::none)
+    bad_request("tool_choice", "tool_choice: '{}' cannot be honoured: tool-call parsing is off (--tool-parser none)", type);
+  r.forced_prefix = forced_call_opening(model.tool_format, name);
 }
 
 }  // namespace
@@ -59,13 +160,19 @@ OpenAIRequest parse_messages_request(const ojson& body, const ModelInfo& model, 
       bad_request(p + ".role", "{}.role: must be 'user' or 'assistant', got '{}'", p, role.value_or(""));
     const ojson* content = field(m, "content");
     if (!content) bad_request(p + ".content", "{}.content: field required", p);
-    msgs.push_back({{"role", *role}, {"content", blocks_text(*content, p + ".content")}});
+    convert_message(*role, *content, p + ".content", msgs);
   }
-  if (field(body, "tools")) bad_request("tools", "tools: not supported yet on /v1/messages");
-  if (count_only) {
-    r.request.prompt = model.tokenizer->encode(model.chat_template->render(msgs, nullptr, true), text::EncodeOptions{false, true});
-    return r;
+  ojson tools = ojson::array();
+  if (const ojson* t = field(body, "tools")) tools = convert_tools(*t);
+  apply_tool_choice(field(body, "tool_choice"), tools, model, r);
+  std::string prompt;
+  try {
+    prompt = model.chat_template->render(msgs, tools.empty() ? ojson() : tools, true) + r.forced_prefix;
+  } catch (const Error& e) {
+    bad_request("messages", "the chat template failed on these messages: {}", e.what());
   }
+  r.request.prompt = model.tokenizer->encode(prompt, text::EncodeOptions{false, true});
+  if (count_only) return r;
   std::optional<int64_t> max = get_int(body, "max_tokens", 1, INT32_MAX);
   if (!max) bad_request("max_tokens", "max_tokens: field required");
   SamplingParams& s = r.request.sampling;
@@ -81,13 +188,6 @@ OpenAIRequest parse_messages_request(const ojson& body, const ModelInfo& model, 
       r.stop.push_back(st.get<std::string>());
     }
   }
-  std::string prompt;
-  try {
-    prompt = model.chat_template->render(msgs, nullptr, true);
-  } catch (const Error& e) {
-    bad_request("messages", "the chat template failed on these messages: {}", e.what());
-  }
-  r.request.prompt = model.tokenizer->encode(prompt, text::EncodeOptions{false, true});
   r.request.stop_token_ids = model.stop_ids;
   const int64_t len = int64_t(r.request.prompt.size());
   if (len + *max > model.max_model_len)
@@ -97,11 +197,14 @@ OpenAIRequest parse_messages_request(const ojson& body, const ModelInfo& model, 
   return r;
 }
 
-AnthropicJob::AnthropicJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
+AnthropicJob::AnthropicJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
                            std::string id, ServerMetrics* metrics)
     : req_(std::move(request)),
       gen_(engine, tokenizer, std::move(handle), 1, req_.stop, false, metrics),
-      id_(std::move(id)) {}
+      parser_(req_.tool_format),
+      id_(std::move(id)) {
+  if (!req_.forced_prefix.empty()) pending_ += parser_.push(req_.forced_prefix).content;
+}
 
 ojson AnthropicJob::message_shell() const {
   return ojson{{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", req_.model}, {"content", ojson::array()},
@@ -110,7 +213,56 @@ ojson AnthropicJob::message_shell() const {
 
 std::string AnthropicJob::stop_reason() const {
   if (!stop_sequence_.empty()) return "stop_sequence";
-  return finish_ == "length" ? "max_tokens" : "end_turn";
+  if (finish_ == "length") return "max_tokens";
+  return parser_.calls_seen() > 0 ? "tool_use" : "end_turn";
+}
+
+namespace {
+std::string dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+}  // namespace
+
+void AnthropicJob::open_block(ojson block, std::string& out) {
+  blocks_.push_back(block);
+  if (!req_.stream) return;
+  if (block["type"] == "tool_use") block["input"] = ojson::object();  // the input follows as input_json_delta
+  out += sse_event("content_block_start", dump(ojson{{"type", "content_block_start"}, {"index", blocks_.size() - 1},
+                                                     {"content_block", block}}));
+}
+
+void AnthropicJob::close_text(std::string& out) {
+  if (!text_open_) return;
+  text_open_ = false;
+  if (req_.stream)
+    out += sse_event("content_block_stop", dump(ojson{{"type", "content_block_stop"}, {"index", blocks_.size() - 1}}));
+}
+
+void AnthropicJob::add_text(const std::string& text, std::string& out) {
+  if (text.empty()) return;
+  if (!text_open_) {
+    open_block(ojson{{"type", "text"}, {"text", ""}}, out);
+    text_open_ = true;
+  }
+  blocks_.back()["text"] = blocks_.back()["text"].get<std::string>() + text;
+  if (req_.stream)
+    out += sse_event("content_block_delta", dump(ojson{{"type", "content_block_delta"}, {"index", blocks_.size() - 1},
+                                                       {"delta", {{"type", "text_delta"}, {"text", text}}}}));
+}
+
+void AnthropicJob::add_tool_use(const ToolCall& call, std::string& out) {
+  close_text(out);
+  ojson input = ojson::object();
+  try {
+    ojson parsed = ojson::parse(call.arguments);
+    if (parsed.is_object()) input = std::move(parsed);
+  } catch (const std::exception&) {
+  }
+  // Ids are unique per server run: the message id's digits and the call's place in the message.
+  const std::string id = fmt::format("toolu_{}{:02d}", id_.substr(id_.find('_') + 1), tool_uses_++);
+  open_block(ojson{{"type", "tool_use"}, {"id", id}, {"name", call.name}, {"input", input}}, out);
+  if (!req_.stream) return;
+  out += sse_event("content_block_delta", dump(ojson{{"type", "content_block_delta"}, {"index", blocks_.size() - 1},
+                                                     {"delta", {{"type", "input_json_delta"}, {"partial_json", input.dump()}}}}));
+  out += sse_event("content_block_stop", dump(ojson{{"type", "content_block_stop"}, {"index", blocks_.size() - 1}}));
 }
 
 bool AnthropicJob::poll(std::string& out) {
@@ -119,20 +271,44 @@ bool AnthropicJob::poll(std::string& out) {
     started_ = true;
     ojson m = message_shell();
     m["usage"] = {{"input_tokens", input}, {"output_tokens", 0}};
-    out += sse_event("message_start", ojson{{"type", "message_start"}, {"message", m}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
-    out += sse_event("content_block_start", ojson{{"type", "content_block_start"}, {"index", 0},
-                                                  {"content_block", {{"type", "text"}, {"text", ""}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
+    out += sse_event("message_start", dump(ojson{{"type", "message_start"}, {"message", m}}));
+    if (!req_.parse_tools) {  // plain text: the one text block opens at once
+      open_block(ojson{{"type", "text"}, {"text", ""}}, out);
+      text_open_ = true;
+    }
     out += sse_event("ping", R"({"type":"ping"})");
   }
   for (SequenceDelta& d : gen_.poll()) {
     if (d.finish_reason) finish_ = *d.finish_reason;
     if (!d.stop_sequence.empty()) stop_sequence_ = d.stop_sequence;
-    text_ += d.text;
-    if (req_.stream && !d.text.empty())
-      out += sse_event("content_block_delta", ojson{{"type", "content_block_delta"}, {"index", 0},
-                                                    {"delta", {{"type", "text_delta"}, {"text", d.text}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
+    if (!req_.parse_tools) {
+      add_text(d.text, out);
+      continue;
+    }
+    ToolCallParser::Output o = parser_.push(d.text);
+    if (d.finish_reason) {
+      ToolCallParser::Output f = parser_.flush();
+      o.content += f.content;
+      o.calls.insert(o.calls.end(), f.calls.begin(), f.calls.end());
+    }
+    // White space outside a text block is held until other text follows, so a reply that is only
+    // calls has only tool_use blocks; a reply without calls keeps every byte.
+    pending_ += o.content;
+    if (text_open_ || pending_.find_first_not_of(" \t\r\n") != std::string::npos) {
+      add_text(pending_, out);
+      pending_.clear();
+    }
+    for (const ToolCall& call : o.calls) {
+      pending_.clear();
+      add_tool_use(call, out);
+    }
   }
   if (!gen_.done()) return false;
+  if (parser_.calls_seen() == 0) add_text(pending_, out);
+  if (blocks_.empty()) {  // no output at all: one empty text block
+    open_block(ojson{{"type", "text"}, {"text", ""}}, out);
+    text_open_ = true;
+  }
   const ojson usage = {{"input_tokens", input}, {"output_tokens", gen_.completion_tokens()},
                        {"cache_read_input_tokens", gen_.cached_tokens()}};
   if (!req_.stream) {
@@ -142,23 +318,23 @@ bool AnthropicJob::poll(std::string& out) {
       return true;
     }
     ojson m = message_shell();
-    m["content"] = ojson::array({ojson{{"type", "text"}, {"text", text_}}});
+    m["content"] = blocks_;
     m["stop_reason"] = stop_reason();
     m["stop_sequence"] = stop_sequence_.empty() ? ojson(nullptr) : ojson(stop_sequence_);
     m["usage"] = usage;
-    out = m.dump(-1, ' ', false, ojson::error_handler_t::replace);
+    out = dump(m);
     return true;
   }
   if (!gen_.error().empty()) {
-    out += sse_event("error", ojson{{"type", "error"}, {"error", {{"type", "api_error"}, {"message", gen_.error()}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
+    out += sse_event("error", dump(ojson{{"type", "error"}, {"error", {{"type", "api_error"}, {"message", gen_.error()}}}}));
     return true;
   }
-  out += sse_event("content_block_stop", R"({"type":"content_block_stop","index":0})");
+  close_text(out);
   out += sse_event("message_delta",
-                   ojson{{"type", "message_delta"},
-                         {"delta", {{"stop_reason", stop_reason()},
-                                    {"stop_sequence", stop_sequence_.empty() ? ojson(nullptr) : ojson(stop_sequence_)}}},
-                         {"usage", {{"output_tokens", gen_.completion_tokens()}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
+                   dump(ojson{{"type", "message_delta"},
+                              {"delta", {{"stop_reason", stop_reason()},
+                                         {"stop_sequence", stop_sequence_.empty() ? ojson(nullptr) : ojson(stop_sequence_)}}},
+                              {"usage", {{"output_tokens", gen_.completion_tokens()}}}}));
   out += sse_event("message_stop", R"({"type":"message_stop"})");
   return true;
 }

@@ -1,14 +1,18 @@
 // server/anthropic.h — the Anthropic Messages API: /v1/messages bodies (system, content blocks,
-// stop_sequences) parsed into an engine request, and the job that writes the message JSON or the
-// streaming event grammar message_start → content_block_start → ping → content_block_delta* →
-// content_block_stop → message_delta → message_stop.
+// stop_sequences, tools and tool_choice, tool_use and tool_result blocks) parsed into an engine
+// request, and the job that writes the message JSON (text and tool_use content blocks) or the
+// streaming event grammar message_start → ping → per block (content_block_start →
+// content_block_delta* (text_delta or input_json_delta) → content_block_stop) → message_delta →
+// message_stop. Without tools the text block opens before the ping, as Anthropic's stream does.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "server/generation.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 
 namespace rill::server {
 
@@ -21,7 +25,7 @@ HttpReply anthropic_error(int status, const std::string& message);
 
 class AnthropicJob : public StreamJob {
  public:
-  AnthropicJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
+  AnthropicJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
                std::string id, ServerMetrics* metrics = nullptr);
   bool poll(std::string& out) override;
   void cancel() override { gen_.cancel(); }
@@ -30,10 +34,19 @@ class AnthropicJob : public StreamJob {
  private:
   ojson message_shell() const;
   std::string stop_reason() const;
+  void open_block(ojson block, std::string& out);
+  void close_text(std::string& out);  ///< ends the open text block, if any
+  void add_text(const std::string& text, std::string& out);
+  void add_tool_use(const ToolCall& call, std::string& out);
 
   OpenAIRequest req_;
   Generation gen_;
-  std::string id_, text_, finish_, stop_sequence_;
+  ToolCallParser parser_;
+  std::string id_, finish_, stop_sequence_;
+  std::string pending_;  // white space held back while tools are parsed
+  std::vector<ojson> blocks_;
+  bool text_open_ = false;
+  int32_t tool_uses_ = 0;
   bool started_ = false;
   int status_ = 200;
 };

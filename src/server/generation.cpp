@@ -5,7 +5,7 @@
 
 namespace rill::server {
 
-Generation::Generation(Engine& engine, const text::Tokenizer& tokenizer, RequestHandle handle, int32_t n,
+Generation::Generation(EngineApi& engine, const text::Tokenizer& tokenizer, RequestHandle handle, int32_t n,
                        std::vector<std::string> stops, bool logprobs, ServerMetrics* metrics)
     : engine_(engine), tokenizer_(tokenizer), handle_(std::move(handle)), logprobs_(logprobs), metrics_(metrics) {
   for (int32_t i = 0; i < n; ++i) seqs_.push_back(Seq{text::IncrementalDetokenizer(tokenizer_, true), StopMatcher(stops)});
@@ -42,6 +42,7 @@ std::vector<SequenceDelta> Generation::poll() {
       ttft_seen_ = true;
       metrics_->observe_ttft(e->ttft_s);
     }
+    if (metrics_ && e->token >= 0 && e->itl_s > 0) metrics_->observe_itl(e->itl_s);
     if (e->sequence < 0 || e->sequence >= int32_t(seqs_.size())) continue;
     Seq& s = seqs_[size_t(e->sequence)];
     if (s.finished) continue;

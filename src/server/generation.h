@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "server/engine_api.h"
 #include "server/metrics.h"
 #include "server/stop_matcher.h"
 #include "text/detokenizer.h"
@@ -33,7 +33,7 @@ struct SequenceDelta {
 
 class Generation {
  public:
-  Generation(Engine& engine, const text::Tokenizer& tokenizer, RequestHandle handle, int32_t n,
+  Generation(EngineApi& engine, const text::Tokenizer& tokenizer, RequestHandle handle, int32_t n,
              std::vector<std::string> stops, bool logprobs, ServerMetrics* metrics = nullptr);
   ~Generation();  ///< cancels the engine request if it is still running
   Generation(const Generation&) = delete;
@@ -56,7 +56,7 @@ class Generation {
     int32_t tokens = 0;
     bool finished = false;
   };
-  Engine& engine_;
+  EngineApi& engine_;
   const text::Tokenizer& tokenizer_;
   RequestHandle handle_;
   std::vector<Seq> seqs_;

@@ -252,7 +252,7 @@ void HttpServer::stop() {
   net::post(state_->ioc, [s = state_] { s->ioc.stop(); });
 }
 
-void HttpServer::run(double grace_s) {
+void HttpServer::run(double grace_s, std::function<void()> on_drain) {
   auto state = state_;
   accept(state);
   net::signal_set signals(state->ioc, SIGINT, SIGTERM);
@@ -267,10 +267,14 @@ void HttpServer::run(double grace_s) {
   };
   signals.async_wait([&](beast::error_code ec, int sig) {
     if (ec) return;
-    logger().info("server: signal {}: no longer accepting; finishing {} running request(s)", sig, state->jobs.load());
+    logger().info("server: signal {}: taking no new work; finishing {} running request(s)", sig, state->jobs.load());
     state->stopping = true;
-    beast::error_code ignored;
-    state->acceptor.close(ignored);
+    if (on_drain) {
+      on_drain();
+    } else {
+      beast::error_code ignored;
+      state->acceptor.close(ignored);
+    }
     deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(grace_s * 1000));
     check();
   });

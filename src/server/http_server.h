@@ -59,9 +59,10 @@ class HttpServer {
   HttpServer(const HttpOptions& options, Handler handler, ErrorReply error_reply);
   ~HttpServer();
   uint16_t port() const;  ///< the bound port
-  /// Serves until SIGINT/SIGTERM (or stop()): then stops accepting, lets running jobs finish for
-  /// up to `grace_s` seconds, and returns.
-  void run(double grace_s = 10.0);
+  /// Serves until SIGINT/SIGTERM (or stop()): then lets running jobs finish for up to `grace_s`
+  /// seconds, and returns. Without `on_drain` it stops accepting at the signal; with it, it calls
+  /// on_drain() and keeps answering (the handler refuses new work, e.g. 503) until then.
+  void run(double grace_s = 10.0, std::function<void()> on_drain = {});
   void stop();
   int active_jobs() const;
 

@@ -29,7 +29,9 @@ std::string Histogram::render(const std::string& name, const std::string& help) 
   return out;
 }
 
-ServerMetrics::ServerMetrics() : ttft_({0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}) {}
+ServerMetrics::ServerMetrics()
+    : ttft_({0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1, 2.5}) {}
 
 void ServerMetrics::count_request(const std::string& endpoint, int status) {
   std::lock_guard lock(mutex_);
@@ -70,8 +72,10 @@ std::string ServerMetrics::render(const EngineStats& s) const {
   gauge(out, "rill_state_snapshot_bytes", "gauge", "Device memory of hybrid models' prefix-cache state snapshots.",
         double(s.state_snapshot_bytes));
   out += ttft_.render("rill_time_to_first_token_seconds", "Submit to first token, per request.");
+  out += itl_.render("rill_inter_token_latency_seconds",
+                     "Time between consecutive tokens of a sequence, per generated token after the first.");
   summary(out, "rill_engine_time_to_first_token_seconds", "Engine TTFT over its recent window.", s.ttft);
-  summary(out, "rill_inter_token_latency_seconds", "Engine inter-token time over its recent window.", s.itl);
+  summary(out, "rill_engine_inter_token_latency_seconds", "Engine inter-token time over its recent window.", s.itl);
   return out;
 }
 

@@ -1,5 +1,6 @@
 // server/metrics.h — what /metrics exposes (Prometheus text format 0.0.4): requests by endpoint
-// and status and a time-to-first-token histogram (both counted by the server), plus the engine's
+// and status, time-to-first-token and inter-token-latency histograms (counted by the server, per
+// request and per generated token after a sequence's first), plus the engine's
 // figures (queue depth, running rows, KV usage, token and prefix-hit counters, TTFT and
 // inter-token latency summaries over the engine's recent window).
 #pragma once
@@ -36,12 +37,13 @@ class ServerMetrics {
   ServerMetrics();
   void count_request(const std::string& endpoint, int status);
   void observe_ttft(double seconds) { ttft_.observe(seconds); }
+  void observe_itl(double seconds) { itl_.observe(seconds); }
   std::string render(const EngineStats& stats) const;
 
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, int64_t> requests_;
-  Histogram ttft_;
+  Histogram ttft_, itl_;
 };
 
 }  // namespace rill::server

@@ -7,7 +7,7 @@
 
 namespace rill::server {
 
-OpenAIJob::OpenAIJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
+OpenAIJob::OpenAIJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
                      std::string id, int64_t created, ServerMetrics* metrics)
     : tokenizer_(tokenizer),
       req_(std::move(request)),
@@ -15,6 +15,10 @@ OpenAIJob::OpenAIJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIReq
       id_(std::move(id)),
       created_(created),
       choices_(size_t(req_.request.sampling.n)) {
+  for (Choice& c : choices_) {
+    c.parser = ToolCallParser(req_.tool_format);
+    if (!req_.forced_prefix.empty()) c.parser.push(req_.forced_prefix);  // held inside the parser: no output yet
+  }
   if (req_.echo)
     for (Choice& c : choices_) c.text = req_.prompt_text;
 }

@@ -18,7 +18,7 @@ namespace rill::server {
 
 class OpenAIJob : public StreamJob {
  public:
-  OpenAIJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
+  OpenAIJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
             std::string id, int64_t created, ServerMetrics* metrics = nullptr);
   bool poll(std::string& out) override;
   void cancel() override { gen_.cancel(); }

@@ -114,6 +114,31 @@ std::string content_text(const ojson& content, const std::string& path) {
   return out;
 }
 
+/// tool_choice "auto", "none", "required" or {"type": "function", "function": {"name"}}. Forcing a
+/// call ends the prompt with the call's opening, which the model continues.
+void parse_tool_choice(const ojson& choice, const ojson& tools, const ModelInfo& model, OpenAIRequest& r) {
+  std::string name;
+  if (choice.is_object()) {
+    const ojson* fn = field(choice, "function");
+    if (get_string(choice, "type", "tool_choice") != "function" || !fn || !fn->is_object() ||
+        !get_string(*fn, "name", "tool_choice.function"))
+      bad_request("tool_choice", "'tool_choice' as an object must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}");
+    name = *get_string(*fn, "name", "tool_choice.function");
+    bool known = false;
+    for (const ojson& t : tools.is_array() ? tools : ojson::array())
+      known = known || (t.is_object() && t.contains("function") && t["function"].is_object() && t["function"].value("name", "") == name);
+    if (!known) bad_request("tool_choice", "'tool_choice' names function '{}', which is not in 'tools'", name);
+  } else if (!choice.is_string() || (choice != "auto" && choice != "none" && choice != "required")) {
+    bad_request("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or a function, got {}", choice.dump());
+  }
+  if (choice == "none") r.parse_tools = false;
+  if (choice == "none" || choice == "auto") return;
+  if (!tools.is_array() || tools.empty()) bad_request("tool_choice", "'tool_choice' {} needs 'tools'", choice.dump());
+  if (model.tool_format == ToolFormat::none)
+    bad_request("tool_choice", "'tool_choice' {} cannot be honoured: tool-call parsing is off (--tool-parser none)", choice.dump());
+  r.forced_prefix = forced_call_opening(model.tool_format, name);
+}
+
 }  // namespace
 
 ojson normalize_messages(const ojson& messages) {
@@ -163,20 +188,17 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model) {
   if (const ojson* t = field(body, "tools")) {
     if (!t->is_array()) bad_request("tools", "'tools' must be an array, got {}", type_name(*t));
     tools = *t;
-    r.parse_tools = true;
+    r.parse_tools = model.tool_format != ToolFormat::none;
+    r.tool_format = model.tool_format;
   }
-  if (const ojson* choice = field(body, "tool_choice")) {
-    if (!choice->is_string() || (*choice != "auto" && *choice != "none"))
-      bad_request("tool_choice", "'tool_choice' must be 'auto' or 'none' (forcing a tool is not supported yet), got {}",
-                  choice->dump());
-    if (*choice == "none") r.parse_tools = false;
-  }
+  if (const ojson* choice = field(body, "tool_choice")) parse_tool_choice(*choice, tools, model, r);
   ojson kwargs = ojson::object();
   if (const ojson* k = field(body, "chat_template_kwargs")) {
     if (!k->is_object()) bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object, got {}", type_name(*k));
     kwargs = *k;
   }
-  r.split_reasoning = model.reasoning && !(kwargs.contains("enable_thinking") && kwargs["enable_thinking"] == false);
+  r.split_reasoning = model.reasoning && !(kwargs.contains("enable_thinking") && kwargs["enable_thinking"] == false) &&
+                      r.forced_prefix.empty();
   parse_sampling(body, model, r);
   r.logprobs = get_bool(body, "logprobs").value_or(false);
   if (auto top = get_int(body, "top_logprobs", 0, 20)) {
@@ -187,7 +209,7 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model) {
   r.request.sampling.top_logprobs = r.top_logprobs;
   std::string prompt;
   try {
-    prompt = model.chat_template->render(msgs, tools, true, kwargs);
+    prompt = model.chat_template->render(msgs, tools, true, kwargs) + r.forced_prefix;
   } catch (const Error& e) {
     bad_request("messages", "the chat template failed on these messages: {}", e.what());
   }

@@ -9,6 +9,7 @@
 
 #include "engine/request.h"
 #include "server/json_fields.h"
+#include "server/tool_calls.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -24,6 +25,7 @@ struct ModelInfo {
   int64_t vocab_size = 0;
   int32_t max_n = 64;
   bool reasoning = false;  ///< a thinking model: split <think> output into reasoning_content
+  ToolFormat tool_format = ToolFormat::qwen3;  ///< how generated tool calls look (from the template)
 };
 
 struct OpenAIRequest {
@@ -35,7 +37,11 @@ struct OpenAIRequest {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool echo = false;          ///< completions: the prompt text precedes the output
-  bool parse_tools = false;   ///< chat with tools: <tool_call> blocks become tool_calls
+  bool parse_tools = false;   ///< chat with tools: calls in the output (tool_format) become tool_calls
+  ToolFormat tool_format = ToolFormat::qwen3;
+  /// Text the prompt ends with that the model's reply continues (a forced tool call's opening): the
+  /// tool-call parser sees it before the generated text.
+  std::string forced_prefix;
   bool split_reasoning = false;  ///< chat: text before </think> goes to reasoning_content
   std::string prompt_text;    ///< completions: the prompt as text (for echo)
 };

@@ -99,12 +99,15 @@ OpenAIRequest parse_responses_request(const ojson& body, const ModelInfo& model)
   }
 }
 
-ResponsesJob::ResponsesJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
+ResponsesJob::ResponsesJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
                            std::string id, int64_t created, ServerMetrics* metrics)
     : req_(std::move(request)),
       gen_(engine, tokenizer, std::move(handle), 1, req_.stop, false, metrics),
+      parser_(req_.tool_format),
       id_(std::move(id)),
-      created_(created) {}
+      created_(created) {
+  if (!req_.forced_prefix.empty()) parser_.push(req_.forced_prefix);  // held inside the parser: no output yet
+}
 
 ojson ResponsesJob::message_item(const std::string& status) const {
   ojson content = ojson::array();

@@ -20,7 +20,7 @@ OpenAIRequest parse_responses_request(const ojson& body, const ModelInfo& model)
 
 class ResponsesJob : public StreamJob {
  public:
-  ResponsesJob(Engine& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
+  ResponsesJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
                std::string id, int64_t created, ServerMetrics* metrics = nullptr);
   bool poll(std::string& out) override;
   void cancel() override { gen_.cancel(); }

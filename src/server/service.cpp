@@ -7,7 +7,6 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "model/model.h"
 #include "server/anthropic.h"
 #include "server/api_error.h"
 #include "server/openai_job.h"
@@ -32,7 +31,7 @@ HandlerResult immediate(HttpReply reply) {
 
 }  // namespace
 
-Service::Service(Engine& engine, std::optional<text::Tokenizer> tokenizer, text::ChatTemplate chat_template,
+Service::Service(EngineApi& engine, std::optional<text::Tokenizer> tokenizer, text::ChatTemplate chat_template,
                  std::vector<int32_t> stop_ids, ServiceOptions options)
     : engine_(engine),
       tokenizer_(std::move(tokenizer)),
@@ -44,8 +43,10 @@ Service::Service(Engine& engine, std::optional<text::Tokenizer> tokenizer, text:
   info_.chat_template = &chat_template_;
   info_.stop_ids = std::move(stop_ids);
   info_.max_model_len = engine_.max_model_len();
-  info_.vocab_size = engine_.model().config().vocab_size;
+  info_.vocab_size = engine_.vocab_size();
   info_.reasoning = options_.reasoning;
+  info_.tool_format = options_.tool_parser.empty() ? detect_tool_format(chat_template_.source())
+                                                   : tool_format_from_name(options_.tool_parser, "tool_parser");
 }
 
 HttpReply Service::error_reply(int status, const std::string& message, const std::string& param,
@@ -89,7 +90,7 @@ HandlerResult Service::route(const HttpRequest& request) {
   };
   if (path == "/health") {
     only("GET");
-    return immediate(json_reply(ojson{{"status", "ok"}}));
+    return immediate(draining_ ? json_reply(ojson{{"status", "draining"}}, 503) : json_reply(ojson{{"status", "ok"}}));
   }
   if (path == "/metrics") {
     only("GET");
@@ -100,6 +101,9 @@ HandlerResult Service::route(const HttpRequest& request) {
     if (request.authorization != bearer && request.x_api_key != options_.api_key)
       throw ApiError(401, "", "Incorrect or missing API key (send 'Authorization: Bearer <key>' or 'x-api-key')");
   }
+  static const char* generating[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"};
+  if (draining_ && std::find(std::begin(generating), std::end(generating), path) != std::end(generating))
+    throw ApiError(503, "", "the server is shutting down and takes no new requests; retry on another instance");
   if (path == "/v1/models") {
     only("GET");
     return immediate(models());

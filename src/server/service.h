@@ -1,7 +1,8 @@
 // server/service.h — the HTTP API of one served model: routes requests to the endpoints
 // (/health, /metrics, /v1/models, /tokenize, /detokenize, /v1/chat/completions, /v1/completions,
 // /v1/responses, /v1/messages, /v1/messages/count_tokens), checks the API key, and turns every failure into an
-// OpenAI-style (Anthropic-style on /v1/messages) error body with the right status.
+// OpenAI-style (Anthropic-style on /v1/messages) error body with the right status. Once drain()
+// was called (SIGTERM), work is refused with 503 while running requests finish.
 #pragma once
 
 #include <atomic>
@@ -9,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/engine.h"
+#include "server/engine_api.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -22,15 +23,19 @@ struct ServiceOptions {
   std::string model_id = "rill";
   std::string api_key;  ///< empty: no key required
   bool reasoning = false;  ///< split <think> … </think> into reasoning_content (chat)
+  std::string tool_parser;  ///< "qwen3", "llama3" or "none"; empty: picked from the chat template
 };
 
 class Service {
  public:
   /// Borrows the engine; tokenizer may be absent (token-id prompts only), template may be empty.
-  Service(Engine& engine, std::optional<text::Tokenizer> tokenizer, text::ChatTemplate chat_template,
+  Service(EngineApi& engine, std::optional<text::Tokenizer> tokenizer, text::ChatTemplate chat_template,
           std::vector<int32_t> stop_ids, ServiceOptions options);
 
   HandlerResult handle(const HttpRequest& request);
+  /// Stop taking work: generating endpoints answer 503 and /health reports "draining" (503).
+  void drain() { draining_ = true; }
+  ToolFormat tool_format() const { return info_.tool_format; }
   /// {"error": {"message", "type", "param", "code"}} with `status`.
   static HttpReply error_reply(int status, const std::string& message, const std::string& param = "",
                                const std::string& type = "");
@@ -46,13 +51,14 @@ class Service {
   HttpReply models() const;
   const text::Tokenizer& need_tokenizer(const char* what) const;
 
-  Engine& engine_;
+  EngineApi& engine_;
   std::optional<text::Tokenizer> tokenizer_;
   text::ChatTemplate chat_template_;
   ServiceOptions options_;
   ModelInfo info_;
   int64_t created_;
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> draining_{false};
   ServerMetrics metrics_;
 };
 

@@ -1,5 +1,5 @@
 // tests/server/metrics_test.cpp — Prometheus rendering: cumulative histogram buckets (counted by
-// hand here), request counters by endpoint and status, engine gauges.
+// hand here), request counters by endpoint and status, engine gauges, TTFT and ITL histograms.
 #include <gtest/gtest.h>
 
 #include "server/metrics.h"
@@ -29,6 +29,20 @@ TEST(ServerMetrics, RequestsAndEngineFigures) {
   EXPECT_NE(text.find("rill_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("rill_kv_cache_usage_ratio 0.25\n"), std::string::npos);
   EXPECT_NE(text.find("rill_generation_tokens_total 17\n"), std::string::npos);
+}
+
+TEST(ServerMetrics, InterTokenLatencyHistogram) {
+  ServerMetrics m;
+  m.observe_ttft(0.2);
+  for (double v : {0.003, 0.03, 0.03, 7.0}) m.observe_itl(v);
+  const std::string text = m.render(EngineStats{});
+  EXPECT_NE(text.find("# TYPE rill_inter_token_latency_seconds histogram\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rill_inter_token_latency_seconds_bucket{le=\"0.005\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rill_inter_token_latency_seconds_bucket{le=\"0.04\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rill_inter_token_latency_seconds_bucket{le=\"+Inf\"} 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rill_inter_token_latency_seconds_count 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rill_time_to_first_token_seconds_count 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE rill_engine_inter_token_latency_seconds summary\n"), std::string::npos) << text;
 }
 
 }  // namespace

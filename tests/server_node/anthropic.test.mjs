@@ -1,10 +1,11 @@
 // tests/server_node/anthropic.test.mjs — the official `@anthropic-ai/sdk` client against a live
 // rill serve: messages (streaming and not, the exact event order), system prompts, stop
-// sequences, count_tokens and typed errors.
+// sequences, count_tokens, tools (tool_use/tool_result history whose prompt is exactly the chat
+// template's render, tool_choice) and typed errors.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer } from './harness.mjs';
+import { startServer, templateTokens } from './harness.mjs';
 
 let server, client;
 before(async () => {
@@ -80,4 +81,53 @@ test('typed errors', async () => {
   await assert.rejects(client.messages.create({ ...base, model: 'claude-x' }), (e) => e instanceof Anthropic.NotFoundError);
   const bad = new Anthropic({ baseURL: server.url, apiKey: 'nope', maxRetries: 0 });
   await assert.rejects(bad.messages.create(base), (e) => e instanceof Anthropic.AuthenticationError && e.error.error.type === 'authentication_error');
+});
+
+const tools = [{ name: 'get_weather', description: 'Weather for a city',
+  input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }];
+const history = [
+  { role: 'user', content: 'Weather in Paris?' },
+  { role: 'assistant', content: [{ type: 'text', text: 'Checking.' },
+    { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' } }] },
+  { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_01', content: '{"temp_c": 21}' }] },
+];
+
+test('tools: tool_use and tool_result history; the prompt is the template render of the same conversation', async () => {
+  const m = await client.messages.create({ ...base, max_tokens: 4, messages: history, tools, tool_choice: { type: 'auto' } });
+  assert.ok(['end_turn', 'max_tokens', 'tool_use'].includes(m.stop_reason));
+  assert.ok(m.content.length >= 1);
+  // The same conversation in the form chat templates take (OpenAI tool_calls and role "tool").
+  const asTemplate = [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'Weather in Paris?' },
+    { role: 'assistant', content: 'Checking.', tool_calls: [{ id: 'toolu_01', type: 'function', function: { name: 'get_weather', arguments: { city: 'Paris' } } }] },
+    { role: 'tool', tool_call_id: 'toolu_01', content: '{"temp_c": 21}' },
+  ];
+  const fnTools = tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } }));
+  const expected = await templateTokens(server.url, asTemplate, fnTools, { 'x-api-key': 'k-test' });
+  assert.equal(m.usage.input_tokens, expected);
+  const counted = await client.messages.countTokens({ model: 'tiny', system: base.system, messages: history, tools });
+  assert.equal(counted.input_tokens, expected);
+  // Streaming with tools: the SDK assembles a valid message from the events.
+  const final = await client.messages.stream({ ...base, max_tokens: 4, messages: history, tools }).finalMessage();
+  assert.equal(final.usage.output_tokens, m.usage.output_tokens);
+  assert.deepEqual(final.content, m.content);
+  // tool_choice none: the tools are left out of the prompt.
+  const none = await client.messages.countTokens({ model: 'tiny', system: base.system, messages: history, tools, tool_choice: { type: 'none' } });
+  assert.ok(none.input_tokens < expected - 50);
+});
+
+test('tools: a forced tool call (tool_choice tool) opens the call in the prompt; bad tools are typed 400s', async () => {
+  const choice = { type: 'tool', name: 'get_weather' };
+  const auto = await client.messages.countTokens({ model: 'tiny', system: base.system, messages: base.messages, tools });
+  const forced = await client.messages.countTokens({ model: 'tiny', system: base.system, messages: base.messages, tools, tool_choice: choice });
+  assert.ok(forced.input_tokens > auto.input_tokens, 'the opening of the call follows the generation prompt');
+  const m = await client.messages.create({ ...base, max_tokens: 8, tools, tool_choice: choice });
+  assert.equal(m.usage.input_tokens, forced.input_tokens);
+  await assert.rejects(client.messages.create({ ...base, tools, tool_choice: { type: 'tool', name: 'nope' } }),
+    (e) => e instanceof Anthropic.BadRequestError && /tool_choice\.name/.test(e.message));
+  await assert.rejects(client.messages.create({ ...base, tools: [{ name: 'x' }] }),
+    (e) => e instanceof Anthropic.BadRequestError && /tools\.0\.input_schema/.test(e.message));
+  await assert.rejects(client.messages.create({ ...base, messages: [{ role: 'user', content: [{ type: 'tool_use', id: 'a', name: 'x', input: {} }] }] }),
+    (e) => e instanceof Anthropic.BadRequestError && /messages\.0\.content\[0\]\.type/.test(e.message));
 });

@@ -1,7 +1,7 @@
 // tests/server_node/harness.mjs — starts a live `rill serve` on a fresh qwen3-tiny fixture model
 // (random weights, the real Qwen3 tokenizer and chat template) and stops it.
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, homedir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,4 +55,24 @@ export async function startServer(extraArgs = []) {
     /** SIGTERM; resolves with the exit status. */
     stop: async () => { proc.kill('SIGTERM'); return exited; },
   };
+}
+
+/**
+ * Tokens of the chat template's render of `messages` (OpenAI form, as transformers takes them) with
+ * `tools`, computed independently of the request path: `rill template` renders, /tokenize counts.
+ */
+export async function templateTokens(url, messages, tools, headers = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'rill-tmpl-'));
+  try {
+    writeFileSync(join(dir, 'messages.json'), JSON.stringify(messages));
+    writeFileSync(join(dir, 'tools.json'), JSON.stringify(tools));
+    const prompt = execFileSync(rill, ['template', '--model', fixtureModel(), '--messages', join(dir, 'messages.json'),
+      '--tools', join(dir, 'tools.json'), '--add-generation-prompt'], { encoding: 'utf8' });
+    const r = await fetch(`${url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ prompt, add_special_tokens: false }) });
+    if (r.status !== 200) throw new Error(`/tokenize: ${r.status} ${await r.text()}`);
+    return (await r.json()).count;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

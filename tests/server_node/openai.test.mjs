@@ -1,10 +1,12 @@
 // tests/server_node/openai.test.mjs — the official `openai` npm client against a live rill serve:
 // models, chat and completions (streaming and not), usage, n > 1, stop strings, logprobs, error
-// types, the API key, tokenize/detokenize and a graceful SIGTERM.
+// types (400/401/404/413/429/503), the API key, tokenize/detokenize, tools (the prompt is exactly the
+// template's render), /metrics histograms and a graceful SIGTERM that answers new work with 503.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer } from './harness.mjs';
+import Anthropic from '@anthropic-ai/sdk';
+import { startServer, templateTokens } from './harness.mjs';
 
 let server, client;
 before(async () => {
@@ -133,7 +135,24 @@ test('tools: definitions, an assistant tool call and its result are accepted and
   const r = await client.chat.completions.create({ ...greedy, max_tokens: 4, messages: conversation, tools, tool_choice: 'auto' });
   assert.ok(r.usage.prompt_tokens > plain.usage.prompt_tokens + 50, 'the tool schema and the call are in the prompt');
   assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
-  await assert.rejects(client.chat.completions.create({ ...greedy, messages, tools, tool_choice: 'required' }),
+  // Exactly the template's render of the conversation as transformers takes it (arguments as an object).
+  const asTemplate = conversation.map((m) => (m.tool_calls ? { ...m, content: '', tool_calls: m.tool_calls.map((c) =>
+    ({ ...c, function: { ...c.function, arguments: JSON.parse(c.function.arguments) } })) } : m));
+  assert.equal(r.usage.prompt_tokens, await templateTokens(server.url, asTemplate, tools));
+  const streamed = await client.chat.completions.create({ ...greedy, max_tokens: 4, messages: conversation, tools, stream: true,
+    stream_options: { include_usage: true } });
+  let usage = null;
+  for await (const c of streamed) usage = c.usage ?? usage;
+  assert.equal(usage.prompt_tokens, r.usage.prompt_tokens);
+  // Forcing a call ends the prompt with the call's opening (the model continues it).
+  const required = await client.chat.completions.create({ ...greedy, max_tokens: 4, messages, tools, tool_choice: 'required' });
+  const named = await client.chat.completions.create({ ...greedy, max_tokens: 4, messages, tools,
+    tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+  const auto = await client.chat.completions.create({ ...greedy, max_tokens: 4, messages, tools });
+  assert.ok(auto.usage.prompt_tokens < required.usage.prompt_tokens && required.usage.prompt_tokens < named.usage.prompt_tokens);
+  await assert.rejects(client.chat.completions.create({ ...greedy, messages, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+    (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice');
+  await assert.rejects(client.chat.completions.create({ ...greedy, messages, tool_choice: 'required' }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice');
 });
 
@@ -202,7 +221,16 @@ test('/metrics: Prometheus text with request counts, tokens and the TTFT histogr
   assert.ok(m.rill_generation_tokens_total > 0 && m.rill_prompt_tokens_total > 0);
   assert.ok(m.rill_time_to_first_token_seconds_count >= 5);
   assert.equal(m['rill_time_to_first_token_seconds_bucket{le="+Inf"}'], m.rill_time_to_first_token_seconds_count);
-  assert.ok('rill_inter_token_latency_seconds_count' in m && 'rill_kv_cache_usage_ratio' in m && 'rill_num_requests_waiting' in m);
+  assert.ok('rill_engine_inter_token_latency_seconds_count' in m && 'rill_kv_cache_usage_ratio' in m && 'rill_num_requests_waiting' in m);
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  assert.match(text, /# TYPE rill_inter_token_latency_seconds histogram\n/);
+  // The ITL histogram counts every generated token after a sequence's first.
+  const r6 = await client.chat.completions.create({ ...greedy, max_tokens: 6, messages, ignore_eos: true });
+  assert.equal(r6.usage.completion_tokens, 6);
+  const after = await metrics();
+  assert.equal(after.rill_inter_token_latency_seconds_count - m.rill_inter_token_latency_seconds_count, 5);
+  assert.equal(after['rill_inter_token_latency_seconds_bucket{le="+Inf"}'], after.rill_inter_token_latency_seconds_count);
+  assert.ok(after.rill_inter_token_latency_seconds_sum > m.rill_inter_token_latency_seconds_sum);
 });
 
 test('--reasoning-parser: output before </think> is reasoning_content (the tiny model never closes it)', async () => {
@@ -239,5 +267,57 @@ test('API key: 401 without it, served with it; oversize body is 413', async () =
   } finally {
     const { code } = await keyed.stop();
     assert.equal(code, 0, 'SIGTERM exits 0');
+  }
+});
+
+test('SIGTERM: running streams finish, new work gets 503 (OpenAI error; Anthropic overloaded_error)', async () => {
+  const s = await startServer();
+  const oa = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const an = new Anthropic({ baseURL: s.url, apiKey: 'unused', maxRetries: 0 });
+  const stream = await oa.chat.completions.create({ ...greedy, messages, max_tokens: 460, ignore_eos: true, stream: true });
+  const it = stream[Symbol.asyncIterator]();
+  await it.next();  // the stream is running
+  s.proc.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 100));
+  const health = await fetch(`${s.url}/health`);
+  assert.equal(health.status, 503);
+  assert.equal((await health.json()).status, 'draining');
+  await assert.rejects(oa.chat.completions.create({ ...greedy, messages }), (e) => {
+    assert.ok(e instanceof OpenAI.InternalServerError, String(e));
+    assert.equal(e.status, 503);
+    assert.equal(e.error.type, 'service_unavailable');
+    return true;
+  });
+  await assert.rejects(an.messages.create({ model: 'tiny', max_tokens: 4, messages }), (e) => {
+    assert.ok(e instanceof Anthropic.InternalServerError, String(e));
+    assert.equal(e.status, 503);
+    assert.equal(e.error.error.type, 'overloaded_error');
+    return true;
+  });
+  let finish = null;
+  for (let r = await it.next(); !r.done; r = await it.next()) {
+    finish = r.value.choices[0]?.finish_reason ?? finish;
+  }
+  assert.equal(finish, 'length', 'the running stream completed');
+  const { code } = await s.stop();
+  assert.equal(code, 0);
+});
+
+test('a full queue is 429 (RateLimitError) while admitted requests complete', async () => {
+  const s = await startServer(['--max-num-seqs', '1', '--max-waiting', '1']);
+  try {
+    const oa = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const results = await Promise.allSettled(Array.from({ length: 6 }, () =>
+      oa.chat.completions.create({ ...greedy, messages, max_tokens: 64, ignore_eos: true })));
+    const ok = results.filter((r) => r.status === 'fulfilled');
+    const limited = results.filter((r) => r.status === 'rejected');
+    assert.ok(ok.length >= 1 && limited.length >= 1, `${ok.length} served, ${limited.length} refused`);
+    for (const r of limited) {
+      assert.ok(r.reason instanceof OpenAI.RateLimitError, String(r.reason));
+      assert.equal(r.reason.error.type, 'rate_limit_error');
+    }
+    for (const r of ok) assert.equal(r.value.usage.completion_tokens, 64);
+  } finally {
+    await s.stop();
   }
 });
