@@ -562,7 +562,8 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
   const int64_t blocks = int64_t(m_tiles) * a.hkv * a.num_rows;
   const int64_t bytes_per_span = int64_t(a.num_rows) * a.max_seqlen_q * a.hq * int64_t(D + 2) * int64_t(sizeof(float));
   const bool fits = a.workspace && spans > 1 && a.max_seqlen_q <= 65535 &&
-                    a.tokens <= int64_t(a.num_rows) * a.max_seqlen_q && spans * bytes_per_span <= int64_t(a.workspace_bytes);
+                    a.tokens <= int64_t(a.num_rows) * a.max_seqlen_q &&
+                    spans * bytes_per_span <= int64_t(a.workspace_bytes);
   const bool split = fits && (a.force_splits > 1 ||
                               (a.force_splits == 0 && blocks < int64_t(a.num_sms) * blocks_per_sm<D, kWarps, kBN>()));
   if (split) {

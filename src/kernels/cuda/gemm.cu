@@ -228,7 +228,8 @@ __global__ void gemm_fallback_kernel(GemmKernelArgs a) {
   for (int s = 0; s < a.splits; ++s) {
     float acc = 0.f;
     const int64_t ke = min(a.k, int64_t(s + 1) * a.ks);
-    for (int64_t kk = int64_t(s) * a.ks; kk < ke; ++kk) acc = fmaf(__bfloat162float(x[kk]), __bfloat162float(w[kk]), acc);
+    for (int64_t kk = int64_t(s) * a.ks; kk < ke; ++kk)
+      acc = fmaf(__bfloat162float(x[kk]), __bfloat162float(w[kk]), acc);
     total += acc;
   }
   if (a.bias) total += __bfloat162float(a.bias[col]);

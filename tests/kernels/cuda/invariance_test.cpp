@@ -330,10 +330,11 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
       }
       const double bytes = double(n * k * 2), flops = 2.0 * double(m) * double(n) * double(k);
       auto split = cuda::gemm_split(n, k, backend().info().num_sms);
-      std::printf("GEMM M=%5lld N=%6lld K=%5lld S=%2d | invariant %8.1f us %7.0f GB/s %6.1f TFLOP/s | best %-22s %8.1f us "
-                  "%7.0f GB/s %6.1f TFLOP/s | ratio %.2f\n",
+      std::printf("GEMM M=%5lld N=%6lld K=%5lld S=%2d | invariant %8.1f us %7.0f GB/s %6.1f TFLOP/s | "
+                  "best %-22s %8.1f us %7.0f GB/s %6.1f TFLOP/s | ratio %.2f\n",
                   (long long)m, (long long)n, (long long)k, split.splits, t_inv, bytes / t_inv * 1e-3,
-                  flops / t_inv * 1e-6, best_name.c_str(), best, bytes / best * 1e-3, flops / best * 1e-6, best / t_inv);
+                  flops / t_inv * 1e-6, best_name.c_str(), best, bytes / best * 1e-3, flops / best * 1e-6,
+                  best / t_inv);
     }
   }
 }

@@ -107,7 +107,8 @@ TEST(CudaMatmul, InvariantGemmMatchesReference) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> dm(1, 700), dn(1, 700), dk(1, 300);
   // K = 1001: the scalar fallback for K % 8 != 0.
-  std::vector<Shape> shapes{{1, 4097, 2048, false}, {8, 1023, 12296, true}, {700, 333, 1032, true}, {5, 77, 1001, true}};
+  std::vector<Shape> shapes{
+      {1, 4097, 2048, false}, {8, 1023, 12296, true}, {700, 333, 1032, true}, {5, 77, 1001, true}};
   for (int i = 0; i < 9; ++i) shapes.push_back({dm(rng), dn(rng) | 1, dk(rng) * 8, i % 2 == 0});
   for (const Shape& s : shapes) {
     SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " bias=" << s.bias);
