@@ -68,7 +68,9 @@ void serve(const ServeArgs& a) {
   ho.body_limit = a.max_body;
   server::HttpServer http(
       ho, [&](const server::HttpRequest& r) { return service.handle(r); },
-      [](int status, const std::string& message) { return server::Service::error_reply(status, message); });
+      [](int status, const std::string& message, const std::string& target) {
+        return server::Service::error_reply_for(target, status, message);
+      });
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   logger().info("rill serve: model '{}' from {} loaded in {:.2f} s (max_model_len {})", so.model_id, dir.string(), load_s,
                 engine.max_model_len());

@@ -58,13 +58,13 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::end_of_stream || ec == net::error::eof) return close();
     if (ec == http::error::body_limit) {
       keep_alive_ = false;
-      return send(state_->error_reply(413, fmt::format("request body exceeds the limit of {} bytes",
-                                                       state_->options.body_limit)));
+      return send(state_->error_reply(413, fmt::format("request body exceeds the limit of {} bytes", state_->options.body_limit),
+                                      std::string(parser_->get().target())));
     }
     if (ec) {
       if (ec.category() == http::make_error_code(http::error::bad_target).category()) {
         keep_alive_ = false;
-        return send(state_->error_reply(400, "malformed HTTP request: " + ec.message()));
+        return send(state_->error_reply(400, "malformed HTTP request: " + ec.message(), ""));
       }
       return close();
     }
@@ -73,7 +73,7 @@ class Session : public std::enable_shared_from_this<Session> {
     keep_alive_ = req.keep_alive() && !state_->stopping.load();
     HttpRequest r;
     r.method = std::string(req.method_string());
-    r.target = std::string(req.target());
+    r.target = target_ = std::string(req.target());
     r.body = std::move(req.body());
     if (auto it = req.find(http::field::authorization); it != req.end()) r.authorization = std::string(it->value());
     if (auto it = req.find("x-api-key"); it != req.end()) r.x_api_key = std::string(it->value());
@@ -81,7 +81,7 @@ class Session : public std::enable_shared_from_this<Session> {
     try {
       result = state_->handler(r);
     } catch (const std::exception& e) {
-      result.reply = state_->error_reply(500, std::string("internal error: ") + e.what());
+      result.reply = state_->error_reply(500, std::string("internal error: ") + e.what(), r.target);
     }
     if (!result.job) return send(std::move(result.reply));
     job_ = std::move(result.job);
@@ -138,7 +138,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (!sse_) {
         end_job();
         keep_alive_ = false;
-        return send(state_->error_reply(500, std::string("internal error: ") + e.what()));
+        return send(state_->error_reply(500, std::string("internal error: ") + e.what(), target_));
       }
     }
     if (!sse_) {
@@ -211,6 +211,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool sse_ = false, keep_alive_ = true, last_ = false;
   int delay_us_ = 500;
   std::string out_, body_;
+  std::string target_;  // of the request being answered
 };
 
 void accept(std::shared_ptr<HttpServer::State> state) {

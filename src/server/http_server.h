@@ -44,8 +44,9 @@ struct HandlerResult {
 };
 
 using Handler = std::function<HandlerResult(const HttpRequest&)>;
-/// The reply for a request the server itself refuses (oversize body, bad HTTP).
-using ErrorReply = std::function<HttpReply(int status, const std::string& message)>;
+/// The reply for a request the server itself refuses (oversize body, bad HTTP, a handler that threw);
+/// `target` is the request's target when known (the API it was for picks the error shape).
+using ErrorReply = std::function<HttpReply(int status, const std::string& message, const std::string& target)>;
 
 struct HttpOptions {
   std::string host = "127.0.0.1";

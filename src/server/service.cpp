@@ -58,6 +58,10 @@ HttpReply Service::error_reply(int status, const std::string& message, const std
   return json_reply(ojson{{"error", err}}, status);
 }
 
+HttpReply Service::error_reply_for(const std::string& target, int status, const std::string& message) {
+  return path_of(target).rfind("/v1/messages", 0) == 0 ? anthropic_error(status, message) : error_reply(status, message);
+}
+
 HandlerResult Service::handle(const HttpRequest& request) {
   HandlerResult result;
   const bool anthropic = path_of(request.target).rfind("/v1/messages", 0) == 0;

@@ -39,6 +39,8 @@ class Service {
   /// {"error": {"message", "type", "param", "code"}} with `status`.
   static HttpReply error_reply(int status, const std::string& message, const std::string& param = "",
                                const std::string& type = "");
+  /// The error body of the API `target` belongs to (Anthropic's shape on /v1/messages, else OpenAI's).
+  static HttpReply error_reply_for(const std::string& target, int status, const std::string& message);
 
  private:
   HandlerResult route(const HttpRequest& request);

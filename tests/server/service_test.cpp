@@ -458,6 +458,15 @@ TEST_F(ServiceTest, QueueFullIs429AndDrainingIs503) {
   EXPECT_TRUE(engine_.submitted.empty());
 }
 
+TEST(ServiceErrors, ServerRefusalsTakeTheShapeOfTheirApi) {
+  HttpReply a = Service::error_reply_for("/v1/messages?beta=true", 413, "too big");
+  EXPECT_EQ(a.status, 413);
+  EXPECT_EQ(a.body, R"({"type":"error","error":{"type":"request_too_large","message":"too big"}})");
+  HttpReply o = Service::error_reply_for("/v1/chat/completions", 413, "too big");
+  EXPECT_EQ(o.body, R"({"error":{"message":"too big","type":"request_too_large","param":null,"code":null}})");
+  EXPECT_EQ(ojson::parse(Service::error_reply_for("", 400, "bad").body)["error"]["type"], "invalid_request_error");
+}
+
 TEST_F(ServiceTest, MetricsCountInterTokenLatencyPerToken) {
   start("qwen3");
   script("one two three four", false);  // ends by length: every token but the first has an ITL

@@ -131,3 +131,18 @@ test('tools: a forced tool call (tool_choice tool) opens the call in the prompt;
   await assert.rejects(client.messages.create({ ...base, messages: [{ role: 'user', content: [{ type: 'tool_use', id: 'a', name: 'x', input: {} }] }] }),
     (e) => e instanceof Anthropic.BadRequestError && /messages\.0\.content\[0\]\.type/.test(e.message));
 });
+
+test('an oversize body is 413 with an Anthropic error body', async () => {
+  const s = await startServer(['--max-body-bytes', '4096']);
+  try {
+    const c = new Anthropic({ baseURL: s.url, apiKey: 'unused', maxRetries: 0 });
+    await assert.rejects(c.messages.create({ ...base, messages: [{ role: 'user', content: 'x'.repeat(10000) }] }), (e) => {
+      assert.ok(e instanceof Anthropic.APIError, String(e));
+      assert.equal(e.status, 413);
+      assert.equal(e.error.error.type, 'request_too_large');
+      return true;
+    });
+  } finally {
+    await s.stop();
+  }
+});
