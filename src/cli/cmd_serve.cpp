@@ -30,6 +30,7 @@ void serve(const ServeArgs& a) {
   namespace fs = std::filesystem;
   if (a.port < 0 || a.port > 65535) fail("--port: must be in [0, 65535], got {}", a.port);
   if (a.threads < 1) fail("--threads: must be >= 1, got {}", a.threads);
+  if (a.tool_parser != "auto") server::tool_format_from_name(a.tool_parser, "--tool-parser");  // checked before loading
   const auto t0 = std::chrono::steady_clock::now();
   fs::path dir = resolve_model_dir(a.model);
   std::optional<text::Tokenizer> tokenizer;
@@ -55,10 +56,7 @@ void serve(const ServeArgs& a) {
   if (!a.reasoning_parser.empty() && a.reasoning_parser != "qwen3" && a.reasoning_parser != "deepseek_r1")
     fail("--reasoning-parser: '{}' is not known (qwen3, deepseek_r1)", a.reasoning_parser);
   so.reasoning = !a.reasoning_parser.empty();
-  if (a.tool_parser != "auto") {
-    server::tool_format_from_name(a.tool_parser, "--tool-parser");
-    so.tool_parser = a.tool_parser;
-  }
+  if (a.tool_parser != "auto") so.tool_parser = a.tool_parser;
   server::EngineAdapter engine_api(engine);
   server::Service service(engine_api, std::move(tokenizer), std::move(chat_template), stop_ids, so);
   server::HttpOptions ho;

@@ -26,6 +26,7 @@ async function post(path, body) {
 test('health and models', async () => {
   const r = await fetch(`${server.url}/health`);
   assert.equal(r.status, 200);
+  assert.match(server.logs(), /tool calls parsed as qwen3/, 'picked from the Qwen3 chat template');
   const models = [];
   for await (const m of client.models.list()) models.push(m);
   assert.deepEqual(models.map((m) => m.id), ['tiny']);
@@ -303,9 +304,10 @@ test('SIGTERM: running streams finish, new work gets 503 (OpenAI error; Anthropi
   assert.equal(code, 0);
 });
 
-test('a full queue is 429 (RateLimitError) while admitted requests complete', async () => {
-  const s = await startServer(['--max-num-seqs', '1', '--max-waiting', '1']);
+test('a full queue is 429 (RateLimitError) while admitted requests complete; --tool-parser overrides the template', async () => {
+  const s = await startServer(['--max-num-seqs', '1', '--max-waiting', '1', '--tool-parser', 'llama3']);
   try {
+    assert.match(s.logs(), /tool calls parsed as llama3/);
     const oa = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
     const results = await Promise.allSettled(Array.from({ length: 6 }, () =>
       oa.chat.completions.create({ ...greedy, messages, max_tokens: 64, ignore_eos: true })));
