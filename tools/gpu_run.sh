@@ -4,7 +4,8 @@
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|full]
-#   quick: build + ctest; lite: + batch-1 decode at 512 and prefill at 4096; full: every benchmark.
+#   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
+#   in both matmul modes; full: every benchmark of bench/RESULTS.md (dense 8B, serving engine, Qwen3.5-9B).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -23,7 +24,7 @@ log "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 log "configure + build ($(nproc) cores)"
 if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
          -DRILL_BUILD_BENCH=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
-       cmake --build build-gpu -j"$(nproc)" --target rill rill_cuda_tests ${RILL_EXTRA_TARGETS:-}; } > "$out/build.log" 2>&1; then
+       cmake --build build-gpu -j"$(nproc)" --target rill rill_cuda_tests rill_engine_tests ${RILL_EXTRA_TARGETS:-}; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   log "BUILD FAILED"
   exit 1
@@ -34,23 +35,49 @@ ctest --test-dir build-gpu -L cuda --output-on-failure --timeout 600 > "$out/cte
 ctest_rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest_cuda.log" | tail -15 | tee -a "$out/summary.txt"
 log "ctest -L cuda rc=$ctest_rc"
+# The engine's CUDA variants live in rill_engine_tests (skipped there without a GPU).
+if [[ -x build-gpu/tests/rill_engine_tests ]]; then
+  build-gpu/tests/rill_engine_tests --gtest_filter='Cuda*' > "$out/engine_cuda.log" 2>&1
+  engine_rc=$?
+  grep -E "^\[  (PASSED|FAILED) |tests ran" "$out/engine_cuda.log" | tee -a "$out/summary.txt"
+  log "engine Cuda* rc=$engine_rc"
+  [[ $engine_rc -ne 0 ]] && ctest_rc=$engine_rc
+fi
 [[ "$mode" == quick ]] && exit $ctest_rc
 
-bench() {  # label, args...
+bench() {  # label, args... (env RILL_BATCH_INVARIANT may be set by the caller)
   local label="$1"; shift
   log "bench $label: rill bench $*"
-  build-gpu/rill bench --device cuda "$@" 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | grep -E "tokens_per_s" |
-    sed "s/^/  $label: /" | tee -a "$out/summary.txt"
+  build-gpu/rill bench --device cuda "$@" 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" |
+    grep -E "^model|tokens_per_s" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
+}
+serve() {  # label, args...
+  local label="$1"; shift
+  log "bench-serve $label: rill bench-serve $*"
+  build-gpu/rill bench-serve --device cuda "$@" 2>>"$out/bench_stderr.log" | tee -a "$out/serve.log" |
+    grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
-bench "b1 ctx512" --model /tmp/q8 --prompt-len 512 --decode-tokens 128
 if [[ "$mode" == lite ]]; then
-  bench "prefill 4096" --model /tmp/q8 --prompt-len 4096 --decode-tokens 1
+  bench "invariant" --model /tmp/q8 --prompt-len 512,4096 --decode-tokens 64
+  RILL_BATCH_INVARIANT=0 bench "autotuned" --model /tmp/q8 --prompt-len 512,4096 --decode-tokens 64
   log "done (lite)"
   exit $ctest_rc
 fi
-bench "b1 ctx8192" --model /tmp/q8 --prompt-len 8192 --decode-tokens 64
-for b in 16 64 256; do bench "b$b ctx512" --model /tmp/q8 --prompt-len 512 --decode-tokens 32 --batch "$b"; done
-for p in 512 4096 16384; do bench "prefill $p" --model /tmp/q8 --prompt-len "$p" --decode-tokens 1; done
+# #4: batch-1 decode at 512/8192 context and prefill at 512/4096/16384; decode at batch 16/64/256.
+# Both matmul modes: batch-invariant (the default) and autotuned cuBLASLt/matvec.
+bench "invariant b1" --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64
+RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64
+RILL_BATCH_INVARIANT=0 bench "autotuned b1 no-graphs" --model /tmp/q8 --prompt-len 512 --decode-tokens 64 --no-cuda-graphs
+bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
+RILL_BATCH_INVARIANT=0 bench "autotuned bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
+# #5: the serving engine.
+serve "invariant" --model /tmp/q8 --cells 128:512:128,1:1000:1000,16:1000:1000,256:1000:1000,1:512:128:0.9,16:512:128:0.9,256:512:128:0.9
+RILL_BATCH_INVARIANT=0 serve "autotuned" --model /tmp/q8 --cells 128:512:128,256:1000:1000
+# #7: a Qwen3.5-9B-shaped model.
+log "make-model qwen3.5-9b"
+build-gpu/rill make-model --shape qwen3.5-9b --out /tmp/q35 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model qwen3.5-9b failed"
+bench "qwen3.5-9b" --model /tmp/q35 --prompt-len 512,4096,32768 --decode-tokens 32
+serve "qwen3.5-9b multiturn" --model /tmp/q35 --scenario multiturn --context 50000 --extend 200 --max-tokens 16 --concurrency 1
 log "done"

@@ -18,6 +18,7 @@ namespace {
 
 struct BenchArgs {
   std::string model, device = "auto";
+  std::vector<int32_t> prompt_lens{512}, batches{1};
   int32_t prompt_len = 512, decode_tokens = 64, batch = 1, block_size = 16;
   bool no_graphs = false;
 };
@@ -26,19 +27,37 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// One (prompt length, batch) measurement on a loaded model.
+void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& kernels, Model& model);
+
 void bench(const BenchArgs& a) {
-  if (a.prompt_len < 1) fail("--prompt-len: must be ≥ 1, got {}", a.prompt_len);
   if (a.decode_tokens < 1) fail("--decode-tokens: must be ≥ 1, got {}", a.decode_tokens);
-  if (a.batch < 1) fail("--batch: must be ≥ 1, got {}", a.batch);
+  for (int32_t p : a.prompt_lens)
+    if (p < 1) fail("--prompt-len: must be ≥ 1, got {}", p);
+  for (int32_t b : a.batches)
+    if (b < 1) fail("--batch: must be ≥ 1, got {}", b);
   std::filesystem::path dir = resolve_model_dir(a.model);
   auto kernels = make_kernels(a.device);
   auto t0 = std::chrono::steady_clock::now();
   LoadOptions load;
   load.cuda_graphs = !a.no_graphs;
   auto model = load_model(dir, *kernels, load);
-  const ModelConfig& cfg = model->config();
   logger().info("loaded {} ({:.2f} GB of weights) in {:.2f} s on {}", dir.string(), double(model->weight_bytes()) / 1e9,
                 seconds_since(t0), kernels->device() == Device::cuda ? "cuda" : "cpu");
+  // Every prompt length with every batch size, one after another on the loaded model.
+  for (int32_t batch : a.batches)
+    for (int32_t prompt : a.prompt_lens) {
+      BenchArgs one = a;
+      one.batch = batch;
+      one.prompt_len = prompt;
+      bench_one(one, dir, *kernels, *model);
+    }
+}
+
+void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& kernels_ref, Model& model_ref) {
+  Kernels* kernels = &kernels_ref;
+  Model* model = &model_ref;
+  const ModelConfig& cfg = model->config();
   // Two untimed decode steps first: a new batch shape picks its kernels on its first step and is
   // recorded into a step graph on its second.
   constexpr int32_t kWarmSteps = 2;
@@ -106,6 +125,7 @@ void bench(const BenchArgs& a) {
   std::printf("decode_tokens_per_s %.2f (%.2f ms/step at context %d..%d)\n", decode_tps,
               1e3 * decode_s / a.decode_tokens, a.prompt_len, a.prompt_len + a.decode_tokens);
   std::printf("weight_bytes %zu\n", model->weight_bytes());
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -115,9 +135,13 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode tokens/s of a model");
   cmd->add_option("--model", args->model, "Model directory (default: the built-in default model)");
   cmd->add_option("--device", args->device, "auto, cpu or cuda")->capture_default_str();
-  cmd->add_option("--prompt-len", args->prompt_len, "Prompt tokens per row")->capture_default_str();
+  cmd->add_option("--prompt-len", args->prompt_lens, "Prompt tokens per row (a comma list runs each)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--decode-tokens", args->decode_tokens, "Decode steps to time")->capture_default_str();
-  cmd->add_option("--batch", args->batch, "Rows decoded together")->capture_default_str();
+  cmd->add_option("--batch", args->batches, "Rows decoded together (a comma list runs each)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_flag("--no-cuda-graphs", args->no_graphs, "Decode without step graphs (CUDA; compare with the default)");
   cmd->callback([args] { bench(*args); });
 }

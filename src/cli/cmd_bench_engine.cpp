@@ -8,6 +8,8 @@
 // is run cold, then a request extending it by `extend` new tokens (prompt + generated + new text,
 // as the next turn of a chat); prints both TTFTs and how many tokens the extension prefilled (the
 // rest came from the prefix cache: KV blocks and, for hybrid models, state snapshots).
+// `--cells C:P:M[:F],...` runs several throughput cells (concurrency, prompt, max tokens, shared
+// prefix fraction) one after another on one loaded model, each with its own prompts.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -37,7 +39,35 @@ struct BenchServeArgs {
   int32_t context = 50000, extend = 200;
   int32_t snapshot_interval = 0;
   size_t state_snapshot_memory = 0;
+  std::vector<std::string> cells;
 };
+
+// One throughput measurement.
+struct Cell {
+  int32_t concurrency = 16, num_requests = 0, prompt_len = 512, max_tokens = 128;
+  double shared_prefix = 0.0;
+};
+
+Cell parse_cell(const std::string& text) {
+  Cell c;
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  for (size_t i = 0; i <= text.size(); ++i)
+    if (i == text.size() || text[i] == ':') {
+      parts.push_back(text.substr(begin, i - begin));
+      begin = i + 1;
+    }
+  if (parts.size() < 3 || parts.size() > 4) fail("--cells: '{}' must be CONCURRENCY:PROMPT:MAX_TOKENS[:SHARED]", text);
+  try {
+    c.concurrency = std::stoi(parts[0]);
+    c.prompt_len = std::stoi(parts[1]);
+    c.max_tokens = std::stoi(parts[2]);
+    if (parts.size() == 4) c.shared_prefix = std::stod(parts[3]);
+  } catch (const std::exception&) {
+    fail("--cells: '{}' must be CONCURRENCY:PROMPT:MAX_TOKENS[:SHARED] with numbers", text);
+  }
+  return c;
+}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -105,55 +135,33 @@ void bench_multiturn(const BenchServeArgs& a, Engine& engine, int64_t vocab, boo
               (long long)s2.state_snapshots_saved, (long long)s2.state_snapshots_evicted);
 }
 
-void bench_serve(const BenchServeArgs& a) {
-  if (a.scenario != "throughput" && a.scenario != "multiturn")
-    fail("--scenario: must be throughput or multiturn, got '{}'", a.scenario);
-  if (a.concurrency < 1) fail("--concurrency: must be >= 1, got {}", a.concurrency);
-  if (a.prompt_len < 1) fail("--prompt-len: must be >= 1, got {}", a.prompt_len);
-  if (a.max_tokens < 1) fail("--max-tokens: must be >= 1, got {}", a.max_tokens);
-  if (a.shared_prefix < 0 || a.shared_prefix > 1) fail("--shared-prefix: must be in [0, 1], got {}", a.shared_prefix);
-  const int32_t total = a.num_requests > 0 ? a.num_requests : a.concurrency;
-  std::filesystem::path dir = resolve_model_dir(a.model);
-  auto kernels = make_kernels(a.device);
-  const bool cuda = kernels->device() == Device::cuda;
-  auto model = load_model(dir, *kernels, LoadOptions{std::nullopt, true});
-  const int64_t vocab = model->config().vocab_size;
-  EngineOptions o;
-  o.kv_memory_bytes = a.kv_memory;
-  o.max_num_batched_tokens = a.max_batched_tokens;
-  o.max_num_seqs = a.max_num_seqs > 0 ? a.max_num_seqs : std::max(a.concurrency, 1);
-  o.max_waiting = std::max(1024, a.concurrency * 2);
-  o.prefix_caching = !a.no_prefix_cache;
-  o.snapshot_interval_blocks = a.snapshot_interval;
-  o.state_snapshot_bytes = a.state_snapshot_memory;
-  Engine engine(std::move(kernels), std::move(model), o);
-  if (a.scenario == "multiturn") return bench_multiturn(a, engine, vocab, cuda);
+void check_cell(const Cell& c) {
+  if (c.concurrency < 1) fail("--concurrency: must be >= 1, got {}", c.concurrency);
+  if (c.prompt_len < 1) fail("--prompt-len: must be >= 1, got {}", c.prompt_len);
+  if (c.max_tokens < 1) fail("--max-tokens: must be >= 1, got {}", c.max_tokens);
+  if (c.shared_prefix < 0 || c.shared_prefix > 1) fail("--shared-prefix: must be in [0, 1], got {}", c.shared_prefix);
+}
 
-  std::mt19937_64 rng(a.seed);
+void run_cell(const BenchServeArgs& a, const Cell& cell, uint64_t seed, Engine& engine, int64_t vocab, bool cuda) {
+  const int32_t total = cell.num_requests > 0 ? cell.num_requests : cell.concurrency;
+  std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> token(0, int32_t(vocab) - 1);
-  const int32_t shared = int32_t(a.shared_prefix * a.prompt_len);
+  const int32_t shared = int32_t(cell.shared_prefix * cell.prompt_len);
   std::vector<int32_t> prefix(static_cast<size_t>(shared));
   for (int32_t& t : prefix) t = token(rng);
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(total));
   for (auto& p : prompts) {
     p = prefix;
-    while (int32_t(p.size()) < a.prompt_len) p.push_back(token(rng));
+    while (int32_t(p.size()) < cell.prompt_len) p.push_back(token(rng));
   }
   auto request = [&](const std::vector<int32_t>& prompt, int32_t max_tokens) {
     Request r;
     r.prompt = prompt;
     r.max_tokens = max_tokens;
     r.sampling.temperature = float(a.temperature);
-    r.sampling.seed = a.seed;
+    r.sampling.seed = seed;
     return r;
   };
-  // Warm-up (kernel selection, arena growth) on a prompt unrelated to the measured ones.
-  {
-    std::vector<int32_t> warm(static_cast<size_t>(std::min(a.prompt_len, 64)), 1);
-    Submission s = engine.submit(request(warm, 4));
-    if (!s.ok()) fail("warm-up request refused: {}", s.message);
-    collect(*s.handle);
-  }
   const EngineStats before = engine.stats();
   std::atomic<int32_t> next{0}, done{0};
   std::atomic<int64_t> generated{0};
@@ -162,11 +170,11 @@ void bench_serve(const BenchServeArgs& a) {
   std::mutex errors_mutex;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> clients;
-  for (int32_t c = 0; c < std::min(a.concurrency, total); ++c)
+  for (int32_t c = 0; c < std::min(cell.concurrency, total); ++c)
     clients.emplace_back([&] {
       for (int32_t i; (i = next.fetch_add(1)) < total;) {
         const auto start = std::chrono::steady_clock::now();
-        Submission s = engine.submit(request(prompts[size_t(i)], a.max_tokens));
+        Submission s = engine.submit(request(prompts[size_t(i)], cell.max_tokens));
         if (!s.ok()) {
           std::lock_guard lock(errors_mutex);
           errors.push_back(s.message);
@@ -200,17 +208,59 @@ void bench_serve(const BenchServeArgs& a) {
   if (!errors.empty()) fail("{} requests failed; first: {}", errors.size(), errors.front());
   const EngineStats s = engine.stats();
   std::printf("device %s concurrency %d requests %d prompt %d max_tokens %d shared_prefix %.2f\n", cuda ? "cuda" : "cpu",
-              a.concurrency, total, a.prompt_len, a.max_tokens, a.shared_prefix);
+              cell.concurrency, total, cell.prompt_len, cell.max_tokens, cell.shared_prefix);
   std::printf("elapsed_s %.3f\n", elapsed);
   std::printf("output_tokens_per_s %.1f\n", double(generated.load()) / elapsed);
   std::printf("total_tokens_per_s %.1f (prompt + output)\n",
-              (double(generated.load()) + double(total) * a.prompt_len) / elapsed);
+              (double(generated.load()) + double(total) * cell.prompt_len) / elapsed);
   std::printf("ttft_p50_ms %.1f\nttft_p99_ms %.1f\n", 1e3 * percentile(ttft, 0.5), 1e3 * percentile(ttft, 0.99));
   std::printf("itl_p50_ms %.2f\nitl_p99_ms %.2f\n", 1e3 * s.itl.p50_s, 1e3 * s.itl.p99_s);
   std::printf("prefix_hit_tokens %lld of %lld prompt tokens\n", (long long)(s.prefix_hit_tokens - before.prefix_hit_tokens),
               (long long)(s.prompt_tokens - before.prompt_tokens));
   std::printf("preemptions %lld steps %lld kv_blocks %d\n", (long long)(s.num_preemptions - before.num_preemptions),
               (long long)(s.num_steps - before.num_steps), s.kv_blocks_total);
+  std::fflush(stdout);
+}
+
+void bench_serve(const BenchServeArgs& a) {
+  if (a.scenario != "throughput" && a.scenario != "multiturn")
+    fail("--scenario: must be throughput or multiturn, got '{}'", a.scenario);
+  std::vector<Cell> cells;
+  for (const std::string& c : a.cells) cells.push_back(parse_cell(c));
+  if (cells.empty())
+    cells.push_back(Cell{a.concurrency, a.num_requests, a.prompt_len, a.max_tokens, a.shared_prefix});
+  int32_t max_concurrency = 1;
+  for (const Cell& c : cells) {
+    check_cell(c);
+    max_concurrency = std::max(max_concurrency, c.concurrency);
+  }
+  std::filesystem::path dir = resolve_model_dir(a.model);
+  auto kernels = make_kernels(a.device);
+  const bool cuda = kernels->device() == Device::cuda;
+  auto model = load_model(dir, *kernels, LoadOptions{std::nullopt, true});
+  const int64_t vocab = model->config().vocab_size;
+  EngineOptions o;
+  o.kv_memory_bytes = a.kv_memory;
+  o.max_num_batched_tokens = a.max_batched_tokens;
+  o.max_num_seqs = a.max_num_seqs > 0 ? a.max_num_seqs : max_concurrency;
+  o.max_waiting = std::max(1024, max_concurrency * 2);
+  o.prefix_caching = !a.no_prefix_cache;
+  o.snapshot_interval_blocks = a.snapshot_interval;
+  o.state_snapshot_bytes = a.state_snapshot_memory;
+  Engine engine(std::move(kernels), std::move(model), o);
+  if (a.scenario == "multiturn") return bench_multiturn(a, engine, vocab, cuda);
+
+  // Warm-up (kernel selection, arena growth, step graphs) on a prompt unrelated to the measured ones.
+  {
+    std::vector<int32_t> warm(static_cast<size_t>(std::min(a.prompt_len, 64)), 1);
+    Request r;
+    r.prompt = warm;
+    r.max_tokens = 4;
+    Submission s = engine.submit(r);
+    if (!s.ok()) fail("warm-up request refused: {}", s.message);
+    collect(*s.handle);
+  }
+  for (size_t i = 0; i < cells.size(); ++i) run_cell(a, cells[i], a.seed + 1000 * i, engine, vocab, cuda);
 }
 
 }  // namespace
@@ -238,6 +288,9 @@ void add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--extend", args->extend, "multiturn: new tokens of the next turn")->capture_default_str();
   cmd->add_option("--snapshot-interval", args->snapshot_interval,
                   "Hybrid models: state snapshot every this many KV blocks (0: max-batched-tokens / block size)");
+  cmd->add_option("--cells", args->cells,
+                  "Several throughput cells on one loaded model: CONCURRENCY:PROMPT:MAX_TOKENS[:SHARED],...")
+      ->delimiter(',');
   cmd->add_option("--state-snapshot-memory", args->state_snapshot_memory,
                   "Hybrid models: bytes for prefix-cache state snapshots (0: 10% of the KV budget)");
   cmd->callback([args] { bench_serve(*args); });

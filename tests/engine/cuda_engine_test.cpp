@@ -213,5 +213,54 @@ TEST(CudaEngine, ThirtyTwoTogetherEqualAlone) {
   expect_same_tokens(run_core(core, requests), alone, "cuda batched");
 }
 
+// The hybrid family on the GPU: rows together equal rows alone (state slots, forks), and a
+// multi-turn conversation restores its prefix from KV blocks plus a state snapshot, prefills only
+// the rest, and gives the tokens of a cold run.
+EngineOptions cuda_hybrid_options() {
+  EngineOptions o = small_options(size_t(4) << 20);
+  o.max_num_batched_tokens = 64;
+  o.snapshot_interval_blocks = 2;
+  o.max_state_slots = 8;
+  return o;
+}
+
+TEST(CudaEngine, HybridRowsTogetherEqualAlone) {
+  SKIP_WITHOUT_GPU();
+  auto kernels = make_cuda_kernels(0);
+  auto model = load_model(kFixtures + "qwen35-tiny", *kernels, LoadOptions{std::nullopt, false});
+  std::vector<Request> requests = mixed_requests(12, 1000, 5, 90);
+  requests[2].sampling.n = 3;
+  requests[2].sampling.temperature = 0.9f;
+  requests[2].sampling.seed = 99;
+  const std::vector<RequestResult> alone = run_alone(*model, requests);
+  EngineCore core(*model, cuda_hybrid_options());
+  expect_same_tokens(run_core(core, requests), alone, "cuda hybrid together");
+  EXPECT_EQ(core.state_pool().num_free(), core.state_pool().num_slots()) << "state slots leaked";
+  EXPECT_EQ(core.kv_cache().pool().num_used(), 0) << "blocks leaked";
+}
+
+TEST(CudaEngine, HybridMultiTurnReusesThePrefix) {
+  SKIP_WITHOUT_GPU();
+  auto kernels = make_cuda_kernels(0);
+  auto model = load_model(kFixtures + "qwen35-tiny", *kernels, LoadOptions{std::nullopt, false});
+  std::mt19937 rng(11);
+  EngineCore core(*model, cuda_hybrid_options());
+  Request t1 = make_request(random_tokens(rng, 40, 1000), 40);
+  RequestResult r1 = run_core(core, {t1})[0];
+  Request t2 = t1;
+  t2.prompt.insert(t2.prompt.end(), r1.tokens[0].begin(), r1.tokens[0].end());
+  const std::vector<int32_t> user = random_tokens(rng, 20, 1000);
+  t2.prompt.insert(t2.prompt.end(), user.begin(), user.end());
+  t2.max_tokens = 12;
+  const int64_t computed_before = core.stats().computed_tokens;
+  RequestResult r2 = run_core(core, {t2})[0];
+  EXPECT_EQ(r2.cached_tokens, 64);
+  EXPECT_EQ(core.stats().computed_tokens - computed_before, (100 - 64) + (12 - 1));
+  const std::vector<RequestResult> cold = run_alone(*model, {t1, t2});
+  EXPECT_EQ(r1.tokens, cold[0].tokens);
+  EXPECT_EQ(r2.tokens, cold[1].tokens);
+  EXPECT_EQ(core.state_pool().num_free(), core.state_pool().num_slots()) << "state slots leaked";
+}
+
 }  // namespace
 }  // namespace rill

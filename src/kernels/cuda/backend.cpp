@@ -55,6 +55,12 @@ CudaKernels::CudaKernels(int device_ordinal)
   matmul_->set_l2_flush_buffer(attention_workspace_.data(), attention_workspace_.size());
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
   set_batch_invariant(!(inv && std::string_view(inv) == "0"));
+  if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
+    const std::string_view v(impl);
+    if (v == "cublaslt") matmul_->set_invariant_impl(MatmulEngine::InvariantImpl::cublaslt);
+    else if (v == "ours") matmul_->set_invariant_impl(MatmulEngine::InvariantImpl::ours);
+    else fail("RILL_INVARIANT_GEMM: must be ours or cublaslt, got '{}'", v);
+  }
   logger().info("CUDA backend on device {} ({}, sm_{}{}, {} SMs, {:.1f} GiB)", info_.ordinal, info_.name,
                 info_.cc_major, info_.cc_minor, info_.num_sms, double(info_.total_memory) / double(1 << 30));
 }

@@ -208,9 +208,72 @@ void MatmulEngine::run_invariant(const void* x, const void* w, const void* bias,
   launch_gemm(a, stream_);
 }
 
+// One cuBLASLt algorithm per (N, K, bias) for every M: the heuristic's best pick for a
+// prefill-sized M among the algorithms without split-K (no workspace, so no split reduction
+// either) that also apply to M = 1, needing only 16-byte alignment. Each output element is then
+// one CTA's k loop in the algorithm's fixed order whatever M is. Chosen outside any capture
+// (the first call of a shape is eager), and kept.
+const std::optional<cublasLtMatmulAlgo_t>& MatmulEngine::fixed_algo(int64_t n, int64_t k, bool bias) {
+  auto key = std::make_tuple(n, k, bias);
+  auto it = fixed_algos_.find(key);
+  if (it != fixed_algos_.end()) return it->second;
+  std::optional<cublasLtMatmulAlgo_t> chosen;
+  constexpr int64_t kRefM = 2048;
+  MatmulShape ref{kRefM, n, k, bias, 16};
+  Plan& plan = plan_for(ref);
+  cublasLtMatmulPreference_t pref = nullptr;
+  RILL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = 0;
+  uint32_t align = 16;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+  constexpr int kMax = 8;
+  cublasLtMatmulHeuristicResult_t results[kMax] = {};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, kMax,
+                                                     results, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    MatmulShape one{1, n, k, bias, 16};
+    Plan& p1 = plan_for(one);
+    for (int i = 0; i < found && !chosen; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS || results[i].workspaceSize != 0) continue;
+      int32_t splits = 1;
+      size_t written = 0;
+      cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
+                                           &written);
+      if (splits > 1) continue;
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoCheck(lt_, p1.desc, p1.a, p1.b, p1.c, p1.c, &results[i].algo, &check) !=
+              CUBLAS_STATUS_SUCCESS ||
+          check.workspaceSize != 0)
+        continue;
+      chosen = results[i].algo;
+    }
+  }
+  logger().debug("matmul N={} K={} bias={}: invariant path {}", n, k, bias,
+                 chosen ? "a fixed cuBLASLt algorithm" : "our GEMM (no fixed cuBLASLt algorithm qualifies)");
+  return fixed_algos_.emplace(key, chosen).first->second;
+}
+
 void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k) {
   if (m == 0 || n == 0) return;
   if (batch_invariant_) {
+    const bool aligned = std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)}) >= 16;
+    if (invariant_impl_ == InvariantImpl::cublaslt && aligned) {
+      if (const auto& algo = fixed_algo(n, k, bias != nullptr)) {
+        Plan& plan = plan_for(MatmulShape{m, n, k, bias != nullptr, 16});
+        if (bias)
+          RILL_CUBLAS_CHECK(
+              cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        const float alpha = 1.f, beta = 0.f;
+        RILL_CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y, plan.c, y, plan.c,
+                                         &*algo, nullptr, 0, stream_));
+        return;
+      }
+    }
     run_invariant(x, w, bias, y, m, n, k);
     return;
   }

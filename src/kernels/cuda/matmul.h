@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -57,6 +58,12 @@ class MatmulEngine {
   void set_autotune(bool on) { autotune_ = on; }
   /// Batch-invariant mode: run() always takes the invariant GEMM (no timing, no per-M choice).
   void set_batch_invariant(bool on) { batch_invariant_ = on; }
+  /// Which kernel the batch-invariant mode runs: our GEMM (gemm.cu), or one cuBLASLt algorithm
+  /// fixed per (N, K, bias) for every M (split-K off, so a row's k order is the algorithm's
+  /// alone). The environment variable RILL_INVARIANT_GEMM=ours|cublaslt sets it at creation.
+  enum class InvariantImpl { ours, cublaslt };
+  void set_invariant_impl(InvariantImpl impl) { invariant_impl_ = impl; }
+  InvariantImpl invariant_impl() const { return invariant_impl_; }
   bool batch_invariant() const { return batch_invariant_; }
   /// Scratch memory larger than L2 that the timed choice overwrites before each timed run, so
   /// weights are read from HBM as in a real step (not from L2). Contents are destroyed.
@@ -85,6 +92,11 @@ class MatmulEngine {
   void* flush_ = nullptr;
   size_t flush_bytes_ = 0;
   std::map<MatmulShape, std::unique_ptr<Plan>> plans_;
+  InvariantImpl invariant_impl_ = InvariantImpl::ours;
+  // The fixed cuBLASLt algorithm of each (N, K, bias) in invariant mode; nullopt: none qualifies
+  // (our GEMM then runs that shape for every M).
+  std::map<std::tuple<int64_t, int64_t, bool>, std::optional<cublasLtMatmulAlgo_t>> fixed_algos_;
+  const std::optional<cublasLtMatmulAlgo_t>& fixed_algo(int64_t n, int64_t k, bool bias);
 };
 
 }  // namespace rill::cuda

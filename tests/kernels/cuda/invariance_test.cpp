@@ -41,7 +41,8 @@ TEST(CudaInvariance, MatmulRowAloneEqualsRowInBatches) {
     bool bias;
   };
   // Decode-like (many splits), a K tail of 8, odd N, a wide N with one split.
-  const S shapes[] = {{1024, 4096, false}, {4097, 1032, true}, {333, 12296, true}, {30001, 520, false}};
+  const S shapes[] = {{1024, 4096, false}, {4097, 1032, true}, {333, 12296, true}, {30001, 520, false},
+                      {4096, 4096, false}};
   for (const S& s : shapes) {
     SCOPED_TRACE(::testing::Message() << "N=" << s.n << " K=" << s.k);
     auto w = random_bf16_values(rng, size_t(s.n * s.k));
@@ -51,7 +52,7 @@ TEST(CudaInvariance, MatmulRowAloneEqualsRowInBatches) {
     for (int trial = 0; trial < 2; ++trial) {
       auto row = random_bf16_values(rng, size_t(s.k), -2.f, 2.f);
       auto alone = run_matmul(row, 1, dw, bias);
-      const std::pair<int64_t, int64_t> batches[] = {{7, 3}, {64, 40}, {300, 123 + trial}, {300, 299}};
+      const std::pair<int64_t, int64_t> batches[] = {{7, 3}, {64, 40}, {300, 123 + trial}, {300, 299}, {2048, 1777}};
       for (auto [m, at] : batches) {
         auto x = random_bf16_values(rng, size_t(m * s.k), -2.f, 2.f);
         std::copy(row.begin(), row.end(), x.begin() + at * s.k);
