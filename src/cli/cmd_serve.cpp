@@ -15,7 +15,7 @@
 #include "model/model.h"
 #include "server/http_server.h"
 #include "server/service.h"
-#include "server/tool_calls.h"
+#include "text/tool_calls.h"
 
 namespace rill::cli {
 namespace {
@@ -30,7 +30,7 @@ void serve(const ServeArgs& a) {
   namespace fs = std::filesystem;
   if (a.port < 0 || a.port > 65535) fail("--port: must be in [0, 65535], got {}", a.port);
   if (a.threads < 1) fail("--threads: must be >= 1, got {}", a.threads);
-  if (a.tool_parser != "auto") server::tool_format_from_name(a.tool_parser, "--tool-parser");  // checked before loading
+  if (a.tool_parser != "auto") text::tool_format_from_name(a.tool_parser, "--tool-parser");  // checked before loading
   const auto t0 = std::chrono::steady_clock::now();
   fs::path dir = resolve_model_dir(a.model);
   std::optional<text::Tokenizer> tokenizer;
@@ -72,7 +72,7 @@ void serve(const ServeArgs& a) {
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   logger().info("rill serve: model '{}' from {} loaded in {:.2f} s (max_model_len {})", so.model_id, dir.string(), load_s,
                 engine.max_model_len());
-  logger().info("rill serve: tool calls parsed as {}", server::tool_format_name(service.tool_format()));
+  logger().info("rill serve: tool calls parsed as {}", text::tool_format_name(service.tool_format()));
   logger().info("rill serve: ready on http://{}:{}", a.host, http.port());
   http.run(10.0, [&] { service.drain(); });
   logger().info("rill serve: stopped");

@@ -121,11 +121,11 @@ void apply_tool_choice(const ojson* choice, ojson& tools, const ModelInfo& model
   }
   if (type == "none") tools = ojson::array();  // the model is not told about them
   r.tool_format = model.tool_format;
-  r.parse_tools = !tools.empty() && model.tool_format != ToolFormat::none;
+  r.parse_tools = !tools.empty() && model.tool_format != text::ToolFormat::none;
   if (type != "any" && type != "tool") return;
-  if (model.tool_format == ToolFormat::none)
+  if (model.tool_format == text::ToolFormat::none)
     bad_request("tool_choice", "tool_choice: '{}' cannot be honoured: tool-call parsing is off (--tool-parser none)", type);
-  r.forced_prefix = forced_call_opening(model.tool_format, name);
+  r.forced_prefix = text::forced_call_opening(model.tool_format, name);
 }
 
 }  // namespace
@@ -144,6 +144,7 @@ OpenAIRequest parse_messages_request(const ojson& body, const ModelInfo& model, 
   r.model = *name;
   if (r.model != model.id && r.model != "default")
     throw ApiError(404, "model", fmt::format("model: '{}' does not exist; this server serves '{}'", r.model, model.id));
+  r.request.session_id = parse_session_id(body);  // extension; metadata.user_id names a user, not a conversation
   if (!model.tokenizer || !model.chat_template || model.chat_template->empty())
     throw ApiError(400, "", "the served model has no tokenizer or chat template");
   ojson msgs = ojson::array();
@@ -248,7 +249,7 @@ void AnthropicJob::add_text(const std::string& text, std::string& out) {
                                                        {"delta", {{"type", "text_delta"}, {"text", text}}}}));
 }
 
-void AnthropicJob::add_tool_use(const ToolCall& call, std::string& out) {
+void AnthropicJob::add_tool_use(const text::ToolCall& call, std::string& out) {
   close_text(out);
   ojson input = ojson::object();
   try {
@@ -285,9 +286,9 @@ bool AnthropicJob::poll(std::string& out) {
       add_text(d.text, out);
       continue;
     }
-    ToolCallParser::Output o = parser_.push(d.text);
+    text::ToolCallParser::Output o = parser_.push(d.text);
     if (d.finish_reason) {
-      ToolCallParser::Output f = parser_.flush();
+      text::ToolCallParser::Output f = parser_.flush();
       o.content += f.content;
       o.calls.insert(o.calls.end(), f.calls.begin(), f.calls.end());
     }
@@ -298,7 +299,7 @@ bool AnthropicJob::poll(std::string& out) {
       add_text(pending_, out);
       pending_.clear();
     }
-    for (const ToolCall& call : o.calls) {
+    for (const text::ToolCall& call : o.calls) {
       pending_.clear();
       add_tool_use(call, out);
     }

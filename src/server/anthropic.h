@@ -12,7 +12,7 @@
 #include "server/generation.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
-#include "server/tool_calls.h"
+#include "text/tool_calls.h"
 
 namespace rill::server {
 
@@ -37,11 +37,11 @@ class AnthropicJob : public StreamJob {
   void open_block(ojson block, std::string& out);
   void close_text(std::string& out);  ///< ends the open text block, if any
   void add_text(const std::string& text, std::string& out);
-  void add_tool_use(const ToolCall& call, std::string& out);
+  void add_tool_use(const text::ToolCall& call, std::string& out);
 
   OpenAIRequest req_;
   Generation gen_;
-  ToolCallParser parser_;
+  text::ToolCallParser parser_;
   std::string id_, finish_, stop_sequence_;
   std::string pending_;  // white space held back while tools are parsed
   std::vector<ojson> blocks_;

@@ -16,7 +16,7 @@ OpenAIJob::OpenAIJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAI
       created_(created),
       choices_(size_t(req_.request.sampling.n)) {
   for (Choice& c : choices_) {
-    c.parser = ToolCallParser(req_.tool_format);
+    c.parser = text::ToolCallParser(req_.tool_format);
     if (!req_.forced_prefix.empty()) c.parser.push(req_.forced_prefix);  // held inside the parser: no output yet
   }
   if (req_.echo)
@@ -105,9 +105,9 @@ bool OpenAIJob::poll(std::string& out) {
     std::vector<ojson> calls;
     std::string reasoning;
     if (req_.split_reasoning) {
-      ReasoningSplitter::Output o = ch.splitter.push(d.text);
+      text::ReasoningSplitter::Output o = ch.splitter.push(d.text);
       if (d.finish_reason) {
-        ReasoningSplitter::Output f = ch.splitter.flush();
+        text::ReasoningSplitter::Output f = ch.splitter.flush();
         o.reasoning += f.reasoning;
         o.content += f.content;
       }
@@ -116,14 +116,14 @@ bool OpenAIJob::poll(std::string& out) {
       d.text = std::move(o.content);
     }
     if (req_.parse_tools) {
-      ToolCallParser::Output o = ch.parser.push(d.text);
+      text::ToolCallParser::Output o = ch.parser.push(d.text);
       if (d.finish_reason) {
-        ToolCallParser::Output f = ch.parser.flush();
+        text::ToolCallParser::Output f = ch.parser.flush();
         o.content += f.content;
         if (*d.finish_reason == "stop" && ch.parser.calls_seen() > 0) d.finish_reason = "tool_calls";
       }
       d.text = std::move(o.content);
-      for (const ToolCall& c : o.calls) {
+      for (const text::ToolCall& c : o.calls) {
         calls.push_back(tool_call_json(c, ch.tool_calls.size()));
         ch.tool_calls.push_back(calls.back());
       }
@@ -182,7 +182,7 @@ bool OpenAIJob::poll(std::string& out) {
   return true;
 }
 
-ojson OpenAIJob::tool_call_json(const ToolCall& call, size_t index) {
+ojson OpenAIJob::tool_call_json(const text::ToolCall& call, size_t index) {
   return ojson{{"index", index},
                {"id", fmt::format("call_{}_{}", id_.substr(id_.find('-') + 1), index)},
                {"type", "function"},

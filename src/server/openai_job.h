@@ -11,8 +11,8 @@
 #include "server/http_server.h"
 #include "server/json_fields.h"
 #include "server/openai_request.h"
-#include "server/reasoning.h"
-#include "server/tool_calls.h"
+#include "text/reasoning.h"
+#include "text/tool_calls.h"
 
 namespace rill::server {
 
@@ -30,8 +30,8 @@ class OpenAIJob : public StreamJob {
     ojson logprobs = ojson::array();  // chat: content entries; completions: built at the end
     std::vector<TokenLogprob> raw;
     std::string finish_reason;
-    ToolCallParser parser;
-    ReasoningSplitter splitter;
+    text::ToolCallParser parser;
+    text::ReasoningSplitter splitter;
     std::string reasoning;
     ojson tool_calls = ojson::array();
   };
@@ -39,7 +39,7 @@ class OpenAIJob : public StreamJob {
   ojson logprob_entries(const std::vector<TokenLogprob>& lps, size_t text_offset) const;
   ojson usage() const;
   std::string final_body();
-  ojson tool_call_json(const ToolCall& call, size_t index);
+  ojson tool_call_json(const text::ToolCall& call, size_t index);
 
   const text::Tokenizer& tokenizer_;
   OpenAIRequest req_;

@@ -134,12 +134,21 @@ void parse_tool_choice(const ojson& choice, const ojson& tools, const ModelInfo&
   if (choice == "none") r.parse_tools = false;
   if (choice == "none" || choice == "auto") return;
   if (!tools.is_array() || tools.empty()) bad_request("tool_choice", "'tool_choice' {} needs 'tools'", choice.dump());
-  if (model.tool_format == ToolFormat::none)
+  if (model.tool_format == text::ToolFormat::none)
     bad_request("tool_choice", "'tool_choice' {} cannot be honoured: tool-call parsing is off (--tool-parser none)", choice.dump());
-  r.forced_prefix = forced_call_opening(model.tool_format, name);
+  r.forced_prefix = text::forced_call_opening(model.tool_format, name);
 }
 
 }  // namespace
+
+std::string parse_session_id(const ojson& body) {
+  const ojson* v = field(body, "session_id");
+  if (!v) return "";
+  if (!v->is_string()) bad_request("session_id", "'session_id' must be a string, got {}", type_name(*v));
+  std::string id = v->get<std::string>();
+  if (id.size() > 256) bad_request("session_id", "'session_id' must be at most 256 bytes, got {}", id.size());
+  return id;
+}
 
 ojson normalize_messages(const ojson& messages) {
   if (!messages.is_array()) bad_request("messages", "'messages' must be an array, got {}", type_name(messages));
@@ -178,6 +187,7 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model) {
   OpenAIRequest r;
   r.chat = true;
   check_model(body, model, r);
+  r.request.session_id = parse_session_id(body);
   if (!model.tokenizer) throw ApiError(400, "", "the served model has no tokenizer; chat needs one");
   if (!model.chat_template || model.chat_template->empty())
     throw ApiError(400, "messages", "the served model has no chat template; use /v1/completions");
@@ -188,7 +198,7 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model) {
   if (const ojson* t = field(body, "tools")) {
     if (!t->is_array()) bad_request("tools", "'tools' must be an array, got {}", type_name(*t));
     tools = *t;
-    r.parse_tools = model.tool_format != ToolFormat::none;
+    r.parse_tools = model.tool_format != text::ToolFormat::none;
     r.tool_format = model.tool_format;
   }
   if (const ojson* choice = field(body, "tool_choice")) parse_tool_choice(*choice, tools, model, r);
@@ -222,6 +232,7 @@ OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model
   OpenAIRequest r;
   r.chat = false;
   check_model(body, model, r);
+  r.request.session_id = parse_session_id(body);
   const ojson* p = field(body, "prompt");
   if (!p) bad_request("prompt", "'prompt' is required");
   const ojson* prompt = p;

@@ -9,9 +9,9 @@
 
 #include "engine/request.h"
 #include "server/json_fields.h"
-#include "server/tool_calls.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
+#include "text/tool_calls.h"
 
 namespace rill::server {
 
@@ -25,7 +25,7 @@ struct ModelInfo {
   int64_t vocab_size = 0;
   int32_t max_n = 64;
   bool reasoning = false;  ///< a thinking model: split <think> output into reasoning_content
-  ToolFormat tool_format = ToolFormat::qwen3;  ///< how generated tool calls look (from the template)
+  text::ToolFormat tool_format = text::ToolFormat::qwen3;  ///< how generated tool calls look (from the template)
 };
 
 struct OpenAIRequest {
@@ -38,7 +38,7 @@ struct OpenAIRequest {
   int32_t top_logprobs = 0;
   bool echo = false;          ///< completions: the prompt text precedes the output
   bool parse_tools = false;   ///< chat with tools: calls in the output (tool_format) become tool_calls
-  ToolFormat tool_format = ToolFormat::qwen3;
+  text::ToolFormat tool_format = text::ToolFormat::qwen3;
   /// Text the prompt ends with that the model's reply continues (a forced tool call's opening): the
   /// tool-call parser sees it before the generated text.
   std::string forced_prefix;
@@ -47,6 +47,10 @@ struct OpenAIRequest {
 };
 
 OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model);
+/// The optional top-level `session_id` (an extension on every generation endpoint): a conversation
+/// id whose last prompt boundary the engine keeps pinned in the prefix cache. Empty when absent or
+/// null; a 400 naming `session_id` when it is not a string or is longer than 256 bytes.
+std::string parse_session_id(const ojson& body);
 OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model);
 
 /// The chat messages normalized for the template: content parts joined to a string; roles checked.

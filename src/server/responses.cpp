@@ -82,7 +82,7 @@ OpenAIRequest parse_responses_request(const ojson& body, const ModelInfo& model)
     }
     chat["tools"] = converted;
   }
-  for (const char* key : {"temperature", "top_p", "stream", "tool_choice"})
+  for (const char* key : {"temperature", "top_p", "stream", "tool_choice", "session_id"})
     if (const ojson* v = field(body, key)) chat[key] = *v;
   if (const ojson* v = field(body, "max_output_tokens")) chat["max_completion_tokens"] = *v;
   if (field(body, "text")) {
@@ -151,12 +151,12 @@ bool ResponsesJob::poll(std::string& out) {
                   {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}});
   }
   for (SequenceDelta& d : gen_.poll()) {
-    ToolCallParser::Output o = req_.parse_tools ? parser_.push(d.text) : ToolCallParser::Output{d.text, {}};
+    text::ToolCallParser::Output o = req_.parse_tools ? parser_.push(d.text) : text::ToolCallParser::Output{d.text, {}};
     if (d.finish_reason) {
       finish_ = *d.finish_reason;
       if (req_.parse_tools) o.content += parser_.flush().content;
     }
-    for (const ToolCall& c : o.calls)
+    for (const text::ToolCall& c : o.calls)
       calls_.push_back({{"type", "function_call"}, {"id", fmt::format("fc_{}_{}", id_.substr(5), calls_.size())},
                         {"call_id", fmt::format("call_{}_{}", id_.substr(5), calls_.size())}, {"name", c.name},
                         {"arguments", c.arguments}, {"status", "completed"}});

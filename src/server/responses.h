@@ -11,7 +11,7 @@
 #include "server/generation.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
-#include "server/tool_calls.h"
+#include "text/tool_calls.h"
 
 namespace rill::server {
 
@@ -33,7 +33,7 @@ class ResponsesJob : public StreamJob {
 
   OpenAIRequest req_;
   Generation gen_;
-  ToolCallParser parser_;
+  text::ToolCallParser parser_;
   std::string id_, text_, finish_;
   int64_t created_;
   std::vector<ojson> calls_;

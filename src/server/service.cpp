@@ -45,8 +45,8 @@ Service::Service(EngineApi& engine, std::optional<text::Tokenizer> tokenizer, te
   info_.max_model_len = engine_.max_model_len();
   info_.vocab_size = engine_.vocab_size();
   info_.reasoning = options_.reasoning;
-  info_.tool_format = options_.tool_parser.empty() ? detect_tool_format(chat_template_.source())
-                                                   : tool_format_from_name(options_.tool_parser, "tool_parser");
+  info_.tool_format = options_.tool_parser.empty() ? text::detect_tool_format(chat_template_.source())
+                                                   : text::tool_format_from_name(options_.tool_parser, "tool_parser");
 }
 
 HttpReply Service::error_reply(int status, const std::string& message, const std::string& param,

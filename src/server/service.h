@@ -35,7 +35,7 @@ class Service {
   HandlerResult handle(const HttpRequest& request);
   /// Stop taking work: generating endpoints answer 503 and /health reports "draining" (503).
   void drain() { draining_ = true; }
-  ToolFormat tool_format() const { return info_.tool_format; }
+  text::ToolFormat tool_format() const { return info_.tool_format; }
   /// {"error": {"message", "type", "param", "code"}} with `status`.
   static HttpReply error_reply(int status, const std::string& message, const std::string& param = "",
                                const std::string& type = "");

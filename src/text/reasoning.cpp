@@ -1,9 +1,9 @@
-// server/reasoning.cpp — the <think> … </think> split.
-#include "server/reasoning.h"
+// text/reasoning.cpp — the <think> … </think> split.
+#include "text/reasoning.h"
 
 #include <algorithm>
 
-namespace rill::server {
+namespace rill::text {
 namespace {
 
 constexpr std::string_view kOpen = "<think>";
@@ -64,4 +64,4 @@ ReasoningSplitter::Output ReasoningSplitter::flush() {
   return out;
 }
 
-}  // namespace rill::server
+}  // namespace rill::text

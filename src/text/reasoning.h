@@ -1,4 +1,4 @@
-// server/reasoning.h — splits a thinking model's output (Qwen3, DeepSeek-R1 style) into
+// text/reasoning.h — splits a thinking model's output (Qwen3, DeepSeek-R1 style) into
 // reasoning and answer: text up to "</think>" is reasoning (an opening "<think>" is dropped), the
 // rest is content. Streaming: a possible partial tag is held back.
 #pragma once
@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace rill::server {
+namespace rill::text {
 
 class ReasoningSplitter {
  public:
@@ -24,4 +24,4 @@ class ReasoningSplitter {
   std::string answer(std::string_view text);
 };
 
-}  // namespace rill::server
+}  // namespace rill::text

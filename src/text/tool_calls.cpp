@@ -1,11 +1,11 @@
-// server/tool_calls.cpp — the <tool_call> block scanner and the Llama 3 JSON call scanner.
-#include "server/tool_calls.h"
+// text/tool_calls.cpp — the <tool_call> block scanner and the Llama 3 JSON call scanner.
+#include "text/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
-namespace rill::server {
+namespace rill::text {
 namespace {
 
 constexpr std::string_view kOpen = "<tool_call>";
@@ -177,4 +177,4 @@ ToolCallParser::Output ToolCallParser::flush() {
   return out;
 }
 
-}  // namespace rill::server
+}  // namespace rill::text

@@ -1,4 +1,4 @@
-// server/tool_calls.h — tool calls in generated text, in the format the model's chat template
+// text/tool_calls.h — tool calls in generated text, in the format the model's chat template
 // teaches it. qwen3 (Hermes style): <tool_call>\n{"name": "...", "arguments": {...}}\n</tool_call>
 // anywhere in the text. llama3 (Llama 3.1–3.3 JSON tool calling): the whole reply is one or more
 // {"name": "...", "parameters": {...}} objects separated by ';', optionally after <|python_tag|>.
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rill::server {
+namespace rill::text {
 
 struct ToolCall {
   std::string name;
@@ -57,4 +57,4 @@ class ToolCallParser {
   int32_t calls_ = 0;
 };
 
-}  // namespace rill::server
+}  // namespace rill::text

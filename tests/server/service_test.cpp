@@ -197,7 +197,7 @@ const ojson kCallDelta = ojson::parse(
 
 TEST_F(ServiceTest, OpenAIStreamedToolCallQwen3) {
   start("qwen3");
-  ASSERT_EQ(service_->tool_format(), ToolFormat::qwen3);
+  ASSERT_EQ(service_->tool_format(), text::ToolFormat::qwen3);
   script(kQwenCall);
   Reply r = call("/v1/chat/completions", chat_body(true));
   ASSERT_EQ(r.status, 200) << r.body;
@@ -239,7 +239,7 @@ TEST_F(ServiceTest, OpenAIToolCallNonStreamingAndTextPassesThrough) {
 
 TEST_F(ServiceTest, OpenAIStreamedToolCallsLlama3) {
   start("llama3", "llama3");
-  ASSERT_EQ(service_->tool_format(), ToolFormat::llama3);
+  ASSERT_EQ(service_->tool_format(), text::ToolFormat::llama3);
   script("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}; {\"name\": \"get_time\", \"parameters\": {}}");
   Reply r = call("/v1/chat/completions", chat_body(true));
   ASSERT_EQ(r.status, 200) << r.body;

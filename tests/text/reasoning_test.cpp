@@ -1,10 +1,10 @@
-// tests/server/reasoning_test.cpp — <think> split: whole text, every two-chunk split and
+// tests/text/reasoning_test.cpp — <think> split: whole text, every two-chunk split and
 // char-by-char agree with the hand-split expectation; no tag means all reasoning until the end.
 #include <gtest/gtest.h>
 
-#include "server/reasoning.h"
+#include "text/reasoning.h"
 
-namespace rill::server {
+namespace rill::text {
 namespace {
 
 std::pair<std::string, std::string> run(const std::vector<std::string>& chunks) {
@@ -38,4 +38,4 @@ TEST(ReasoningSplitter, UnclosedIsAllReasoning) {
 }
 
 }  // namespace
-}  // namespace rill::server
+}  // namespace rill::text

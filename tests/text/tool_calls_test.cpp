@@ -1,13 +1,13 @@
-// tests/server/tool_calls_test.cpp — tool-call parsing, qwen3 <tool_call> blocks and Llama 3 JSON
+// tests/text/tool_calls_test.cpp — tool-call parsing, qwen3 <tool_call> blocks and Llama 3 JSON
 // calls: whole texts, every split of the text into two chunks and byte-by-byte streams give the
 // same content and calls; broken JSON, unterminated calls and replies that are not calls come back
 // as plain text, unchanged; the format is picked from the chat template or by name.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "server/tool_calls.h"
+#include "text/tool_calls.h"
 
-namespace rill::server {
+namespace rill::text {
 namespace {
 
 struct Result {
@@ -147,4 +147,4 @@ TEST(ToolFormat, DetectedFromTheTemplateOrNamed) {
 }
 
 }  // namespace
-}  // namespace rill::server
+}  // namespace rill::text
