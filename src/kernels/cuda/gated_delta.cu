@@ -2,11 +2,11 @@
 // state S [dk, dv] f32 per (slot, value head), maths in f32 (docs/models/qwen3_5.md, GDN section):
 //   S ← e^g·S;  u = Sᵀk;  S += k ⊗ β(v − u);  o = Sᵀ(scale·q).
 //
-// Only the recurrent form exists here, and it evaluates every row length (decode, short rows and
-// long prefill rows alike) token by token; DeltaRuleForm::chunked and ::automatic run it too. It is
-// exact to f32 rounding (the CPU chunked form agrees to rounding), but a long prefill row is
-// sequential over its tokens: a chunked (WY/UT-transform) kernel for rows > 16 tokens is not
-// written yet.
+// The recurrent form, token by token. DeltaRuleForm::recurrent and ::automatic run it for every row
+// length (decode, short rows and long prefill rows alike). It is exact to f32 rounding (the CPU
+// chunked form agrees to rounding), but a long prefill row is sequential over its tokens: the
+// chunked (UT-transform) kernel in gated_delta_chunked.cu runs DeltaRuleForm::chunked, and
+// ::automatic moves to it for rows > 16 tokens once it is validated on hardware.
 //
 // Layout: one block of 128 threads per (row, value head, slice of 16 dv columns). Within a warp,
 // lane = 4·ag + jj: the warp owns 4 columns, and each of its 8 lane groups `ag` holds rows

@@ -4,6 +4,7 @@
 // model's) or f32, one dtype per call; weights of the conv and the norm, gates and states are f32.
 // The StateBatch lives on the device, so its contents (offsets, slots) are not read here: the
 // kernels poison a row's outputs with NaN when its slot lies outside the state tensor.
+#include <algorithm>
 #include <initializer_list>
 
 #include "core/error.h"
@@ -155,8 +156,14 @@ void CudaKernels::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
   a.dk = int(dk);
   a.dv = int(dv);
   a.scale = p.scale;
-  // Every form runs the recurrent kernel (gated_delta.cu: no chunked kernel yet).
-  launch_gated_delta_rule(a, stream_.get());
+  // ::chunked runs the chunked kernel (gated_delta_chunked.cu, chunks of at most 64 tokens); ::automatic
+  // stays on the recurrent kernel until the chunked one is validated on hardware (then: rows > 16 tokens).
+  if (p.form == DeltaRuleForm::chunked) {
+    a.chunk = int(std::min<int64_t>(p.chunk_size, 64));
+    launch_gated_delta_rule_chunked(a, stream_.get());
+  } else {
+    launch_gated_delta_rule(a, stream_.get());
+  }
 }
 
 void CudaKernels::l2_norm(const Tensor& x, float eps, float scale, Tensor& y) {

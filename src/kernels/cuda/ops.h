@@ -146,9 +146,12 @@ struct DeltaRuleArgs {
   int64_t tokens = 0;
   int hk = 0, hv = 0, dk = 0, dv = 0;  ///< dk ∈ {16, 32, 64, 128, 256}
   float scale = 1.f;
+  int chunk = 64;  ///< tokens per chunk of the chunked kernel, in [1, 64]
 };
 /// The gated delta rule, token by token per (row, value head, dv slice); see gated_delta.cu.
 void launch_gated_delta_rule(const DeltaRuleArgs& a, cudaStream_t stream);
+/// The same op in chunks of a.chunk tokens (prefill); see gated_delta_chunked.cu (not yet validated on hardware).
+void launch_gated_delta_rule_chunked(const DeltaRuleArgs& a, cudaStream_t stream);
 
 /// y[rows, dim] = scale·x·rsqrt(Σx² + eps) per row (x and y may alias).
 void launch_l2_norm(const void* x, void* y, DType act_dtype, int64_t rows, int64_t dim, float eps, float scale,

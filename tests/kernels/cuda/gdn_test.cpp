@@ -77,13 +77,13 @@ constexpr int64_t kSlots = 12;
 
 // The ragged rows the brief names, on shuffled, non-contiguous slots (3 of the 12 stay unused),
 // alternately fresh and continuing.
-Rows ragged_rows(std::mt19937_64& rng) {
+Rows ragged_rows(std::mt19937_64& rng, std::initializer_list<int32_t> lens = {1, 2, 15, 16, 17, 63, 64, 65, 300}) {
   std::vector<int32_t> slots(kSlots);
   std::iota(slots.begin(), slots.end(), 0);
   std::shuffle(slots.begin(), slots.end(), rng);
   Rows r;
   int i = 0;
-  for (int32_t len : {1, 2, 15, 16, 17, 63, 64, 65, 300}) {
+  for (int32_t len : lens) {
     r.add(len, slots[size_t(i)], i % 3 != 1);
     ++i;
   }
@@ -129,7 +129,8 @@ DeltaResult cpu_delta(DeltaCase c, Rows& rows, DeltaRuleForm form, float scale) 
   return r;
 }
 
-DeltaResult gpu_delta(const DeltaCase& c, Rows& rows, DType dt, float scale) {
+DeltaResult gpu_delta(const DeltaCase& c, Rows& rows, DType dt, float scale,
+                      DeltaRuleForm form = DeltaRuleForm::automatic, int32_t chunk_size = 64) {
   const int64_t T = rows.tokens();
   DevTensor q = upload_act(c.q, {T, c.Hk, c.dk}, dt), k = upload_act(c.k, {T, c.Hk, c.dk}, dt);
   DevTensor v = upload_act(c.v, {T, c.Hv, c.dv}, dt), g = upload_f32(c.g, {T, c.Hv}), b = upload_f32(c.beta, {T, c.Hv});
@@ -137,6 +138,8 @@ DeltaResult gpu_delta(const DeltaCase& c, Rows& rows, DType dt, float scale) {
   out.poison();
   DeltaRuleParams p;
   p.scale = scale;
+  p.form = form;
+  p.chunk_size = chunk_size;
   backend().gated_delta_rule(q.t, k.t, v.t, g.t, b.t, rows.dev_batch(), state.t, out.t, p);
   return {download_act(out), download_f32(state)};
 }
@@ -240,6 +243,157 @@ TEST(CudaGatedDelta, RejectsBadArguments) {
   DevTensor q96(DType::bf16, {4, 2, 96});
   DevTensor st96(DType::f32, {2, 4, 96, 128});
   EXPECT_NE(message(st96.t, q96.t).find("key head dim 96"), std::string::npos) << message(st96.t, q96.t);
+}
+
+// ---- The chunked kernel (gated_delta_chunked.cu, DeltaRuleForm::chunked). Written without a GPU:
+// these tests are what validates it. Tolerances: with f32 activations the chunked form reassociates
+// whole chunks (k·S and the triangular solve in another order than the CPU's U − W·S), so it is
+// held to 1e-4 against the CPU's recurrent and chunked forms and the GPU's recurrent kernel (the
+// CPU chunked form itself agrees with a double reference to 2e-5). The state never sees an
+// activation rounding, so it is held to 1e-4 in the bf16 runs too; bf16 outputs to 1e-2.
+
+// Output and state of every row (a wrong slot, a skipped has_state or a broken chunk boundary shows
+// here even when the whole-tensor error is small), and the slots no row names left untouched.
+void expect_rows_close(const DeltaResult& got, const DeltaResult& want, const Rows& rows, const DeltaCase& c,
+                       double out_tol, double state_tol, const char* what) {
+  const int64_t per_slot = c.Hv * c.dk * c.dv;
+  for (size_t r = 0; r < rows.slots.size(); ++r) {
+    const int64_t t0 = rows.cu[r], t1 = rows.cu[r + 1], o0 = t0 * c.Hv * c.dv, o1 = t1 * c.Hv * c.dv;
+    std::vector<float> go(got.out.begin() + o0, got.out.begin() + o1);
+    std::vector<double> wo(want.out.begin() + o0, want.out.begin() + o1);
+    EXPECT_LT(rel_error(go, wo), out_tol) << what << ": output of row " << r << " (" << t1 - t0 << " tokens)";
+    const int64_t s0 = rows.slots[r] * per_slot;
+    std::vector<float> gs(got.state.begin() + s0, got.state.begin() + s0 + per_slot);
+    std::vector<double> ws(want.state.begin() + s0, want.state.begin() + s0 + per_slot);
+    EXPECT_LT(rel_error(gs, ws), state_tol) << what << ": state of row " << r << " (" << t1 - t0 << " tokens)";
+  }
+  for (int64_t slot = 0; slot < kSlots; ++slot) {
+    if (std::find(rows.slots.begin(), rows.slots.end(), int32_t(slot)) != rows.slots.end()) continue;
+    EXPECT_TRUE(std::equal(got.state.begin() + slot * per_slot, got.state.begin() + (slot + 1) * per_slot,
+                           c.state0.begin() + slot * per_slot))
+        << what << ": unused slot " << slot << " was written";
+  }
+}
+
+TEST(CudaGatedDeltaChunked, MatchesRecurrentAndCpuOnRaggedRows) {
+  RILL_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    int64_t Hk, Hv, dk, dv;
+  };
+  // The model's head dims; dk = 256 (16-column slices); a partial dv slice with a smaller dk; dk = 16.
+  for (Shape s : {Shape{2, 4, 128, 128}, Shape{1, 2, 256, 64}, Shape{1, 3, 64, 40}, Shape{1, 1, 16, 20}}) {
+    SCOPED_TRACE(testing::Message() << "Hk " << s.Hk << " Hv " << s.Hv << " dk " << s.dk << " dv " << s.dv);
+    // Rows of 1, 63, 64, 65, 300 and 1000 tokens, fresh and continuing ones mixed.
+    Rows rows = ragged_rows(rng, {1, 63, 64, 65, 300, 1000});
+    const DeltaCase c = make_delta_case(rng, rows.tokens(), s.Hk, s.Hv, s.dk, s.dv);
+    const float scale = 1.f / std::sqrt(float(s.dk));
+    const DeltaResult rec = cpu_delta(c, rows, DeltaRuleForm::recurrent, scale);
+    const DeltaResult chk = cpu_delta(c, rows, DeltaRuleForm::chunked, scale);
+    const DeltaResult gpu_rec = gpu_delta(c, rows, DType::f32, scale, DeltaRuleForm::recurrent);
+    const DeltaResult f32 = gpu_delta(c, rows, DType::f32, scale, DeltaRuleForm::chunked);
+    EXPECT_LT(rel_error(f32.out, to_double(chk.out)), 1e-4);
+    EXPECT_LT(rel_error(f32.state, to_double(chk.state)), 1e-4);
+    EXPECT_LT(rel_error(f32.out, to_double(rec.out)), 1e-4);
+    EXPECT_LT(rel_error(f32.state, to_double(rec.state)), 1e-4);
+    EXPECT_LT(rel_error(f32.out, to_double(gpu_rec.out)), 1e-4);
+    EXPECT_LT(rel_error(f32.state, to_double(gpu_rec.state)), 1e-4);
+    expect_rows_close(f32, rec, rows, c, 1e-4, 1e-4, "f32 chunked vs CPU recurrent");
+    expect_rows_close(f32, chk, rows, c, 1e-4, 1e-4, "f32 chunked vs CPU chunked");
+    const DeltaResult b16 = gpu_delta(c, rows, DType::bf16, scale, DeltaRuleForm::chunked);
+    EXPECT_LT(rel_error(b16.out, to_double(rec.out)), 1e-2);
+    EXPECT_LT(rel_error(b16.state, to_double(rec.state)), 1e-4);
+    expect_rows_close(b16, rec, rows, c, 1e-2, 1e-4, "bf16 chunked vs CPU recurrent");
+    // The bf16 output is the f32 one rounded once: against the GPU recurrent kernel's bf16 output
+    // the two differ only where an f32 difference crosses a rounding boundary.
+    const DeltaResult b16_rec = gpu_delta(c, rows, DType::bf16, scale, DeltaRuleForm::recurrent);
+    EXPECT_GT(exact_fraction(b16.out, b16_rec.out), 0.9);
+  }
+}
+
+// Smaller chunks (the chunk_size parameter, clamped to 64 on the GPU) give the same result.
+TEST(CudaGatedDeltaChunked, ChunkSizesAgree) {
+  RILL_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  Rows rows = ragged_rows(rng, {5, 64, 130, 257});
+  const DeltaCase c = make_delta_case(rng, rows.tokens(), 2, 4, 128, 128);
+  const DeltaResult rec = cpu_delta(c, rows, DeltaRuleForm::recurrent, 0.25f);
+  for (int32_t chunk : {1, 16, 37, 64, 1000}) {
+    SCOPED_TRACE(testing::Message() << "chunk_size " << chunk);
+    const DeltaResult r = gpu_delta(c, rows, DType::f32, 0.25f, DeltaRuleForm::chunked, chunk);
+    expect_rows_close(r, rec, rows, c, 1e-4, 1e-4, "f32 chunked vs CPU recurrent");
+  }
+}
+
+// A row split over several calls (prefill, then continuations of odd lengths from the stored
+// state) equals one call to the chunked tolerance (the chunk boundaries move).
+TEST(CudaGatedDeltaChunked, SplitRowMatchesOneCall) {
+  RILL_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int64_t T = 400, Hk = 2, Hv = 4, dk = 128, dv = 128;
+  const DeltaCase c = make_delta_case(rng, T, Hk, Hv, dk, dv);
+  Rows whole;
+  whole.add(int32_t(T), 7, true);
+  const DeltaResult one = gpu_delta(c, whole, DType::f32, 0.5f, DeltaRuleForm::recurrent);
+  DevTensor q = upload_f32(c.q, {T, Hk, dk}), k = upload_f32(c.k, {T, Hk, dk}), v = upload_f32(c.v, {T, Hv, dv});
+  DevTensor g = upload_f32(c.g, {T, Hv}), b = upload_f32(c.beta, {T, Hv});
+  DevTensor state = upload_f32(c.state0, {kSlots, Hv, dk, dv}), out(DType::f32, {T, Hv, dv});
+  out.poison();
+  DeltaRuleParams p;
+  p.scale = 0.5f;
+  p.form = DeltaRuleForm::chunked;
+  int64_t done = 0;
+  for (int64_t len : {64, 1, 200, 0, 135}) {
+    Rows part;
+    part.add(int32_t(len), 7, true);
+    auto sl = [&](DevTensor& t) { return t.t.slice(done, done + len); };
+    Tensor o = sl(out);
+    backend().gated_delta_rule(sl(q), sl(k), sl(v), sl(g), sl(b), part.dev_batch(), state.t, o, p);
+    done += len;
+  }
+  ASSERT_EQ(done, T);
+  const DeltaResult split{download_f32(out), download_f32(state)};
+  EXPECT_LT(rel_error(split.out, to_double(one.out)), 1e-4);
+  EXPECT_LT(rel_error(split.state, to_double(one.state)), 1e-4);
+  // Only slot 7 changed.
+  const int64_t per_slot = Hv * dk * dv;
+  for (int64_t slot = 0; slot < kSlots; ++slot) {
+    if (slot == 7) continue;
+    EXPECT_TRUE(std::equal(split.state.begin() + slot * per_slot, split.state.begin() + (slot + 1) * per_slot,
+                           c.state0.begin() + slot * per_slot))
+        << "slot " << slot << " was written";
+  }
+}
+
+// A row whose slot lies outside the state tensor gets NaN outputs and touches no state; the other
+// rows of the call are unaffected.
+TEST(CudaGatedDeltaChunked, BadSlotPoisonsOnlyItsRow) {
+  RILL_REQUIRE_GPU();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  Rows rows;
+  rows.add(70, 2, true);
+  rows.add(33, int32_t(kSlots), true);
+  rows.add(65, -1, false);
+  Rows good;
+  good.add(70, 2, true);
+  const DeltaCase c = make_delta_case(rng, rows.tokens(), 1, 2, 64, 48);
+  const DeltaResult r = gpu_delta(c, rows, DType::f32, 0.125f, DeltaRuleForm::chunked);
+  const DeltaResult ref = cpu_delta(c, good, DeltaRuleForm::recurrent, 0.125f);
+  const int64_t split = 70 * c.Hv * c.dv;
+  std::vector<float> head(r.out.begin(), r.out.begin() + split);
+  std::vector<double> want(ref.out.begin(), ref.out.begin() + split);
+  EXPECT_LT(rel_error(head, want), 1e-4);
+  EXPECT_TRUE(std::all_of(r.out.begin() + split, r.out.end(), [](float x) { return std::isnan(x); }))
+      << "rows with a slot outside the state must be NaN";
+  EXPECT_LT(rel_error(r.state, to_double(ref.state)), 1e-4);
 }
 
 TEST(CudaCausalConv1d, MatchesCpuWithRollingState) {
