@@ -107,12 +107,14 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
       kv_(std::make_unique<KvCache>(model.kernels(), model.kv_spec(), memory_.kv_blocks, options.block_size,
                                     options.prefix_caching)),
       snapshots_(model.kernels(), state_pool_.bytes_per_slot(), memory_.snapshot_bytes),
+      sessions_(*kv_, snapshots_, state_pool_.enabled(), options.max_sessions, options.session_pinned_fraction),
       scheduler_(*kv_, state_pool_, snapshots_,
                  SchedulerOptions{options.max_num_seqs, options.max_num_batched_tokens,
                                   std::max(1, kv_->num_blocks() / 100),
                                   options.snapshot_interval_blocks > 0
                                       ? options.snapshot_interval_blocks
-                                      : std::max(1, options.max_num_batched_tokens / options.block_size)}),
+                                      : std::max(1, options.max_num_batched_tokens / options.block_size)},
+                 &sessions_),
       executor_(model, *kv_, state_pool_.enabled()) {
   const ModelConfig& c = model.config();
   max_model_len_ = options.max_model_len > 0 ? options.max_model_len : int32_t(c.max_position_embeddings);
@@ -225,7 +227,10 @@ void EngineCore::cancel(uint64_t id) {
   if (it == requests_.end()) return;  // already finished: its stream is complete
   RequestState& r = *it->second;
   for (auto& seq : r.sequences)
-    if (seq->status != SequenceStatus::finished) scheduler_.remove(seq.get());
+    if (seq->status != SequenceStatus::finished) {
+      if (seq->index == 0 && !seq->table.empty()) pin_session(*seq);  // a waiting one keeps the old pin
+      scheduler_.remove(seq.get());
+    }
   TokenEvent e;
   e.finish = FinishReason::cancelled;
   e.request_done = true;
@@ -358,6 +363,7 @@ void EngineCore::emit(Sequence& seq, const SampledToken& drawn, Clock::time_poin
 
 void EngineCore::finish_sequence(Sequence& seq, FinishReason reason, TokenEvent& e) {
   RequestState& r = *seq.request;
+  if (seq.index == 0) pin_session(seq);
   scheduler_.remove(&seq);
   e.finish = reason;
   ++r.num_finished;
@@ -387,6 +393,13 @@ void EngineCore::save_snapshot(Sequence& seq) {
   ++counters_.state_snapshots_saved;
 }
 
+void EngineCore::pin_session(const Sequence& seq) {
+  const std::string& session = seq.request->request.session_id;
+  if (session.empty() || !sessions_.enabled()) return;
+  // The keys cover the computed full blocks: the prompt's and the reply's (but its last token).
+  sessions_.pin(session, seq.table.keys);
+}
+
 EngineStats EngineCore::stats() const {
   EngineStats s = counters_;
   s.num_waiting = scheduler_.num_waiting();
@@ -403,6 +416,9 @@ EngineStats EngineCore::stats() const {
   s.state_snapshot_bytes = int64_t(snapshots_.bytes());
   s.state_snapshot_budget_bytes = int64_t(snapshots_.budget_bytes());
   s.state_snapshots_evicted = snapshots_.num_evicted();
+  s.sessions_pinned = sessions_.num_sessions();
+  s.session_blocks_pinned = sessions_.num_pinned_blocks();
+  s.sessions_unpinned_for_space = sessions_.num_unpinned_for_space();
   s.ttft = ttft_.summary();
   s.itl = itl_.summary();
   return s;
@@ -430,7 +446,9 @@ void EngineCore::check_invariants() const {
       if (seq->status == SequenceStatus::waiting) RILL_CHECK(seq->table.empty(), "waiting sequence {} holds blocks", seq->id);
       tables.push_back(&seq->table);
     }
+  sessions_.tables(tables);
   kv_->check_invariants(tables);
+  sessions_.check_invariants();
   if (state_pool_.enabled()) state_pool_.check_invariants(slots);
   snapshots_.check_invariants();
   // A snapshot lives only while its prefix's last block is in the prefix cache.

@@ -16,6 +16,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/session.h"
 #include "engine/state_pool.h"
 #include "model/model.h"
 
@@ -47,6 +48,11 @@ struct EngineOptions {
   /// A snapshot every this many blocks along a prompt (and always at its last block boundary);
   /// 0: max_num_batched_tokens / block_size, so that whole prefill chunks end on boundaries.
   int32_t snapshot_interval_blocks = 0;
+  // ---- Sessions (Request::session_id; engine/session.h). Need prefix caching.
+  /// Sessions whose last prompt boundary stays pinned (LRU over sessions); 0: no pinning.
+  int32_t max_sessions = 64;
+  /// Share of the KV blocks that session pins may hold; the pool unpins before it preempts.
+  double session_pinned_fraction = 0.5;
 };
 
 /// How the engine's cache memory is split: KV blocks, and bytes for state snapshots.
@@ -85,6 +91,7 @@ class EngineCore {
   const Scheduler& scheduler() const { return scheduler_; }
   const StatePool& state_pool() const { return state_pool_; }
   const StateSnapshots& snapshots() const { return snapshots_; }
+  const SessionPins& sessions() const { return sessions_; }
   /// RILL_CHECKs the KV invariants against every live sequence's table.
   void check_invariants() const;
 
@@ -97,6 +104,8 @@ class EngineCore {
   void drop_evicted_snapshots();
   /// Keeps the state of `seq` (just computed up to num_computed) as the snapshot of its prefix.
   void save_snapshot(Sequence& seq);
+  /// A request of a session ends: its first sequence's cached full blocks become the session's pin.
+  void pin_session(const Sequence& seq);
 
   Model& model_;
   EngineOptions options_;
@@ -107,6 +116,7 @@ class EngineCore {
   MemoryPlan memory_;
   std::unique_ptr<KvCache> kv_;
   StateSnapshots snapshots_;
+  SessionPins sessions_;  // before scheduler_, after kv_ and snapshots_ (its destructor unpins)
   Scheduler scheduler_;
   Executor executor_;
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;

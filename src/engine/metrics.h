@@ -47,6 +47,10 @@ struct EngineStats {
   int64_t state_snapshot_bytes = 0;         ///< device memory they hold
   int64_t state_snapshot_budget_bytes = 0;  ///< their bound
   int64_t state_snapshots_saved = 0, state_snapshots_evicted = 0;
+  // Sessions: pins of their last prompt boundary.
+  int32_t sessions_pinned = 0;
+  int32_t session_blocks_pinned = 0;          ///< distinct KV blocks held by session pins
+  int64_t sessions_unpinned_for_space = 0;    ///< pins dropped for max_sessions, the cap or block pressure
   LatencySummary ttft, itl;
 };
 

@@ -45,7 +45,9 @@ struct Request {
   /// Prefix-cache namespace: only requests with equal namespaces share cached blocks
   /// (e.g. a tenant, or a LoRA adapter). The engine adds the model identity and KV layout.
   std::string cache_namespace;
-  std::string session_id;  ///< a conversation id (reserved for session pinning; carried through)
+  /// A conversation id: when the request ends, its last prompt boundary stays pinned in the prefix
+  /// cache for the session's next request (engine/session.h). Empty: none.
+  std::string session_id;
 };
 
 enum class FinishReason { none, stop, length, cancelled, error };

@@ -7,8 +7,9 @@
 
 namespace rill {
 
-Scheduler::Scheduler(KvCache& kv, StatePool& states, StateSnapshots& snapshots, const SchedulerOptions& options)
-    : kv_(kv), states_(states), snapshots_(snapshots), options_(options) {
+Scheduler::Scheduler(KvCache& kv, StatePool& states, StateSnapshots& snapshots, const SchedulerOptions& options,
+                     SessionPins* sessions)
+    : kv_(kv), states_(states), snapshots_(snapshots), options_(options), sessions_(sessions) {
   RILL_ENSURE(options.snapshot_interval_blocks > 0, "snapshot_interval_blocks must be > 0, got {}",
               options.snapshot_interval_blocks);
   RILL_ENSURE(options.max_num_seqs > 0, "max_num_seqs must be > 0, got {}", options.max_num_seqs);
@@ -86,6 +87,7 @@ bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan)
   const int32_t n = cut_at_boundary(*seq, start, std::min(seq->num_uncomputed(), budget));
   if (n <= 0) return true;
   while (!kv_.reserve(seq->table, start, start + n, plan.copies)) {
+    if (sessions_ && sessions_->unpin_lru()) continue;  // session pins go before running sequences
     Sequence* victim = nullptr;
     for (auto it = running_.rbegin(); it != running_.rend(); ++it)
       if (*it != seq && (*it)->scheduled_step != step_) {
@@ -126,11 +128,17 @@ bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
   const int32_t n = cut_at_boundary(*seq, cached, std::min(seq->length() - cached, budget));
   const int32_t reserve_extra = running_.empty() ? 0 : options_.watermark_blocks;
   const int32_t need = kv_.blocks_for_tokens(cached + n) - int32_t(seq->table.blocks.size());
+  while (need + reserve_extra > kv_.num_available() && sessions_ && sessions_->unpin_lru()) {
+  }
   if (need + reserve_extra > kv_.num_available() || !kv_.reserve(seq->table, cached, cached + n, plan.copies)) {
     kv_.free(seq->table);
     return false;
   }
   seq->num_computed = cached;
+  RequestState& r = *seq->request;
+  // The session's pin moves: this sequence holds the prefix it matched; its end pins again.
+  if (sessions_ && seq->index == 0 && !r.cached_tokens_known && !r.request.session_id.empty())
+    sessions_->unpin(r.request.session_id);
   if (slots_needed > 0) {
     seq->slot = *states_.allocate();
     for (int32_t i = 1; i < slots_needed; ++i) seq->fork_slots.push_back(*states_.allocate());
@@ -140,7 +148,6 @@ bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
       states_.restore(seq->slot, snapshot->state, cached);
     }
   }
-  RequestState& r = *seq->request;
   if (seq->index == 0 && !r.cached_tokens_known) {
     r.cached_tokens = cached;
     r.cached_tokens_known = true;

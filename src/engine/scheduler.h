@@ -12,6 +12,10 @@
 // the slot. Prefill chunks end exactly at snapshot boundaries (every snapshot_interval_blocks
 // blocks, and the prompt's last block boundary before its last token) so that the state at each
 // boundary exists after the step that reaches it; EngineCore saves it there.
+//
+// Sessions (SessionPins, optional): pinned blocks are the first to go when blocks run short — the
+// least recently used session is unpinned before any running sequence is preempted or a waiting
+// one is held back; a sequence of a session drops its session's old pin once admitted.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,7 @@
 
 #include "engine/kv/kv_cache.h"
 #include "engine/sequence.h"
+#include "engine/session.h"
 #include "engine/state_pool.h"
 
 namespace rill {
@@ -53,7 +58,8 @@ struct StepPlan {
 class Scheduler {
  public:
   /// `states`/`snapshots` may be disabled (models without recurrent state, no snapshot budget).
-  Scheduler(KvCache& kv, StatePool& states, StateSnapshots& snapshots, const SchedulerOptions& options);
+  Scheduler(KvCache& kv, StatePool& states, StateSnapshots& snapshots, const SchedulerOptions& options,
+            SessionPins* sessions = nullptr);
 
   /// Queues a sequence at the back (a new request) of the waiting queue.
   void enqueue(Sequence* seq);
@@ -87,6 +93,7 @@ class Scheduler {
   StatePool& states_;
   StateSnapshots& snapshots_;
   SchedulerOptions options_;
+  SessionPins* sessions_;
   std::vector<Sequence*> running_;
   std::deque<Sequence*> waiting_;
   uint64_t step_ = 0;

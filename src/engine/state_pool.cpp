@@ -79,9 +79,13 @@ StateSnapshot& StateSnapshots::insert(BlockHash key) {
   RILL_CHECK(!contains(key), "state snapshot {:x} inserted twice", key);
   Buffer memory;
   if (count() >= capacity_) {
-    auto victim = entries_.find(lru_.front());
+    // The least recently used unpinned one (pin() keeps pinned ones below capacity).
+    auto victim = entries_.end();
+    for (BlockHash k : lru_)
+      if ((victim = entries_.find(k))->second.pins == 0) break;
+    RILL_CHECK(victim != entries_.end() && victim->second.pins == 0, "every state snapshot is pinned");
     memory = std::move(victim->second.snapshot.buffer);
-    lru_.pop_front();
+    lru_.erase(victim->second.lru);
     entries_.erase(victim);
     ++num_evicted_;
   } else if (!spare_.empty()) {
@@ -102,8 +106,32 @@ void StateSnapshots::erase(BlockHash key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   lru_.erase(it->second.lru);
+  if (it->second.pins > 0) --num_pinned_;
   spare_.push_back(std::move(it->second.snapshot.buffer));
   entries_.erase(it);
+}
+
+bool StateSnapshots::pin(BlockHash key) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  if (it->second.pins == 0) {
+    if (num_pinned_ + 1 > capacity_ / 2) return false;
+    ++num_pinned_;
+  }
+  ++it->second.pins;
+  return true;
+}
+
+void StateSnapshots::unpin(BlockHash key) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  RILL_CHECK(it->second.pins > 0, "state snapshot {:x} unpinned more often than pinned", key);
+  if (--it->second.pins == 0) --num_pinned_;
+}
+
+bool StateSnapshots::is_pinned(BlockHash key) const {
+  auto it = entries_.find(key);
+  return it != entries_.end() && it->second.pins > 0;
 }
 
 void StateSnapshots::check_invariants() const {
@@ -111,6 +139,10 @@ void StateSnapshots::check_invariants() const {
              entries_.size());
   RILL_CHECK(count() <= capacity_, "{} snapshots exceed the budget of {}", count(), capacity_);
   for (BlockHash k : lru_) RILL_CHECK(entries_.count(k) == 1, "snapshot LRU key {:x} has no snapshot", k);
+  int32_t pinned = 0;
+  for (const auto& [k, e] : entries_) pinned += e.pins > 0;
+  RILL_CHECK(pinned == num_pinned_ && pinned <= capacity_ / 2, "{} pinned snapshots, counter {}, capacity {}", pinned,
+             num_pinned_, capacity_);
 }
 
 }  // namespace rill

@@ -12,7 +12,9 @@
 // of the block that ends at that boundary (the key names the whole prefix). Snapshots are bounded
 // by a byte budget and evicted least recently used; the engine drops a snapshot as soon as its key
 // leaves the prefix cache, so a snapshot is only ever restored together with the KV blocks of the
-// same prefix (a restore needs both).
+// same prefix (a restore needs both). Sessions (engine/session.h) pin the snapshot of their
+// last prompt boundary: a pinned snapshot is never the LRU victim, and at most half of the
+// capacity can be pinned so that an insert always finds a victim.
 #pragma once
 
 #include <cstdint>
@@ -87,8 +89,16 @@ class StateSnapshots {
   const StateSnapshot* find(BlockHash key);
   /// A snapshot to fill under `key` (new, or the least recently used one's memory when full).
   StateSnapshot& insert(BlockHash key);
-  /// Drops the snapshot under `key`, if any (its prefix left the prefix cache).
+  /// Drops the snapshot under `key`, if any (its prefix left the prefix cache), pinned or not.
   void erase(BlockHash key);
+  /// One more pin on the snapshot under `key` (not evicted by insert() while pinned). False, and
+  /// no pin, when there is none or when half of the capacity is pinned already.
+  bool pin(BlockHash key);
+  /// One pin less on the snapshot under `key` (nothing when it was erased meanwhile).
+  void unpin(BlockHash key);
+  bool is_pinned(BlockHash key) const;
+  /// Snapshots with at least one pin.
+  int32_t num_pinned() const { return num_pinned_; }
   /// RILL_CHECKs the LRU list against the index and the byte bound.
   void check_invariants() const;
 
@@ -96,6 +106,7 @@ class StateSnapshots {
   struct Entry {
     StateSnapshot snapshot;
     std::list<BlockHash>::iterator lru;
+    int32_t pins = 0;
   };
   Kernels& kernels_;
   size_t bytes_per_snapshot_;
@@ -104,6 +115,7 @@ class StateSnapshots {
   std::list<BlockHash> lru_;  // front: least recently used
   std::vector<Buffer> spare_;  // memory of erased snapshots, reused before allocating
   int64_t num_evicted_ = 0;
+  int32_t num_pinned_ = 0;
 };
 
 }  // namespace rill

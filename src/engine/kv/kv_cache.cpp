@@ -87,6 +87,19 @@ void KvCache::commit(BlockTable& table, std::span<const int32_t> tokens, int32_t
   }
 }
 
+int32_t KvCache::retain_cached(std::span<const BlockHash> keys, BlockTable& to) {
+  RILL_CHECK(to.empty(), "retain_cached into a table that holds blocks");
+  to.keys.clear();
+  for (BlockHash key : keys) {
+    std::optional<BlockId> block = prefix_.find(key);
+    if (!block) break;
+    pool_.retain(*block);
+    to.blocks.push_back(*block);
+    to.keys.push_back(key);
+  }
+  return int32_t(to.blocks.size());
+}
+
 void KvCache::fork(const BlockTable& from, BlockTable& to) {
   RILL_CHECK(to.empty(), "fork into a table that holds blocks");
   for (BlockId b : from.blocks) pool_.retain(b);

@@ -60,6 +60,10 @@ class KvCache {
   bool reserve(BlockTable& table, int32_t write_begin, int32_t num_tokens, std::vector<BlockCopy>& copies);
   /// Offers the full blocks of tokens[0, num_computed) not yet keyed to the prefix cache.
   void commit(BlockTable& table, std::span<const int32_t> tokens, int32_t num_computed, uint64_t ns_key);
+  /// Appends to the empty `to` the blocks the prefix cache holds under `keys` (a chain of prefix
+  /// keys, e.g. a finished sequence's), retaining them, up to the first key it no longer holds.
+  /// Session pins (engine/session.h). Returns the blocks taken.
+  int32_t retain_cached(std::span<const BlockHash> keys, BlockTable& to);
   /// `to` (empty) shares every block of `from` (n > 1 sequences of one request).
   void fork(const BlockTable& from, BlockTable& to);
   /// Releases the table's blocks from index `num_blocks` on (the last first), keeping the first ones.

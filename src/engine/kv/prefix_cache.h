@@ -37,6 +37,11 @@ class PrefixCache {
   std::optional<BlockHash> forget(BlockId block);
   /// True when some block is cached under `key`.
   bool has_key(BlockHash key) const { return by_key_.count(key) != 0; }
+  /// The block cached under `key` (the key names the whole prefix), if any.
+  std::optional<BlockId> find(BlockHash key) const {
+    auto it = by_key_.find(key);
+    return it == by_key_.end() ? std::nullopt : std::optional<BlockId>(it->second);
+  }
   /// Drops every entry (the caller clears BlockPool's cached marks).
   std::vector<BlockId> clear();
 
