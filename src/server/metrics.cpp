@@ -69,6 +69,10 @@ std::string ServerMetrics::render(const EngineStats& s) const {
   gauge(out, "rill_requests_finished_total", "counter", "Requests finished by the engine.", double(s.requests_finished));
   gauge(out, "rill_requests_cancelled_total", "counter", "Requests cancelled.", double(s.requests_cancelled));
   gauge(out, "rill_num_preemptions_total", "counter", "Sequences preempted.", double(s.num_preemptions));
+  gauge(out, "rill_sessions_pinned", "gauge", "Sessions whose last prompt boundary is pinned in the prefix cache.",
+        s.sessions_pinned);
+  gauge(out, "rill_session_pinned_blocks", "gauge", "KV cache blocks pinned by sessions (counted in blocks_used).",
+        s.session_blocks_pinned);
   gauge(out, "rill_state_snapshot_bytes", "gauge", "Device memory of hybrid models' prefix-cache state snapshots.",
         double(s.state_snapshot_bytes));
   out += ttft_.render("rill_time_to_first_token_seconds", "Submit to first token, per request.");

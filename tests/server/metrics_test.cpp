@@ -24,7 +24,11 @@ TEST(ServerMetrics, RequestsAndEngineFigures) {
   s.kv_blocks_total = 8;
   s.kv_blocks_used = 2;
   s.generated_tokens = 17;
+  s.sessions_pinned = 3;
+  s.session_blocks_pinned = 5;
   const std::string text = m.render(s);
+  EXPECT_NE(text.find("rill_sessions_pinned 3\n"), std::string::npos);
+  EXPECT_NE(text.find("rill_session_pinned_blocks 5\n"), std::string::npos);
   EXPECT_NE(text.find("rill_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2\n"), std::string::npos);
   EXPECT_NE(text.find("rill_requests_total{endpoint=\"/v1/completions\",status=\"400\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("rill_kv_cache_usage_ratio 0.25\n"), std::string::npos);
