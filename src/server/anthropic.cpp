@@ -144,6 +144,7 @@ OpenAIRequest parse_messages_request(const ojson& body, const ModelInfo& model, 
   r.model = *name;
   if (r.model != model.id && r.model != "default")
     throw ApiError(404, "model", fmt::format("model: '{}' does not exist; this server serves '{}'", r.model, model.id));
+  r.request.session_id = parse_session_id(body);  // extension; metadata.user_id names a user, not a conversation
   if (!model.tokenizer || !model.chat_template || model.chat_template->empty())
     throw ApiError(400, "", "the served model has no tokenizer or chat template");
   ojson msgs = ojson::array();

@@ -141,6 +141,15 @@ void parse_tool_choice(const ojson& choice, const ojson& tools, const ModelInfo&
 
 }  // namespace
 
+std::string parse_session_id(const ojson& body) {
+  const ojson* v = field(body, "session_id");
+  if (!v) return "";
+  if (!v->is_string()) bad_request("session_id", "'session_id' must be a string, got {}", type_name(*v));
+  std::string id = v->get<std::string>();
+  if (id.size() > 256) bad_request("session_id", "'session_id' must be at most 256 bytes, got {}", id.size());
+  return id;
+}
+
 ojson normalize_messages(const ojson& messages) {
   if (!messages.is_array()) bad_request("messages", "'messages' must be an array, got {}", type_name(messages));
   if (messages.empty()) bad_request("messages", "'messages' must not be empty");
@@ -178,6 +187,7 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model) {
   OpenAIRequest r;
   r.chat = true;
   check_model(body, model, r);
+  r.request.session_id = parse_session_id(body);
   if (!model.tokenizer) throw ApiError(400, "", "the served model has no tokenizer; chat needs one");
   if (!model.chat_template || model.chat_template->empty())
     throw ApiError(400, "messages", "the served model has no chat template; use /v1/completions");
@@ -222,6 +232,7 @@ OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model
   OpenAIRequest r;
   r.chat = false;
   check_model(body, model, r);
+  r.request.session_id = parse_session_id(body);
   const ojson* p = field(body, "prompt");
   if (!p) bad_request("prompt", "'prompt' is required");
   const ojson* prompt = p;

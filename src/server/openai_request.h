@@ -47,6 +47,10 @@ struct OpenAIRequest {
 };
 
 OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model);
+/// The optional top-level `session_id` (an extension on every generation endpoint): a conversation
+/// id whose last prompt boundary the engine keeps pinned in the prefix cache. Empty when absent or
+/// null; a 400 naming `session_id` when it is not a string or is longer than 256 bytes.
+std::string parse_session_id(const ojson& body);
 OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model);
 
 /// The chat messages normalized for the template: content parts joined to a string; roles checked.

@@ -82,7 +82,7 @@ OpenAIRequest parse_responses_request(const ojson& body, const ModelInfo& model)
     }
     chat["tools"] = converted;
   }
-  for (const char* key : {"temperature", "top_p", "stream", "tool_choice"})
+  for (const char* key : {"temperature", "top_p", "stream", "tool_choice", "session_id"})
     if (const ojson* v = field(body, key)) chat[key] = *v;
   if (const ojson* v = field(body, "max_output_tokens")) chat["max_completion_tokens"] = *v;
   if (field(body, "text")) {

@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "server/anthropic.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
+#include "server/responses.h"
 
 namespace rill::server {
 namespace {
@@ -144,6 +146,38 @@ TEST_F(OpenAIRequestTest, BadCompletionFieldsAreNamed) {
   for (int i = 0; i < 64; ++i) long_prompt += (i ? ",1" : "1");
   long_prompt += "]}";
   EXPECT_EQ(completion_error(long_prompt.c_str()), (E{400, "prompt"}));  // no room to generate
+}
+
+// The session_id extension reaches the engine Request on every generation endpoint; a value that
+// is not a string (or is too long) is a 400 naming it; absent or null: no session.
+TEST_F(OpenAIRequestTest, SessionIdOnEveryEndpoint) {
+  using E = std::pair<int, std::string>;
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":4)";
+  const std::string completion = R"({"prompt":"x","max_tokens":4)";
+  const std::string responses = R"({"model":"tiny","input":"x","max_output_tokens":4)";
+  const std::string messages = R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"max_tokens":4)";
+  auto parse = [&](int api, const std::string& body) {
+    const ojson j = ojson::parse(body);
+    switch (api) {
+      case 0: return parse_chat_request(j, info_);
+      case 1: return parse_completion_request(j, info_);
+      case 2: return parse_responses_request(j, info_);
+      default: return parse_messages_request(j, info_);
+    }
+  };
+  const std::string bases[] = {chat, completion, responses, messages};
+  for (int api = 0; api < 4; ++api) {
+    SCOPED_TRACE(bases[api]);
+    EXPECT_EQ(parse(api, bases[api] + R"(,"session_id":"conv-42"})").request.session_id, "conv-42");
+    EXPECT_EQ(parse(api, bases[api] + "}").request.session_id, "");
+    EXPECT_EQ(parse(api, bases[api] + R"(,"session_id":null})").request.session_id, "");
+    for (const char* bad : {R"(,"session_id":42})", R"(,"session_id":{"id":"a"}})", R"(,"session_id":["a"]})"})
+      EXPECT_EQ(error_of([&] { parse(api, bases[api] + bad); }), (E{400, "session_id"})) << bad;
+    const std::string too_long = bases[api] + R"(,"session_id":")" + std::string(257, 'a') + "\"}";
+    EXPECT_EQ(error_of([&] { parse(api, too_long); }), (E{400, "session_id"}));
+  }
+  // Anthropic's metadata.user_id is a user, not a session.
+  EXPECT_EQ(parse(3, messages + R"(,"metadata":{"user_id":"u1"}})").request.session_id, "");
 }
 
 TEST(JsonFields, BodyMustBeAnObject) {
