@@ -24,7 +24,7 @@ log "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 log "configure + build ($(nproc) cores)"
 if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
          -DRILL_BUILD_BENCH=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
-       cmake --build build-gpu -j"$(nproc)" --target rill rill_cuda_tests rill_engine_tests ${RILL_EXTRA_TARGETS:-}; } > "$out/build.log" 2>&1; then
+       cmake --build build-gpu -j"$(nproc)" --target rill rill_cuda_tests rill_engine_tests cuda_kernels_bench ${RILL_EXTRA_TARGETS:-}; } > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"
   log "BUILD FAILED"
   exit 1
@@ -57,6 +57,11 @@ serve() {  # label, args...
   build-gpu/rill bench-serve --device cuda "$@" 2>>"$out/bench_stderr.log" | tee -a "$out/serve.log" |
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
+# The machine's ceilings in this same run: HBM copy bandwidth and the bf16 GEMM rate (first lines
+# of the kernel benchmark), then its per-kernel figures.
+log "kernel bench (ceilings first)"
+timeout 180 build-gpu/bench/cuda_kernels_bench > "$out/kernels_bench.log" 2>&1
+grep -E "HBM copy|GEMM M=4096 .*4096x4096|cuBLASLt 4096" "$out/kernels_bench.log" | head -3 | sed "s/^/  ceiling: /" | tee -a "$out/summary.txt"
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 if [[ "$mode" == lite ]]; then

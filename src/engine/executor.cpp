@@ -8,18 +8,18 @@
 namespace rill {
 
 Executor::Executor(Model& model, KvCache& kv, bool stateful)
-    : model_(model), kv_(kv), stateful_(stateful), sampler_(model.kernels()) {}
+    : model_(model), kv_(kv), stateful_(stateful), sampler_(model.kernels()), builder_(kv.block_size()) {}
 
 void Executor::run(const StepPlan& plan, StepResult& result) {
   kv_.copy_blocks(plan.copies);
-  StepBatchBuilder builder(kv_.block_size());
+  // The builder lives across steps: its vectors keep their capacity, so a step allocates nothing.
+  builder_.reset();
   for (const ScheduledRow& row : plan.rows) {
     std::span<const int32_t> tokens(row.seq->tokens.data() + row.start, size_t(row.num_tokens));
-    builder.add_row(tokens, row.start, row.seq->table.blocks, row.sample ? Logits::last : Logits::none);
+    builder_.add_row(tokens, row.start, row.seq->table.blocks, row.sample ? Logits::last : Logits::none);
+    if (stateful_) builder_.state_slot(row.seq->slot);
   }
-  StepBatch batch = builder.build();
-  if (stateful_)
-    for (const ScheduledRow& row : plan.rows) batch.state_slots.push_back(row.seq->slot);
+  const StepBatch& batch = builder_.finish();
   Tensor logits = model_.forward(batch, kv_.layers());
 
   sample_rows_.clear();

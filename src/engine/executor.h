@@ -31,6 +31,7 @@ class Executor {
   KvCache& kv_;
   bool stateful_;
   Sampler sampler_;
+  StepBatchBuilder builder_;
   std::vector<SampleRow> sample_rows_;
 };
 

@@ -39,21 +39,53 @@ StepBatchBuilder& StepBatchBuilder::add_row(std::span<const int32_t> tokens, int
   batch_.cu_seqlens.push_back(base + n);
   batch_.context_lens.push_back(context);
   int32_t used_blocks = (context + bs - 1) / bs;
-  tables_.emplace_back(block_table.begin(), block_table.begin() + used_blocks);
+  if (table_begin_.empty()) table_begin_.push_back(0);
+  tables_.insert(tables_.end(), block_table.begin(), block_table.begin() + used_blocks);
+  table_begin_.push_back(int32_t(tables_.size()));
   return *this;
 }
 
-StepBatch StepBatchBuilder::build() {
+StepBatchBuilder& StepBatchBuilder::state_slot(int32_t slot) {
+  RILL_CHECK(int32_t(batch_.state_slots.size()) + 1 == batch_.num_rows(), "state_slot() follows its row's add_row()");
+  batch_.state_slots.push_back(slot);
+  return *this;
+}
+
+void StepBatchBuilder::reset() {
+  const int32_t bs = batch_.block_size;
+  batch_.tokens.clear();
+  batch_.positions.clear();
+  batch_.cu_seqlens.clear();
+  batch_.context_lens.clear();
+  batch_.block_tables.clear();
+  batch_.slot_mapping.clear();
+  batch_.logit_indices.clear();
+  batch_.state_slots.clear();
+  batch_.max_blocks_per_row = 0;
+  batch_.block_size = bs;
+  tables_.clear();
+  table_begin_.clear();
+}
+
+const StepBatch& StepBatchBuilder::finish() {
+  const size_t rows = table_begin_.empty() ? 0 : table_begin_.size() - 1;
   int32_t width = 1;
-  for (auto& t : tables_) width = std::max(width, int32_t(t.size()));
+  for (size_t r = 0; r < rows; ++r) width = std::max(width, table_begin_[r + 1] - table_begin_[r]);
   batch_.max_blocks_per_row = width;
-  batch_.block_tables.assign(tables_.size() * size_t(width), 0);
-  for (size_t r = 0; r < tables_.size(); ++r)
-    std::copy(tables_[r].begin(), tables_[r].end(), batch_.block_tables.begin() + r * size_t(width));
+  batch_.block_tables.assign(rows * size_t(width), 0);
+  for (size_t r = 0; r < rows; ++r)
+    std::copy(tables_.begin() + table_begin_[r], tables_.begin() + table_begin_[r + 1],
+              batch_.block_tables.begin() + std::ptrdiff_t(r * size_t(width)));
+  return batch_;
+}
+
+StepBatch StepBatchBuilder::build() {
+  finish();
   StepBatch out = std::move(batch_);
   batch_ = StepBatch{};
   batch_.block_size = out.block_size;
   tables_.clear();
+  table_begin_.clear();
   return out;
 }
 

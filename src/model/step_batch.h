@@ -33,6 +33,8 @@ struct StepBatch {
 enum class Logits { none, last, all };
 
 /// Builds a StepBatch row by row. Block tables are given per row; rows may differ in length.
+/// A builder kept across steps (reset() then add rows, then finish()) reuses its vectors, so a
+/// steady-state step allocates nothing on the host.
 class StepBatchBuilder {
  public:
   explicit StepBatchBuilder(int32_t block_size) { batch_.block_size = block_size; }
@@ -40,12 +42,20 @@ class StepBatchBuilder {
   /// start_pos tokens); `block_table` must cover start_pos + tokens.size() tokens.
   StepBatchBuilder& add_row(std::span<const int32_t> tokens, int32_t start_pos, std::span<const int32_t> block_table,
                             Logits logits);
-  /// Finishes: pads block tables to a rectangle.
+  /// Sets the recurrent-state slot of the row added last (hybrid models).
+  StepBatchBuilder& state_slot(int32_t slot);
+  /// Pads the block tables to a rectangle and returns the batch, which stays owned by the builder
+  /// (valid until the next reset()).
+  const StepBatch& finish();
+  /// Finishes and moves the batch out (the builder starts empty).
   StepBatch build();
+  /// Drops every row, keeping the vectors' capacity.
+  void reset();
 
  private:
   StepBatch batch_;
-  std::vector<std::vector<int32_t>> tables_;
+  std::vector<int32_t> tables_;       // every row's used blocks, end to end
+  std::vector<int32_t> table_begin_;  // [rows + 1] offsets into tables_
 };
 
 }  // namespace rill
