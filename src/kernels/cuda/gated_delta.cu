@@ -40,6 +40,7 @@ struct DeltaKernelArgs {
   StateRowsArgs rows;
   int hk, hv, dv;
   float scale;
+  int64_t min_row_tokens, max_row_tokens;
 };
 
 template <typename T, int R>
@@ -52,6 +53,7 @@ __global__ void __launch_bounds__(kThreads) delta_rule_recurrent_kernel(DeltaKer
   const int j = blockIdx.z * kCols + jc;
   const bool col_ok = j < a.dv;
   const int64_t t0 = a.rows.cu_seqlens[row], t1 = a.rows.cu_seqlens[row + 1];
+  if (t1 - t0 < a.min_row_tokens || t1 - t0 > a.max_row_tokens) return;  // the other kernel's row
   const int slot = a.rows.slots[row];
   const bool has = a.rows.has_state[row] != 0;
   const int kh = h / (a.hv / a.hk);
@@ -118,7 +120,8 @@ __global__ void __launch_bounds__(kThreads) delta_rule_recurrent_kernel(DeltaKer
 template <typename T>
 void launch_typed(const DeltaRuleArgs& a, cudaStream_t stream) {
   DeltaKernelArgs<T> k{static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), a.g,
-                       a.beta, a.state, static_cast<T*>(a.out), a.rows, a.hk, a.hv, a.dv, a.scale};
+                       a.beta, a.state, static_cast<T*>(a.out), a.rows, a.hk, a.hv, a.dv, a.scale,
+                       a.min_row_tokens, a.max_row_tokens};
   dim3 grid(unsigned(a.rows.num_rows), unsigned(a.hv), ceil_div(a.dv, kCols));
   switch (a.dk) {
     case 16: delta_rule_recurrent_kernel<T, 2><<<grid, kThreads, 0, stream>>>(k); break;

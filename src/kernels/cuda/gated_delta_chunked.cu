@@ -77,6 +77,7 @@ __global__ void __launch_bounds__(kThreads) delta_rule_chunked_kernel(DeltaRuleA
   const int row = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
   const int j0 = blockIdx.z * kCols;
   const int64_t t0 = a.rows.cu_seqlens[row], t1 = a.rows.cu_seqlens[row + 1];
+  if (t1 - t0 < a.min_row_tokens || t1 - t0 > a.max_row_tokens) return;  // the other kernel's row
   const int slot = a.rows.slots[row];
   const bool has = a.rows.has_state[row] != 0;
   const int kh = h / (a.hv / a.hk);

@@ -4,6 +4,8 @@
 // model's) or f32, one dtype per call; weights of the conv and the norm, gates and states are f32.
 // The StateBatch lives on the device, so its contents (offsets, slots) are not read here: the
 // kernels poison a row's outputs with NaN when its slot lies outside the state tensor.
+#include <cstdlib>
+#include <string_view>
 #include <algorithm>
 #include <initializer_list>
 
@@ -156,13 +158,27 @@ void CudaKernels::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
   a.dk = int(dk);
   a.dv = int(dv);
   a.scale = p.scale;
-  // ::chunked runs the chunked kernel (gated_delta_chunked.cu, chunks of at most 64 tokens); ::automatic
-  // stays on the recurrent kernel until the chunked one is validated on hardware (then: rows > 16 tokens).
+  // ::chunked runs the chunked kernel (gated_delta_chunked.cu, chunks of at most 64 tokens) on every
+  // row, ::recurrent the recurrent one. ::automatic runs the recurrent kernel on every row until the
+  // chunked kernel has passed its tests on hardware (CudaGatedDeltaChunked.*); RILL_GDN_CHUNKED=1
+  // opts in to the split the CPU op makes: rows of ≤ 16 new tokens recurrent, longer rows chunked
+  // (two launches, each skipping the other's rows on the device, so a row's arithmetic depends on
+  // its own length only).
+  a.chunk = int(std::min<int64_t>(p.chunk_size, 64));
+  static const bool chunked_ok = [] {
+    const char* e = std::getenv("RILL_GDN_CHUNKED");
+    return e && std::string_view(e) == "1";
+  }();
   if (p.form == DeltaRuleForm::chunked) {
-    a.chunk = int(std::min<int64_t>(p.chunk_size, 64));
     launch_gated_delta_rule_chunked(a, stream_.get());
-  } else {
+  } else if (p.form == DeltaRuleForm::recurrent || !chunked_ok) {
     launch_gated_delta_rule(a, stream_.get());
+  } else {
+    DeltaRuleArgs shorter = a, longer = a;
+    shorter.max_row_tokens = 16;
+    longer.min_row_tokens = 17;
+    launch_gated_delta_rule(shorter, stream_.get());
+    launch_gated_delta_rule_chunked(longer, stream_.get());
   }
 }
 

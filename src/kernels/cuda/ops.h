@@ -147,6 +147,10 @@ struct DeltaRuleArgs {
   int hk = 0, hv = 0, dk = 0, dv = 0;  ///< dk ∈ {16, 32, 64, 128, 256}
   float scale = 1.f;
   int chunk = 64;  ///< tokens per chunk of the chunked kernel, in [1, 64]
+  /// Per-row routing (DeltaRuleForm::automatic): the kernel leaves alone every row whose number of
+  /// new tokens lies outside [min_row_tokens, max_row_tokens], so two launches split one batch by
+  /// each row's own length (a row's arithmetic never depends on the other rows).
+  int64_t min_row_tokens = 0, max_row_tokens = INT64_MAX;
 };
 /// The gated delta rule, token by token per (row, value head, dv slice); see gated_delta.cu.
 void launch_gated_delta_rule(const DeltaRuleArgs& a, cudaStream_t stream);
