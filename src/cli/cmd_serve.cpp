@@ -24,6 +24,11 @@ struct ServeArgs {
   std::string model, device = "auto", host = "127.0.0.1", api_key, served_name, reasoning_parser, tool_parser = "auto";
   int port = 8080, threads = 2, max_num_seqs = 256, max_waiting = 1024, max_model_len = 0;
   size_t kv_memory = 0, max_body = 8 << 20;
+  int max_batched_tokens = 2048, max_state_slots = 0, max_sessions = 64;
+  double session_pinned_fraction = 0.5;
+  size_t state_snapshot_memory = 0;
+  bool no_prefix_cache = false, no_cuda_graphs = false;
+  std::string batch_invariant;  // empty: the backend default (on; RILL_BATCH_INVARIANT=0 turns it off)
 };
 
 void serve(const ServeArgs& a) {
@@ -31,13 +36,24 @@ void serve(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) fail("--port: must be in [0, 65535], got {}", a.port);
   if (a.threads < 1) fail("--threads: must be >= 1, got {}", a.threads);
   if (a.tool_parser != "auto") text::tool_format_from_name(a.tool_parser, "--tool-parser");  // checked before loading
+  if (!a.batch_invariant.empty() && a.batch_invariant != "on" && a.batch_invariant != "off")
+    fail("--batch-invariant: must be on or off, got '{}'", a.batch_invariant);
+  if (a.max_batched_tokens < 1) fail("--max-batched-tokens: must be >= 1, got {}", a.max_batched_tokens);
+  if (a.max_state_slots < 0) fail("--max-state-slots: must be >= 0, got {}", a.max_state_slots);
+  if (a.max_sessions < 0) fail("--max-sessions: must be >= 0, got {}", a.max_sessions);
+  if (!(a.session_pinned_fraction >= 0 && a.session_pinned_fraction <= 1))
+    fail("--session-pinned-fraction: must be in [0, 1], got {}", a.session_pinned_fraction);
   const auto t0 = std::chrono::steady_clock::now();
   fs::path dir = resolve_model_dir(a.model);
   std::optional<text::Tokenizer> tokenizer;
   if (fs::exists(dir / "tokenizer.json")) tokenizer = text::Tokenizer::load(dir);
   text::ChatTemplate chat_template = text::ChatTemplate::load(dir);
   auto kernels = make_kernels(a.device);
-  auto model = load_model(dir, *kernels, LoadOptions{std::nullopt, true});
+  if (!a.batch_invariant.empty()) kernels->set_batch_invariant(a.batch_invariant == "on");
+  logger().info("rill serve: batch-invariant kernels {}", kernels->batch_invariant() ? "on" : "off");
+  LoadOptions load;
+  load.cuda_graphs = !a.no_cuda_graphs;
+  auto model = load_model(dir, *kernels, load);
   std::vector<int32_t> stop_ids = model->config().eos_token_ids;
   if (tokenizer && tokenizer->eos_id() && std::find(stop_ids.begin(), stop_ids.end(), *tokenizer->eos_id()) == stop_ids.end())
     stop_ids.push_back(*tokenizer->eos_id());
@@ -47,6 +63,12 @@ void serve(const ServeArgs& a) {
   if (a.max_waiting < 1) fail("--max-waiting: must be >= 1, got {}", a.max_waiting);
   eo.max_waiting = a.max_waiting;
   eo.max_model_len = a.max_model_len;
+  eo.max_num_batched_tokens = a.max_batched_tokens;
+  eo.prefix_caching = !a.no_prefix_cache;
+  eo.max_state_slots = a.max_state_slots;
+  eo.state_snapshot_bytes = a.state_snapshot_memory;
+  eo.max_sessions = a.max_sessions;
+  eo.session_pinned_fraction = a.session_pinned_fraction;
   Engine engine(std::move(kernels), std::move(model), eo);
   server::ServiceOptions so;
   so.model_id = a.served_name.empty() ? (a.model.empty() ? "default" : fs::path(a.model).lexically_normal().filename().string())
@@ -101,6 +123,25 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-model-len", args->max_model_len, "Context length (0: the model's)")->capture_default_str();
   cmd->add_option("--kv-memory", args->kv_memory, "KV cache bytes (0: automatic)")->capture_default_str();
   cmd->add_option("--max-body-bytes", args->max_body, "Largest request body accepted (413 above)")->capture_default_str();
+  cmd->add_option("--max-batched-tokens", args->max_batched_tokens, "New tokens per engine step (prefill chunk budget)")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
+  cmd->add_option("--max-sessions", args->max_sessions,
+                  "Sessions (request session_id) whose last prompt stays pinned in the cache; 0: none")
+      ->capture_default_str();
+  cmd->add_option("--session-pinned-fraction", args->session_pinned_fraction,
+                  "Share of the KV cache session pins may hold")
+      ->capture_default_str();
+  cmd->add_option("--max-state-slots", args->max_state_slots,
+                  "Hybrid models: sequences with recurrent state at once (0: --max-num-seqs)")
+      ->capture_default_str();
+  cmd->add_option("--state-snapshot-memory", args->state_snapshot_memory,
+                  "Hybrid models: bytes for prefix-cache state snapshots (0: 10% of the KV budget)")
+      ->capture_default_str();
+  cmd->add_option("--batch-invariant", args->batch_invariant,
+                  "on: a request's tokens do not depend on the other requests in its step (CUDA: our GEMM); "
+                  "off: the autotuned cuBLASLt/matvec path, faster (default on)");
+  cmd->add_flag("--no-cuda-graphs", args->no_cuda_graphs, "Decode without CUDA step graphs");
   cmd->callback([args] { serve(*args); });
 }
 

@@ -193,6 +193,12 @@ class Kernels {
   /// Bytes of device memory free for new allocations (0: unknown; the caller picks a budget).
   virtual size_t free_memory() { return 0; }
 
+  /// Batch invariance: a row's results do not depend on the other rows of a call. The CPU
+  /// backend is always batch-invariant (this does nothing); CUDA is by default and can trade it
+  /// for the autotuned cuBLASLt/matvec path's throughput.
+  virtual void set_batch_invariant(bool on) { (void)on; }
+  virtual bool batch_invariant() const { return true; }
+
   // ---- Step graphs (kernels/kernels.cpp holds the defaults: a backend without graphs throws).
   /// True when begin_capture()/end_capture() work on this backend (CUDA).
   virtual bool supports_graphs() const { return false; }

@@ -67,6 +67,19 @@ TEST(Cli, BadSamplingValues) {
   EXPECT_NE(r.err.find("--max-tokens"), std::string::npos) << r.err;
 }
 
+TEST(Cli, BadServeEngineFlags) {
+  // Checked before the model loads: one-line errors naming the flag.
+  Result r = run("serve --model " + kFixture + " --device cpu --batch-invariant maybe");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--batch-invariant"), std::string::npos) << r.err;
+  r = run("serve --model " + kFixture + " --device cpu --session-pinned-fraction 2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--session-pinned-fraction"), std::string::npos) << r.err;
+  r = run("serve --model " + kFixture + " --device cpu --max-batched-tokens 0");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--max-batched-tokens"), std::string::npos) << r.err;
+}
+
 TEST(Cli, SeededSamplingIsReproducible) {
   std::string cmd = "run --model " + kFixture + " --device cpu --prompt-ids 4,5,6 --max-tokens 20 --temperature 0.8 --top-p 0.9 --top-k 50 --seed 7 --print-ids";
   Result a = run(cmd), b = run(cmd);

@@ -74,8 +74,8 @@ class CudaKernels final : public Kernels {
   /// else is in the batch and however its prompt was chunked. On by default; the environment
   /// variable RILL_BATCH_INVARIANT=0 turns it off at creation (cuBLASLt / matvec autotuned
   /// matmuls, attention splits sized to the batch).
-  void set_batch_invariant(bool on);
-  bool batch_invariant() const { return batch_invariant_; }
+  void set_batch_invariant(bool on) override;
+  bool batch_invariant() const override { return batch_invariant_; }
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
   void set_attention_splits(int splits) { attention_splits_ = splits; }
   /// Attention with a forced kernel variant (tests, benchmarks; 0 = automatic): warps per block
