@@ -80,6 +80,22 @@ TEST(Cli, BadServeEngineFlags) {
   EXPECT_NE(r.err.find("--max-batched-tokens"), std::string::npos) << r.err;
 }
 
+TEST(Cli, BadBenchLists) {
+  // The comma lists of `bench` and the cells of `bench-serve` are checked before the model loads.
+  Result r = run("bench --model " + kFixture + " --device cpu --prompt-len 16,0");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--prompt-len"), std::string::npos) << r.err;
+  r = run("bench-serve --model " + kFixture + " --device cpu --cells 4:16");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--cells"), std::string::npos) << r.err;
+  r = run("bench-serve --model " + kFixture + " --device cpu --cells 4:x:8");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--cells"), std::string::npos) << r.err;
+  r = run("bench-serve --model " + kFixture + " --device cpu --cells 0:16:8");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--concurrency"), std::string::npos) << r.err;
+}
+
 TEST(Cli, SeededSamplingIsReproducible) {
   std::string cmd = "run --model " + kFixture + " --device cpu --prompt-ids 4,5,6 --max-tokens 20 --temperature 0.8 --top-p 0.9 --top-k 50 --seed 7 --print-ids";
   Result a = run(cmd), b = run(cmd);
