@@ -54,10 +54,8 @@ void bench(const BenchArgs& a) {
     }
 }
 
-void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& kernels_ref, Model& model_ref) {
-  Kernels* kernels = &kernels_ref;
-  Model* model = &model_ref;
-  const ModelConfig& cfg = model->config();
+void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& kernels, Model& model) {
+  const ModelConfig& cfg = model.config();
   // Two untimed decode steps first: a new batch shape picks its kernels on its first step and is
   // recorded into a step graph on its second.
   constexpr int32_t kWarmSteps = 2;
@@ -65,7 +63,7 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
   if (context > cfg.max_position_embeddings)
     fail("--prompt-len + --decode-tokens ({}) exceeds the model's context of {}", context, cfg.max_position_embeddings);
   const int32_t blocks_per_row = (context + a.block_size - 1) / a.block_size;
-  KvBuffers kv(*kernels, model->kv_spec(), blocks_per_row * a.batch, a.block_size);
+  KvBuffers kv(kernels, model.kv_spec(), blocks_per_row * a.batch, a.block_size);
   std::vector<std::vector<int32_t>> tables(size_t(a.batch));
   for (int32_t r = 0; r < a.batch; ++r)
     for (int32_t b = 0; b < blocks_per_row; ++b) tables[size_t(r)].push_back(r * blocks_per_row + b);
@@ -77,8 +75,8 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
     StepBatchBuilder b(a.block_size);
     std::vector<int32_t> t{token(rng), token(rng)};
     b.add_row(t, 0, tables[0], Logits::last);
-    model->forward(b.build(), kv.layers());
-    kernels->synchronize();
+    model.forward(b.build(), kv.layers());
+    kernels.synchronize();
   }
   Progress progress("prefill");
   double prefill_s = 0;
@@ -89,13 +87,13 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
     b.add_row(prompt, 0, tables[size_t(r)], Logits::last);
     StepBatch step = b.build();
     auto t1 = std::chrono::steady_clock::now();
-    model->forward(step, kv.layers());
-    kernels->synchronize();
+    model.forward(step, kv.layers());
+    kernels.synchronize();
     prefill_s += seconds_since(t1);
     progress.update(r + 1, a.batch, "rows");
   }
   progress.finish();
-  Buffer ids_buffer(kernels->allocator(), size_t(a.batch) * sizeof(int32_t));
+  Buffer ids_buffer(kernels.allocator(), size_t(a.batch) * sizeof(int32_t));
   std::vector<int32_t> ids(size_t(a.batch));
   Progress dprogress("decode");
   double decode_s = 0;
@@ -108,11 +106,11 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
     }
     StepBatch step = b.build();
     auto t1 = std::chrono::steady_clock::now();
-    Tensor logits = model->forward(step, kv.layers());
+    Tensor logits = model.forward(step, kv.layers());
     // A real step picks its tokens on the device and reads back only their ids.
     Tensor picked = ids_buffer.as(DType::i32, {a.batch});
-    kernels->argmax(logits, picked);
-    kernels->download(picked, ids.data());
+    kernels.argmax(logits, picked);
+    kernels.download(picked, ids.data());
     if (s >= kWarmSteps) decode_s += seconds_since(t1);
     dprogress.update(s + 1, a.decode_tokens + kWarmSteps, "steps");
   }
@@ -120,11 +118,11 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
   const double prefill_tps = double(a.prompt_len) * a.batch / prefill_s;
   const double decode_tps = double(a.decode_tokens) * a.batch / decode_s;
   std::printf("model %s device %s batch %d prompt %d\n", dir.filename().string().c_str(),
-              kernels->device() == Device::cuda ? "cuda" : "cpu", a.batch, a.prompt_len);
+              kernels.device() == Device::cuda ? "cuda" : "cpu", a.batch, a.prompt_len);
   std::printf("prefill_tokens_per_s %.1f\n", prefill_tps);
   std::printf("decode_tokens_per_s %.2f (%.2f ms/step at context %d..%d)\n", decode_tps,
               1e3 * decode_s / a.decode_tokens, a.prompt_len, a.prompt_len + a.decode_tokens);
-  std::printf("weight_bytes %zu\n", model->weight_bytes());
+  std::printf("weight_bytes %zu\n", model.weight_bytes());
   std::fflush(stdout);
 }
 
