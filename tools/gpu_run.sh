@@ -77,8 +77,18 @@ RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512,409
 RILL_BATCH_INVARIANT=0 bench "autotuned b1 no-graphs" --model /tmp/q8 --prompt-len 512 --decode-tokens 64 --no-cuda-graphs
 bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
 RILL_BATCH_INVARIANT=0 bench "autotuned bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
-# #5: the serving engine.
-serve "invariant" --model /tmp/q8 --cells 128:512:128,1:1000:1000,16:1000:1000,256:1000:1000,1:512:128:0.9,16:512:128:0.9,256:512:128:0.9
+# Where a batch-1 decode step's time goes: every kernel of ~20 layers timed alone by Nsight
+# Compute (the graph's nodes one by one), summed per kernel and grid.
+if command -v ncu > /dev/null; then
+  log "per-kernel decode breakdown (ncu)"
+  timeout 150 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --launch-skip 3000 \
+    --launch-count 400 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --decode-tokens 4 \
+    > /tmp/ncu.log 2>&1
+  python3 tools/ncu_summary.py /tmp/ncu.log | tee -a "$out/summary.txt"
+fi
+# #5: the serving engine: 1000/1000 and 512/128 at 1/16/64/256 clients, 512/128 with a 90%
+# shared prefix, and the aggregate 128 x (512 + 128) cell.
+serve "invariant" --model /tmp/q8 --cells 128:512:128,1:1000:1000,16:1000:1000,64:1000:1000,256:1000:1000,1:512:128,16:512:128,64:512:128,256:512:128,1:512:128:0.9,16:512:128:0.9,64:512:128:0.9,256:512:128:0.9
 RILL_BATCH_INVARIANT=0 serve "autotuned" --model /tmp/q8 --cells 128:512:128,256:1000:1000
 # #7: a Qwen3.5-9B-shaped model.
 log "make-model qwen3.5-9b"

@@ -1,9 +1,30 @@
-// kernels/kernels.cpp — default bodies of the optional Kernels features (step graphs).
+// kernels/kernels.cpp — default bodies of the optional Kernels features (step graphs, fused
+// matmul outputs).
 #include "kernels/kernels.h"
 
 #include "core/error.h"
 
 namespace rill {
+
+void Kernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) {
+  RILL_ENSURE(w.ndim() == 2, "[matmul_outputs] w {} must be [N, K]", w.describe());
+  int64_t total = 0;
+  for (const Tensor* y : ys) {
+    RILL_ENSURE(y && y->ndim() >= 1, "[matmul_outputs] every output must be a tensor");
+    total += y->size(-1);
+  }
+  RILL_ENSURE(total == w.size(0), "[matmul_outputs] the outputs' widths ({}) must add up to w {}'s rows", total,
+              w.describe());
+  int64_t begin = 0;
+  for (Tensor* y : ys) {
+    const int64_t end = begin + y->size(-1);
+    const Tensor w_range = w.slice(begin, end);
+    Tensor b_range;
+    if (bias) b_range = bias->slice(begin, end);
+    matmul(x, w_range, bias ? &b_range : nullptr, *y);
+    begin = end;
+  }
+}
 
 void Kernels::begin_capture() { fail("[begin_capture] step graphs are not supported on this backend"); }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/buffer.h"
@@ -147,6 +148,11 @@ class Kernels {
 
   /// y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]). Accumulates in f32.
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  /// One matmul whose output columns go to several tensors (fused projections, e.g. q/k/v from
+  /// one [Nq + Nk + Nv, K] weight): ys[s] = x · w[rows of range s]ᵀ (+ bias of range s), the
+  /// ranges consecutive with the widths of the outputs. The default runs one matmul per range
+  /// over row slices of w; a backend may run it as one launch (CUDA: one batch-invariant GEMM).
+  virtual void matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys);
   /// y[M,D] = rmsnorm(x[M,D]) * w[D] per row. x and y may alias.
   virtual void rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) = 0;
   /// residual[M,D] += x; y = rmsnorm(residual) * w. The fused pre-norm of a decoder layer.

@@ -21,8 +21,8 @@ enum class Family { llama, qwen2, qwen3 };
 
 struct Layer {
   Tensor input_norm, post_norm;
-  Tensor q, k, v, o;              // [Hq·D, H], [Hkv·D, H], [Hkv·D, H], [H, Hq·D]
-  Tensor q_bias, k_bias, v_bias, o_bias;
+  Tensor qkv, o;                  // [(Hq + 2·Hkv)·D, H]: q rows, k rows, v rows; [H, Hq·D]
+  Tensor qkv_bias, o_bias;
   Tensor q_norm, k_norm;          // Qwen3: [D]
   Tensor gate_up, gate_up_bias;   // [2I, H]: gate rows then up rows
   Tensor down, down_bias;         // [H, I]
@@ -113,15 +113,13 @@ void LlamaModel::load_weights(const LoadOptions& options) {
     Layer& L = layers_[size_t(i)];
     L.input_norm = w.get(p + "input_layernorm.weight", {H});
     L.post_norm = w.get(p + "post_attention_layernorm.weight", {H});
-    L.q = w.get(p + "self_attn.q_proj.weight", {Hq * D, H});
-    L.k = w.get(p + "self_attn.k_proj.weight", {Hkv * D, H});
-    L.v = w.get(p + "self_attn.v_proj.weight", {Hkv * D, H});
+    // One weight for the three projections: one matmul launch (matmul_outputs) reads them.
+    L.qkv = w.concat_rows({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"},
+                          {{Hq * D, H}, {Hkv * D, H}, {Hkv * D, H}});
     L.o = w.get(p + "self_attn.o_proj.weight", {H, Hq * D});
-    if (qkv_bias) {
-      L.q_bias = w.get(p + "self_attn.q_proj.bias", {Hq * D});
-      L.k_bias = w.get(p + "self_attn.k_proj.bias", {Hkv * D});
-      L.v_bias = w.get(p + "self_attn.v_proj.bias", {Hkv * D});
-    }
+    if (qkv_bias)
+      L.qkv_bias = w.concat_rows({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"},
+                                 {{Hq * D}, {Hkv * D}, {Hkv * D}});
     if (o_bias) L.o_bias = w.get(p + "self_attn.o_proj.bias", {H});
     if (family_ == Family::qwen3) {
       L.q_norm = w.get(p + "self_attn.q_norm.weight", {D});
@@ -218,9 +216,8 @@ Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits
     } else {
       k.add_rms_norm(residual, delta, L.input_norm, norm_, h);
     }
-    k.matmul(h, L.q, opt(L.q_bias), q2);
-    k.matmul(h, L.k, opt(L.k_bias), k2);
-    k.matmul(h, L.v, opt(L.v_bias), v2);
+    Tensor* const qkv_out[] = {&q2, &k2, &v2};
+    k.matmul_outputs(h, L.qkv, opt(L.qkv_bias), qkv_out);
     if (family_ == Family::qwen3) {
       k.rms_norm(q_heads, L.q_norm, norm_, q_heads);
       k.rms_norm(k_heads, L.k_norm, norm_, k_heads);

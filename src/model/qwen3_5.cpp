@@ -143,13 +143,15 @@ void parse_config(const std::filesystem::path& dir, ModelConfig& c, Dims& d) {
 }
 
 struct FullLayer {
-  Tensor q, gate, k, v, o;  // [Hq·D, H] ×2, [Hkv·D, H] ×2, [H, Hq·D]
+  Tensor qgkv;              // [2·Hq·D + 2·Hkv·D, H]: query, gate, k, v rows (one matmul)
+  Tensor q, gate, k, v, o;  // row ranges of qgkv: [Hq·D, H] ×2, [Hkv·D, H] ×2; o [H, Hq·D]
   Tensor q_norm, k_norm;    // [D], (1 + w)
   size_t kv_index = 0;
 };
 
 struct LinearLayer {
-  Tensor wq, wk, wv, wz, wa, wb, out;  // rows of in_proj_qkv, in_proj_z/a/b, out_proj
+  Tensor w_in;                         // [2·Ck + 2·Cv + 2·Hv, H]: in_proj_qkv, z, a, b rows (one matmul)
+  Tensor wq, wk, wv, wz, wa, wb, out;  // row ranges of w_in; out_proj
   Tensor conv_q, conv_k, conv_v;       // f32 [C_part, K]
   Tensor a_log, dt_bias, norm;         // f32 [Hv], [Hv], [dv]
   size_t state_index = 0;
@@ -223,7 +225,7 @@ class Qwen35Model final : public Model {
   void move_state(int32_t index, const Tensor& snapshot, bool to_snapshot);
   void load_weights(const LoadOptions& options);
   Tensor to_f32(const Tensor& t, std::vector<int64_t> shape);
-  void split_q_gate(const Tensor& qg, Tensor& q, Tensor& gate);
+  Tensor fuse_q_gate_k_v(const Tensor& qg, const Tensor& k, const Tensor& v);
   void ensure_arena(int64_t tokens, int64_t logit_rows, size_t metadata_bytes);
   void ensure_slots(int64_t needed);
   StateBatch assign_slots(const StepBatch& batch);
@@ -268,23 +270,27 @@ Tensor Qwen35Model::to_f32(const Tensor& t, std::vector<int64_t> shape) {
   return out;
 }
 
-// q_proj rows are per head [query (D) ‖ gate (D)]; returns the query rows and the gate rows.
-void Qwen35Model::split_q_gate(const Tensor& qg, Tensor& q, Tensor& gate) {
+// q_proj rows are per head [query (D) ‖ gate (D)]. Returns one weight of rows [every query
+// row; every gate row; k rows; v rows], so one matmul (matmul_outputs) computes all four.
+Tensor Qwen35Model::fuse_q_gate_k_v(const Tensor& qg, const Tensor& k, const Tensor& v) {
   const int64_t D = d_.D, H = d_.H, Hq = d_.Hq;
+  RILL_CHECK(k.dtype() == qg.dtype() && v.dtype() == qg.dtype());
   const size_t row = size_t(H) * dtype_size(qg.dtype());
-  std::vector<uint8_t> host(qg.nbytes()), qh(qg.nbytes() / 2), gh(qg.nbytes() / 2);
+  std::vector<uint8_t> host(qg.nbytes()), fused(qg.nbytes() + k.nbytes() + v.nbytes());
   kernels_.download(qg, host.data());
+  const size_t half = qg.nbytes() / 2;
   for (int64_t h = 0; h < Hq; ++h) {
-    std::memcpy(qh.data() + size_t(h * D) * row, host.data() + size_t(h * 2 * D) * row, size_t(D) * row);
-    std::memcpy(gh.data() + size_t(h * D) * row, host.data() + size_t(h * 2 * D + D) * row, size_t(D) * row);
+    std::memcpy(fused.data() + size_t(h * D) * row, host.data() + size_t(h * 2 * D) * row, size_t(D) * row);
+    std::memcpy(fused.data() + half + size_t(h * D) * row, host.data() + size_t(h * 2 * D + D) * row, size_t(D) * row);
   }
-  for (auto [dst, src] : {std::pair{&q, &qh}, std::pair{&gate, &gh}}) {
-    Buffer buf(kernels_.allocator(), src->size());
-    *dst = buf.as(qg.dtype(), {Hq * D, H});
-    kernels_.upload(src->data(), *dst);
-    weight_bytes_ += buf.size();
-    owned_.push_back(std::move(buf));
-  }
+  kernels_.download(k, fused.data() + qg.nbytes());
+  kernels_.download(v, fused.data() + qg.nbytes() + k.nbytes());
+  Buffer buf(kernels_.allocator(), fused.size());
+  Tensor out = buf.as(qg.dtype(), {int64_t(fused.size() / row), H});
+  kernels_.upload(fused.data(), out);
+  weight_bytes_ += buf.size();
+  owned_.push_back(std::move(buf));
+  return out;
 }
 
 void Qwen35Model::load_weights(const LoadOptions& options) {
@@ -316,9 +322,17 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
     }
     if (L.full) {
       FullLayer& a = L.fa;
-      split_q_gate(w.get(p + "self_attn.q_proj.weight", {d.Hq * 2 * d.D, d.H}), a.q, a.gate);
-      a.k = w.get(p + "self_attn.k_proj.weight", {d.Hkv * d.D, d.H});
-      a.v = w.get(p + "self_attn.v_proj.weight", {d.Hkv * d.D, d.H});
+      {
+        WeightLoader staging(*store_, kernels_, options.weight_dtype);  // freed after the fusion
+        a.qgkv = fuse_q_gate_k_v(staging.get(p + "self_attn.q_proj.weight", {d.Hq * 2 * d.D, d.H}),
+                                 staging.get(p + "self_attn.k_proj.weight", {d.Hkv * d.D, d.H}),
+                                 staging.get(p + "self_attn.v_proj.weight", {d.Hkv * d.D, d.H}));
+      }
+      const int64_t nq = d.Hq * d.D, nkv = d.Hkv * d.D;
+      a.q = a.qgkv.slice(0, nq);
+      a.gate = a.qgkv.slice(nq, 2 * nq);
+      a.k = a.qgkv.slice(2 * nq, 2 * nq + nkv);
+      a.v = a.qgkv.slice(2 * nq + nkv, 2 * nq + 2 * nkv);
       a.o = w.get(p + "self_attn.o_proj.weight", {d.H, d.Hq * d.D});
       a.q_norm = w.get(p + "self_attn.q_norm.weight", {d.D});
       a.k_norm = w.get(p + "self_attn.k_norm.weight", {d.D});
@@ -326,13 +340,15 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
     } else {
       LinearLayer& a = L.la;
       const std::string q = p + "linear_attn.";
-      Tensor qkv = w.get(q + "in_proj_qkv.weight", {C, d.H});
-      a.wq = qkv.slice(0, Ck);
-      a.wk = qkv.slice(Ck, 2 * Ck);
-      a.wv = qkv.slice(2 * Ck, C);
-      a.wz = w.get(q + "in_proj_z.weight", {Cv, d.H});
-      a.wb = w.get(q + "in_proj_b.weight", {d.Hv, d.H});
-      a.wa = w.get(q + "in_proj_a.weight", {d.Hv, d.H});
+      a.w_in = w.concat_rows({q + "in_proj_qkv.weight", q + "in_proj_z.weight", q + "in_proj_a.weight",
+                              q + "in_proj_b.weight"},
+                             {{C, d.H}, {Cv, d.H}, {d.Hv, d.H}, {d.Hv, d.H}});
+      a.wq = a.w_in.slice(0, Ck);
+      a.wk = a.w_in.slice(Ck, 2 * Ck);
+      a.wv = a.w_in.slice(2 * Ck, C);
+      a.wz = a.w_in.slice(C, C + Cv);
+      a.wa = a.w_in.slice(C + Cv, C + Cv + d.Hv);
+      a.wb = a.w_in.slice(C + Cv + d.Hv, C + Cv + 2 * d.Hv);
       a.out = w.get(q + "out_proj.weight", {d.H, Cv});
       Tensor conv = to_f32(w.get(q + "conv1d.weight", {C, 1, d.K}), {C, d.K});
       a.conv_q = conv.slice(0, Ck);
@@ -517,12 +533,8 @@ void Qwen35Model::linear_layer(const LinearLayer& L, const StateBatch& sb, const
   LayerState& st = states_[L.state_index];
   Tensor mq = s.mq, mk = s.mk, mv = s.mv, cq = s.cq, ck = s.ck, cv = s.cv, z = s.z, a = s.a, b = s.b;
   Tensor g = s.g, beta = s.beta, o = s.o;
-  k.matmul(h, L.wq, nullptr, mq);
-  k.matmul(h, L.wk, nullptr, mk);
-  k.matmul(h, L.wv, nullptr, mv);
-  k.matmul(h, L.wz, nullptr, z);
-  k.matmul(h, L.wa, nullptr, a);
-  k.matmul(h, L.wb, nullptr, b);
+  Tensor* const in_out[] = {&mq, &mk, &mv, &z, &a, &b};
+  k.matmul_outputs(h, L.w_in, nullptr, in_out);
   Tensor sq = st.conv_q.as(DType::f32, {S, d.K - 1, Ck}), sk = st.conv_k.as(DType::f32, {S, d.K - 1, Ck});
   Tensor sv = st.conv_v.as(DType::f32, {S, d.K - 1, Cv});
   k.causal_conv1d(mq, L.conv_q, sb, sq, cq, true);
@@ -602,10 +614,8 @@ Tensor Qwen35Model::forward(const StepBatch& batch, std::span<KvLayer> cache) {
       const FullLayer& a = L.fa;
       Tensor q = s.q, gate = s.gate, kk = s.k, v = s.v, attn = s.attn;
       Tensor q2 = q.view({T, d.Hq * d.D}), k2 = kk.view({T, d.Hkv * d.D}), v2 = v.view({T, d.Hkv * d.D});
-      k.matmul(h, a.q, nullptr, q2);
-      k.matmul(h, a.gate, nullptr, gate);
-      k.matmul(h, a.k, nullptr, k2);
-      k.matmul(h, a.v, nullptr, v2);
+      Tensor* const qgkv_out[] = {&q2, &gate, &k2, &v2};
+      k.matmul_outputs(h, a.qgkv, nullptr, qgkv_out);
       Tensor qh = q.view({T * d.Hq, d.D}), kh = kk.view({T * d.Hkv, d.D});
       k.rms_norm(qh, a.q_norm, norm_, qh);
       k.rms_norm(kh, a.k_norm, norm_, kh);

@@ -107,6 +107,34 @@ TEST(CpuMatmul, RowResultIndependentOfBatch) {
   }
 }
 
+// matmul_outputs (fused q/k/v projections): the outputs are the column ranges of one matmul,
+// bitwise, with and without bias; widths that do not add up to w's rows are an error.
+TEST(CpuMatmul, OutputsAreColumnRangesOfOneMatmul) {
+  auto kern = make_cpu_kernels();
+  std::mt19937 rng(test::test_seed(4));
+  const int64_t M = 5, K = 300, N = 48 + 16 + 16;
+  for (bool bias : {false, true}) {
+    MatmulCase c = make_case(rng, M, K, N, true, bias);
+    run(*kern, c, M, K, N, true, bias);
+    Tensor x(c.x.data(), DType::f32, {M, K});
+    Tensor w(c.w_bf16.data(), DType::bf16, {N, K});
+    Tensor b(c.bias_bf16.data(), DType::bf16, {N});
+    std::vector<float> q(size_t(M * 48)), k(size_t(M * 16)), v(size_t(M * 16));
+    Tensor yq(q.data(), DType::f32, {M, 48}), yk(k.data(), DType::f32, {M, 16}), yv(v.data(), DType::f32, {M, 16});
+    Tensor* const outs[] = {&yq, &yk, &yv};
+    kern->matmul_outputs(x, w, bias ? &b : nullptr, outs);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        const float got = n < 48 ? q[m * 48 + n] : n < 64 ? k[m * 16 + n - 48] : v[m * 16 + n - 64];
+        ASSERT_EQ(got, c.y[m * N + n]) << "row " << m << " col " << n << " bias " << bias;
+      }
+    std::vector<float> spare(size_t(M * 8));
+    Tensor y_short(spare.data(), DType::f32, {M, 8});
+    Tensor* const bad[] = {&yq, &y_short};
+    test::expect_op_error("matmul_outputs", [&] { kern->matmul_outputs(x, w, nullptr, bad); });
+  }
+}
+
 TEST(CpuMatmul, RejectsBadArguments) {
   auto kern = make_cpu_kernels();
   std::vector<float> xs(64), ws(64), ys(64), bs(8);

@@ -37,7 +37,11 @@ namespace rill::cuda {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kSpanKeys = 256;  // invariant mode: KV positions per span (a multiple of every tile)
+// Invariant mode: KV positions per span (a multiple of every tile). One 64-key tile at head_dim
+// ≤ 128: a batch-1 decode step then spreads its context over ctx / 64 blocks per KV head, each
+// loading its K and V tile at once (one memory round trip), instead of walking four tiles in
+// series; the fold schedule pays one span merge per tile (a few percent of prefill attention).
+constexpr int kSpanKeys = 64;
 
 // Folds one span's partial (o, m, l) of a row into the running (acc_o, acc_m, acc_l), the span
 // skipped when it saw no key (m = -inf). Explicitly rounded ops: the attention kernel (fold
@@ -456,13 +460,24 @@ __global__ void attention_combine_spans_kernel(const float* part_o, const float*
   const int kv_lo = window > 0 ? max(0, pos - window + 1) : 0;
   const int js = kv_lo / kSpanKeys, je = pos / kSpanKeys + 1;
   const int64_t idx = int64_t(q_begin + i) * hq + head, stride = tokens * hq;
+  constexpr int kBatch = 8;  // partials loaded before they are folded: 8 loads in flight, not 1
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0.f, acc_m = -INFINITY, acc_l = 0.f;
-    for (int j = js; j < je; ++j) {
-      float2 ml = *reinterpret_cast<const float2*>(part_ml + (j * stride + idx) * 2);
-      if (ml.x == -INFINITY) continue;
-      SpanMerge w = SpanMerge::make(acc_m, acc_l, ml.x, ml.y);
-      acc = w.apply(acc, part_o[(j * stride + idx) * D + d]);
+    for (int j0 = js; j0 < je; j0 += kBatch) {
+      float2 ml[kBatch];
+      float o[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int64_t j = j0 + u;
+        ml[u] = j < je ? *reinterpret_cast<const float2*>(part_ml + (j * stride + idx) * 2) : make_float2(-INFINITY, 0.f);
+        o[u] = j < je ? part_o[(j * stride + idx) * D + d] : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (ml[u].x == -INFINITY) continue;  // the span saw no key (its o is never read)
+        SpanMerge w = SpanMerge::make(acc_m, acc_l, ml[u].x, ml[u].y);
+        acc = w.apply(acc, o[u]);
+      }
     }
     out[idx * D + d] = __float2bfloat16_rn(span_result(acc, acc_l));
   }

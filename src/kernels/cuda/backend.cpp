@@ -20,6 +20,7 @@ namespace {
 constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kSplitKBytes = size_t(32) << 20;  // split-K partials (the invariant GEMM up to M ≈ 256)
 constexpr size_t kAttentionWorkspaceBytes = size_t(64) << 20;
+constexpr int64_t kGemmCounters = 8192;  // output tiles of one split GEMM launch (≥ 151936 / 64)
 
 void expect_on_device(const Tensor& t, const char* op, const char* name) {
   RILL_ENSURE(t.defined(), "[{}] {} is not set", op, name);
@@ -53,6 +54,10 @@ CudaKernels::CudaKernels(int device_ordinal)
                                            static_cast<float*>(splitk_workspace_.data()), kSplitKBytes, info_.num_sms);
   // The attention workspace is per-call scratch, larger than L2 on current GPUs (H200: 60 MB).
   matmul_->set_l2_flush_buffer(attention_workspace_.data(), attention_workspace_.size());
+  gemm_counters_ = Buffer(allocator_, size_t(kGemmCounters) * sizeof(unsigned));
+  RILL_CUDA_CHECK(cudaMemsetAsync(gemm_counters_.data(), 0, gemm_counters_.size(), stream_.get()));
+  RILL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  matmul_->set_gemm_counters(static_cast<unsigned*>(gemm_counters_.data()), kGemmCounters);
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
   set_batch_invariant(!(inv && std::string_view(inv) == "0"));
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
@@ -163,6 +168,31 @@ void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
     RILL_ENSURE(bias->numel() == n, "[matmul] bias {} must have {} elements", bias->describe(), n);
   }
   matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k);
+}
+
+void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) {
+  void* outs[GemmArgs::kMaxOuts] = {};
+  int64_t ends[GemmArgs::kMaxOuts] = {};
+  bool fused = ys.size() <= size_t(GemmArgs::kMaxOuts) && w.ndim() == 2 && x.is_contiguous() && w.is_contiguous() &&
+               x.dtype() == DType::bf16 && w.dtype() == DType::bf16 && x.device() == Device::cuda &&
+               w.device() == Device::cuda && (!bias || bias->device() == Device::cuda);
+  const int64_t n = w.ndim() == 2 ? w.size(0) : 0, k = w.ndim() == 2 ? w.size(1) : 0;
+  const int64_t m = fused && k && x.size(-1) == k ? x.numel() / k : -1;
+  int64_t end = 0;
+  for (size_t s = 0; fused && s < ys.size(); ++s) {
+    const Tensor* y = ys[s];
+    fused = y && y->device() == Device::cuda && y->dtype() == DType::bf16 && y->is_contiguous() && m >= 0 &&
+            y->numel() == m * y->size(-1);
+    if (!fused) break;
+    end += y->size(-1);
+    outs[s] = y->data();
+    ends[s] = end;
+  }
+  fused = fused && end == n && (!bias || (bias->dtype() == DType::bf16 && bias->numel() == n));
+  if (fused && matmul_->run_outputs(x.data(), w.data(), bias ? bias->data() : nullptr, outs, ends, int(ys.size()), m,
+                                    n, k))
+    return;
+  Kernels::matmul_outputs(x, w, bias, ys);  // one checked matmul a range
 }
 
 void CudaKernels::rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) {

@@ -30,6 +30,7 @@ class CudaKernels final : public Kernels {
   void synchronize() override;
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  void matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) override;
   void rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) override;
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) override;
   void rope(Tensor& q, Tensor& k, const Tensor& positions, const RopeTable& table) override;
@@ -93,6 +94,7 @@ class CudaKernels final : public Kernels {
   Buffer lt_workspace_;
   Buffer splitk_workspace_;
   Buffer attention_workspace_;
+  Buffer gemm_counters_;  // zeroed tile counters of the invariant GEMM (split schedule)
   std::unique_ptr<MatmulEngine> matmul_;
   bool batch_invariant_ = true;
   int attention_splits_ = 0;

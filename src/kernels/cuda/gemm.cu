@@ -13,6 +13,11 @@
 // the GPU); "fold" — one CTA walks every range and adds each partial into a register total when
 // the range ends (large M: no workspace traffic). The tile configuration (by M) and the schedule
 // (by M and the workspace size) are free choices that cannot change a bit of the result.
+// In the split schedule the last CTA to finish a tile (per-tile arrival counters) folds the
+// tile's partials from the workspace in range order, the same additions as the fold schedule; a
+// separate reduction kernel runs only when no counters are given.
+// Several outputs (fused q/k/v projections): the product's columns are cut into consecutive
+// ranges, each written to its own tensor; the arithmetic is that of the one (N_total, K) GEMM.
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
@@ -29,8 +34,12 @@ struct GemmKernelArgs {
   const bf16* x;
   const bf16* w;
   const bf16* bias;
-  bf16* y;
+  bf16* ys[GemmArgs::kMaxOuts];         // output ranges of columns (one when not fused)
+  int64_t y_end[GemmArgs::kMaxOuts];    // their end columns; the last is n
+  int ny;
+  bool pairs;                           // every output's width is even: write column pairs
   float* ws;  // [splits, m, n] in the split schedule
+  unsigned* counters;                   // per-tile arrivals (split schedule), or null
   int64_t m, n, k;
   int64_t ks;  // elements of K per split range
   int splits;
@@ -61,6 +70,17 @@ using MidConfig = GemmConfig<64, 128, 64, 32, 32, 4>;
 using LargeConfig = GemmConfig<128, 128, 64, 64, 32, 4>;
 // The same warp tiles in 128 × 64 CTAs of 4 warps (two CTAs per SM).
 using LargeNarrowConfig = GemmConfig<128, 64, 64, 64, 32, 4>;
+
+// The address of product element (row, col) in the output holding column col.
+__device__ __forceinline__ bf16* out_at(const GemmKernelArgs& a, int64_t row, int64_t col) {
+  int64_t begin = 0;
+#pragma unroll
+  for (int s = 0; s < GemmArgs::kMaxOuts; ++s) {
+    if (s + 1 == a.ny || col < a.y_end[s]) return a.ys[s] + row * (a.y_end[s] - begin) + (col - begin);
+    begin = a.y_end[s];
+  }
+  return a.ys[0];  // unreachable: ny ≥ 1
+}
 
 template <class C>
 __device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf16* sb, int64_t m0, int64_t n0,
@@ -171,7 +191,7 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
   }
   cp_async_wait<0>();
 
-  const bool pairs = a.n % 2 == 0;
+  const bool pairs = a.pairs;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -195,25 +215,48 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
             v0 += __bfloat162float(a.bias[col]);
             if (col + 1 < a.n) v1 += __bfloat162float(a.bias[col + 1]);
           }
-          bf16* dst = a.y + row * a.n + col;
+          bf16* dst = out_at(a, row, col);
           if (pairs) {
             *reinterpret_cast<uint32_t*>(dst) = float2_to_bf16x2(v0, v1);
           } else {
             dst[0] = __float2bfloat16_rn(v0);
-            if (col + 1 < a.n) dst[1] = __float2bfloat16_rn(v1);
+            if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
           }
         }
       }
+  if (!a.split_schedule || !a.counters) return;
+
+  // Split schedule: the last CTA of this tile to arrive folds every range's partial in order.
+  __shared__ unsigned is_last;
+  __threadfence();  // this CTA's partial is visible device-wide before it is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* counter = a.counters + (int64_t(blockIdx.y) * gridDim.x + blockIdx.x);
+    is_last = atomicAdd(counter, 1u) == gridDim.z - 1;
+    if (is_last) *counter = 0;  // all arrivals counted: ready for the next launch
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const int rows = int(min(int64_t(C::BM), a.m - m0));
+  for (int idx = threadIdx.x; idx < rows * C::BN; idx += C::kThreads) {
+    const int64_t row = m0 + idx / C::BN, col = n0 + idx % C::BN;
+    if (col >= a.n) continue;
+    float total = 0.f;
+    for (int p = 0; p < a.splits; ++p) total += __ldcg(a.ws + (int64_t(p) * a.m + row) * a.n + col);
+    if (a.bias) total += __bfloat162float(a.bias[col]);
+    *out_at(a, row, col) = __float2bfloat16_rn(total);
+  }
 }
 
 // The split schedule's second pass: the same additions as the fold schedule's register total.
-__global__ void gemm_reduce_kernel(const float* ws, const bf16* bias, bf16* y, int64_t m, int64_t n, int splits) {
+__global__ void gemm_reduce_kernel(GemmKernelArgs a) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= m * n) return;
+  if (i >= a.m * a.n) return;
   float s = 0.f;
-  for (int p = 0; p < splits; ++p) s += ws[int64_t(p) * m * n + i];
-  if (bias) s += __bfloat162float(bias[i % n]);
-  y[i] = __float2bfloat16_rn(s);
+  for (int p = 0; p < a.splits; ++p) s += a.ws[int64_t(p) * a.m * a.n + i];
+  if (a.bias) s += __bfloat162float(a.bias[i % a.n]);
+  *out_at(a, i / a.n, i % a.n) = __float2bfloat16_rn(s);
 }
 
 // Shapes the tensor-core kernel cannot load with 16-byte copies (K % 8 != 0, misaligned x or
@@ -233,11 +276,11 @@ __global__ void gemm_fallback_kernel(GemmKernelArgs a) {
     total += acc;
   }
   if (a.bias) total += __bfloat162float(a.bias[col]);
-  a.y[i] = __float2bfloat16_rn(total);
+  *out_at(a, row, col) = __float2bfloat16_rn(total);
 }
 
 template <class C>
-void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, cudaStream_t stream) {
+void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_t num_counters, cudaStream_t stream) {
   static const bool attr_set = [] {
     RILL_CUDA_CHECK(
         cudaFuncSetAttribute(gemm_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)));
@@ -247,16 +290,18 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, cudaSt
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / C::BK);
   const int64_t n_tiles = ceil_div(a.n, int64_t(C::BN)), m_tiles = ceil_div(a.m, int64_t(C::BM));
-  // Split when the output tiles alone leave SMs idle and the partials fit the workspace.
-  a.split_schedule = a.splits > 1 && a.ws && n_tiles * m_tiles < 2 * int64_t(num_sms) &&
-                     size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
+  // Split when the partials fit the workspace and either the output tiles alone leave SMs idle
+  // or M is decode-sized (the ranges are chosen to fill the GPU for that case, gemm_split).
+  const bool in_kernel_fold = a.counters && n_tiles * m_tiles <= num_counters;
+  if (!in_kernel_fold) a.counters = nullptr;
+  a.split_schedule = a.splits > 1 && a.ws && size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes &&
+                     (n_tiles * m_tiles < 2 * int64_t(num_sms) || (in_kernel_fold && C::BM <= 16));
   dim3 grid(unsigned(n_tiles), unsigned(m_tiles), a.split_schedule ? unsigned(a.splits) : 1u);
   gemm_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(a);
   RILL_CUDA_CHECK_LAUNCH();
-  if (a.split_schedule) {
+  if (a.split_schedule && !a.counters) {
     const int64_t total = a.m * a.n;
-    gemm_reduce_kernel<<<unsigned(ceil_div(total, int64_t(256))), 256, 0, stream>>>(a.ws, a.bias, a.y, a.m, a.n,
-                                                                                 a.splits);
+    gemm_reduce_kernel<<<unsigned(ceil_div(total, int64_t(256))), 256, 0, stream>>>(a);
     RILL_CUDA_CHECK_LAUNCH();
   }
 }
@@ -264,16 +309,26 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, cudaSt
 }  // namespace
 
 GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
-  // Enough CTAs of the decode configuration (64 output columns each) for about four per SM,
-  // each range streaming at least 256 k; at most 16 ranges.
+  // Decode (M ≤ 16) streams the weights once: its CTAs (64 output columns × one range each,
+  // two resident per SM) should fill whole waves. Take the number of ranges (1..16, each at
+  // least 256 k) whose CTA count best fills its last wave; on a tie, the fewest ranges (longer
+  // CTAs, fewer partials). E.g. on 132 SMs: 4096×4096 → 4 ranges (256 CTAs, one wave),
+  // 24576×4096 → 2 (768, three waves), 151936×4096 → 1 (2374, nine waves).
   const int64_t col_tiles = std::max<int64_t>(1, (n + 63) / 64);
-  const int64_t want = std::max<int64_t>(1, (4 * int64_t(num_sms) + col_tiles - 1) / col_tiles);
-  const int64_t max_by_k = std::max<int64_t>(1, k / 256);
-  const int64_t s = std::min<int64_t>({want, max_by_k, 16});
-  GemmSplit r;
-  r.ks = std::max<int64_t>(kSplitQuantum, (ceil_div(k, s) + kSplitQuantum - 1) / kSplitQuantum * kSplitQuantum);
-  r.splits = int(std::max<int64_t>(1, ceil_div(k, r.ks)));
-  return r;
+  const int64_t slots = 2 * int64_t(std::max(num_sms, 1));
+  const int64_t max_s = std::clamp<int64_t>(k / 256, 1, 16);
+  GemmSplit best;
+  double best_fill = -1.0;
+  for (int64_t s = 1; s <= max_s; ++s) {
+    GemmSplit r;
+    r.ks = std::max<int64_t>(kSplitQuantum, (ceil_div(k, s) + kSplitQuantum - 1) / kSplitQuantum * kSplitQuantum);
+    r.splits = int(std::max<int64_t>(1, ceil_div(k, r.ks)));
+    const int64_t ctas = col_tiles * r.splits;
+    const double fill = double(ctas) / double(ceil_div(ctas, slots) * slots);
+    if (fill > best_fill + 0.02) best_fill = fill, best = r;
+  }
+  if (best.ks == 0) best.ks = std::max<int64_t>(kSplitQuantum, k), best.splits = 1;
+  return best;
 }
 
 void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
@@ -285,24 +340,43 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   k.x = static_cast<const bf16*>(a.x);
   k.w = static_cast<const bf16*>(a.w);
   k.bias = static_cast<const bf16*>(a.bias);
-  k.y = static_cast<bf16*>(a.y);
+  if (a.num_outs <= 0) {
+    k.ys[0] = static_cast<bf16*>(a.y);
+    k.y_end[0] = a.n;
+    k.ny = 1;
+    k.pairs = a.n % 2 == 0 && aligned(a.y, 4);
+  } else {
+    if (a.num_outs > GemmArgs::kMaxOuts) throw_error("[matmul] at most 6 GEMM outputs");
+    int64_t begin = 0;
+    for (int s = 0; s < a.num_outs; ++s) {
+      if (a.out_end[s] <= begin || (a.out_end[s] - begin) % 8 != 0 || !aligned(a.outs[s], 16))
+        throw_error("[matmul] GEMM output ranges must be increasing multiples of 8 columns, 16-byte aligned");
+      k.ys[s] = static_cast<bf16*>(a.outs[s]);
+      k.y_end[s] = a.out_end[s];
+      begin = a.out_end[s];
+    }
+    if (begin != a.n) throw_error("[matmul] the GEMM output ranges must cover the n columns");
+    k.ny = a.num_outs;
+    k.pairs = true;
+  }
   k.ws = a.workspace;
+  k.counters = a.counters;
   k.m = a.m;
   k.n = a.n;
   k.k = a.k;
   k.ks = sp.ks;
   k.splits = sp.splits;
-  if (a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16) || !aligned(a.y, 4)) {
+  if (a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16)) {
     gemm_fallback_kernel<<<unsigned(ceil_div(a.m * a.n, int64_t(256))), 256, 0, stream>>>(k);
     RILL_CUDA_CHECK_LAUNCH();
     return;
   }
   const int config = a.config > 0 ? a.config : a.m <= 16 ? 1 : a.m <= 128 ? 2 : 3;
   switch (config) {
-    case 1: launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, stream); return;
-    case 2: launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, stream); return;
-    case 3: launch_config<LargeConfig>(k, a.num_sms, a.workspace_bytes, stream); return;
-    case 4: launch_config<LargeNarrowConfig>(k, a.num_sms, a.workspace_bytes, stream); return;
+    case 1: launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
+    case 2: launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
+    case 3: launch_config<LargeConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
+    case 4: launch_config<LargeNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     default: throw_error("[matmul] GEMM tile configuration must be 1..4");
   }
 }

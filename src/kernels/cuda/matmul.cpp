@@ -205,7 +205,39 @@ void MatmulEngine::run_invariant(const void* x, const void* w, const void* bias,
   a.workspace = splitk_workspace_;
   a.workspace_bytes = splitk_bytes_;
   a.num_sms = num_sms_;
+  a.counters = counters_;
+  a.num_counters = num_counters_;
   launch_gemm(a, stream_);
+}
+
+bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, void* const* outs,
+                               const int64_t* out_end, int num_outs, int64_t m, int64_t n, int64_t k) {
+  if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || num_outs > GemmArgs::kMaxOuts) return false;
+  int64_t begin = 0;
+  for (int s = 0; s < num_outs; ++s) {
+    if ((out_end[s] - begin) % 8 != 0 || pointer_alignment(outs[s]) < 16) return false;
+    begin = out_end[s];
+  }
+  if (m == 0 || n == 0) return true;
+  GemmArgs a;
+  a.x = x;
+  a.w = w;
+  a.bias = bias;
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  for (int s = 0; s < num_outs; ++s) {
+    a.outs[s] = outs[s];
+    a.out_end[s] = out_end[s];
+  }
+  a.num_outs = num_outs;
+  a.workspace = splitk_workspace_;
+  a.workspace_bytes = splitk_bytes_;
+  a.num_sms = num_sms_;
+  a.counters = counters_;
+  a.num_counters = num_counters_;
+  launch_gemm(a, stream_);
+  return true;
 }
 
 // One cuBLASLt algorithm per (N, K, bias) for every M: the heuristic's best pick for a

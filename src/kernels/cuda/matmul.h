@@ -47,6 +47,17 @@ class MatmulEngine {
 
   /// Computes y; all pointers are device pointers to contiguous bf16 data.
   void run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k);
+  /// Batch-invariant mode with our GEMM: one launch writing consecutive column ranges of the
+  /// product to separate outputs (outs[s] holds columns [out_end[s - 1], out_end[s])). Returns
+  /// false, doing nothing, when another path is in use (the caller then runs one matmul a range).
+  bool run_outputs(const void* x, const void* w, const void* bias, void* const* outs, const int64_t* out_end,
+                   int num_outs, int64_t m, int64_t n, int64_t k);
+  /// Zeroed per-tile counters for the invariant GEMM's in-kernel split reduction (owned by the
+  /// caller; every launch leaves them zero).
+  void set_gemm_counters(unsigned* counters, int64_t count) {
+    counters_ = counters;
+    num_counters_ = count;
+  }
   /// Computes y with a given choice (benchmarks, tests); throws when the choice does not apply.
   void run_with(const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y, int64_t m,
                 int64_t n, int64_t k);
@@ -87,6 +98,8 @@ class MatmulEngine {
   float* splitk_workspace_;
   size_t splitk_bytes_;
   int num_sms_;
+  unsigned* counters_ = nullptr;
+  int64_t num_counters_ = 0;
   bool autotune_ = true;
   bool batch_invariant_ = false;
   void* flush_ = nullptr;

@@ -179,6 +179,18 @@ struct GemmArgs {
   size_t workspace_bytes = 0;
   int num_sms = 132;
   int config = 0;  ///< tile configuration, 0 = by M (tests, benchmarks: 1 decode, 2 mid, 3 / 4 prefill)
+  /// Outputs split by columns (fused projections): when num_outs > 0, outs[s] holds the product's
+  /// columns [out_end[s - 1], out_end[s]) with that width as its row stride, and y is unused
+  /// (Qwen3.5's GDN input projection has six outputs).
+  /// The last out_end is n. Each width a multiple of 8, each output 16-byte aligned.
+  static constexpr int kMaxOuts = 6;
+  void* outs[kMaxOuts] = {};
+  int64_t out_end[kMaxOuts] = {};
+  int num_outs = 0;
+  /// Zeroed per-tile arrival counters: with them the split schedule's last CTA of a tile folds
+  /// the partials in range order itself (no second kernel); every launch leaves them zero again.
+  unsigned* counters = nullptr;
+  int64_t num_counters = 0;
 };
 /// The split-K ranges of the batch-invariant GEMM: a function of (n, k) and the device only.
 struct GemmSplit {

@@ -25,23 +25,38 @@ __device__ __forceinline__ void copy_row(const bf16* src, bf16* dst, int64_t ele
   }
 }
 
+// Grid (tokens, q-head groups + 1): block y < groups rotates q heads [8y, 8y + 8); the last
+// block of a token rotates its k heads and then writes the token's K and V rows to the cache.
+// One token's 40 heads thus run on 5 blocks in parallel (a decode step has one token a row).
+constexpr int kQHeadsPerBlock = 8;
+
 __global__ void rope_kernel(RopeArgs a, bool vec) {
   __shared__ float cos_s[kMaxHalf], sin_s[kMaxHalf];
-  int64_t t = blockIdx.x;
-  int half = a.rotary_dim / 2;
-  float pos = float(a.positions[t]);
+  const int64_t t = blockIdx.x;
+  const int q_groups = int(gridDim.y) - 1;
+  const bool k_block = int(blockIdx.y) == q_groups;
+  const int half = a.rotary_dim / 2;
+  const float pos = float(a.positions[t]);
   for (int j = threadIdx.x; j < half; j += blockDim.x) {
     float ang = pos * a.inv_freq[j];
     cos_s[j] = round_bf16(cosf(ang) * a.attention_factor);
     sin_s[j] = round_bf16(sinf(ang) * a.attention_factor);
   }
   __syncthreads();
-  bf16* q = static_cast<bf16*>(a.q) + t * a.hq * a.head_dim;
-  bf16* k = static_cast<bf16*>(a.k) + t * a.hkv * a.head_dim;
-  int pairs = (a.hq + a.hkv) * half;
+  bf16* heads;
+  int count;
+  if (k_block) {
+    heads = static_cast<bf16*>(a.k) + t * a.hkv * a.head_dim;
+    count = a.hkv;
+  } else {
+    const int h0 = int(blockIdx.y) * kQHeadsPerBlock;
+    heads = static_cast<bf16*>(a.q) + (t * a.hq + h0) * a.head_dim;
+    count = min(kQHeadsPerBlock, a.hq - h0);
+  }
+  const int pairs = count * half;
   for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
     int h = i / half, j = i - h * half;
-    bf16* base = h < a.hq ? q + h * a.head_dim : k + (h - a.hq) * a.head_dim;
+    bf16* base = heads + h * a.head_dim;
     float x1 = __bfloat162float(base[j]), x2 = __bfloat162float(base[j + half]);
     float c = cos_s[j], s = sin_s[j];
     float o1 = round_bf16(x1 * c) + round_bf16(-x2 * s);
@@ -49,12 +64,12 @@ __global__ void rope_kernel(RopeArgs a, bool vec) {
     base[j] = __float2bfloat16_rn(o1);
     base[j + half] = __float2bfloat16_rn(o2);
   }
-  if (!a.k_cache) return;
+  if (!k_block || !a.k_cache) return;
   __syncthreads();  // the rotated k row is written by other threads of this block
   int32_t slot = a.slot_mapping[t];
   if (slot < 0 || slot >= a.num_slots) return;
   int64_t row = int64_t(a.hkv) * a.head_dim;
-  copy_row(k, static_cast<bf16*>(a.k_cache) + slot * row, row, vec);
+  copy_row(heads, static_cast<bf16*>(a.k_cache) + slot * row, row, vec);
   copy_row(static_cast<const bf16*>(a.v) + t * row, static_cast<bf16*>(a.v_cache) + slot * row, row, vec);
 }
 
@@ -86,7 +101,8 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream) {
   if (a.rotary_dim / 2 > kMaxHalf) throw_error("[rope] rotary_dim above 1024 is not supported");
   int64_t row = int64_t(a.hkv) * a.head_dim;
   bool vec = row % 8 == 0 && aligned16(a.k) && aligned16(a.v) && aligned16(a.k_cache) && aligned16(a.v_cache);
-  rope_kernel<<<unsigned(a.tokens), kThreads, 0, stream>>>(a, vec);
+  const unsigned q_groups = unsigned((a.hq + kQHeadsPerBlock - 1) / kQHeadsPerBlock);
+  rope_kernel<<<dim3(unsigned(a.tokens), q_groups + 1), kThreads, 0, stream>>>(a, vec);
   RILL_CUDA_CHECK_LAUNCH();
 }
 

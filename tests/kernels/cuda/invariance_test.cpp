@@ -1,6 +1,7 @@
 // Batch invariance of the CUDA kernels (the backend default): a row's matmul output is bitwise the
 // same computed alone (M = 1) or at other positions of batches of 7, 64 and 300 rows (every tile
-// configuration and both split-K schedules); a row's attention output is bitwise the same alone
+// configuration and both split-K schedules, the split partials folded by a second kernel or by
+// the tile's last CTA; fused outputs are the one GEMM's columns); a row's attention output is bitwise the same alone
 // or among 63 other rows of other lengths (prefill and decode), its prompt's queries the same in
 // one chunk or in chunks of 37 / 128 tokens, and the split and fold schedules agree. Inputs are
 // fresh random values (label cuda). Also a printed GEMM timing next to cuBLASLt and the matvec
@@ -266,6 +267,56 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
     auto y = download_bf16(dy);
     if (first.empty()) first = y;
     else EXPECT_TRUE(same_bits(first.data(), y.data(), y.size())) << "configuration " << config;
+  }
+}
+
+// Fused outputs (q/k/v from one weight) and the in-kernel split fold (tile counters): the
+// outputs hold exactly the columns of the one GEMM computed by the fold schedule with no
+// workspace, for decode-sized and larger M, launch after launch (the counters reset themselves).
+TEST(CudaInvariance, FusedOutputsAndInKernelFoldEqualOneGemm) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant());
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int64_t nq = 1024, nk = 256, nv = 256, n = nq + nk + nv, k = 4096;
+  DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+  DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
+  for (int64_t m : {1, 3, 16, 77}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << m);
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
+    for (bool bias : {false, true}) {
+      DevTensor ref(DType::bf16, {m, n});
+      ref.poison();
+      cuda::GemmArgs a;
+      a.x = dx.t.data();
+      a.w = dw.t.data();
+      a.bias = bias ? db.t.data() : nullptr;
+      a.y = ref.t.data();
+      a.m = m;
+      a.n = n;
+      a.k = k;
+      a.num_sms = backend().info().num_sms;  // no workspace, no counters: one CTA folds every range
+      cuda::launch_gemm(a, backend().stream());
+      auto want = download_bf16(ref);
+      for (int rep = 0; rep < 3; ++rep) {
+        DevTensor whole(DType::bf16, {m, n}), q(DType::bf16, {m, nq}), kk(DType::bf16, {m, nk}), v(DType::bf16, {m, nv});
+        whole.poison();
+        q.poison();
+        kk.poison();
+        v.poison();
+        backend().matmul(dx.t, dw.t, bias ? &db.t : nullptr, whole.t);
+        Tensor* const outs[] = {&q.t, &kk.t, &v.t};
+        backend().matmul_outputs(dx.t, dw.t, bias ? &db.t : nullptr, outs);
+        auto got = download_bf16(whole), gq = download_bf16(q), gk = download_bf16(kk), gv = download_bf16(v);
+        ASSERT_TRUE(same_bits(want.data(), got.data(), want.size())) << "matmul, launch " << rep << " bias " << bias;
+        for (int64_t i = 0; i < m; ++i) {
+          ASSERT_TRUE(same_bits(want.data() + i * n, gq.data() + i * nq, size_t(nq))) << "q row " << i;
+          ASSERT_TRUE(same_bits(want.data() + i * n + nq, gk.data() + i * nk, size_t(nk))) << "k row " << i;
+          ASSERT_TRUE(same_bits(want.data() + i * n + nq + nk, gv.data() + i * nv, size_t(nv))) << "v row " << i;
+        }
+      }
+    }
   }
 }
 
