@@ -3,9 +3,11 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|full]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|dense|serve|full]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
-#   in both matmul modes; full: every benchmark of bench/RESULTS.md (dense 8B, serving engine, Qwen3.5-9B).
+#   in both matmul modes; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
+#   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
+#   figures (no tests); full: dense then serve (longer than one 10-minute device call).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -19,7 +21,8 @@ export PKG_CONFIG_SYSROOT_DIR=/tmp/pfx
 export PKG_CONFIG_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu/pkgconfig:/tmp/pfx/usr/share/pkgconfig
 export LD_LIBRARY_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee -a "$out/summary.txt"
-log "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# A snapshot of the tree (git archive) carries its commit in a COMMIT file.
+log "commit $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 log "configure + build ($(nproc) cores)"
 if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
@@ -31,12 +34,13 @@ if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=O
 fi
 log "build ok"
 
-ctest --test-dir build-gpu -L cuda --output-on-failure --timeout 600 > "$out/ctest_cuda.log" 2>&1
+if [[ "$mode" == serve ]]; then log "serve phase: tests skipped (run by the dense phase)"; fi
+[[ "$mode" != serve ]] && ctest --test-dir build-gpu -L cuda --output-on-failure --timeout 600 > "$out/ctest_cuda.log" 2>&1
 ctest_rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest_cuda.log" | tail -15 | tee -a "$out/summary.txt"
 log "ctest -L cuda rc=$ctest_rc"
 # The engine's CUDA variants live in rill_engine_tests (skipped there without a GPU).
-if [[ -x build-gpu/tests/rill_engine_tests ]]; then
+if [[ "$mode" != serve && -x build-gpu/tests/rill_engine_tests ]]; then
   build-gpu/tests/rill_engine_tests --gtest_filter='Cuda*' > "$out/engine_cuda.log" 2>&1
   engine_rc=$?
   grep -E "^\[  (PASSED|FAILED) |tests ran" "$out/engine_cuda.log" | tee -a "$out/summary.txt"
@@ -44,6 +48,7 @@ if [[ -x build-gpu/tests/rill_engine_tests ]]; then
   [[ $engine_rc -ne 0 ]] && ctest_rc=$engine_rc
 fi
 [[ "$mode" == quick ]] && exit $ctest_rc
+if [[ "$mode" == serve ]]; then ctest_rc=0; fi
 
 bench() {  # label, args... (env RILL_BATCH_INVARIANT may be set by the caller)
   local label="$1"; shift
@@ -57,11 +62,8 @@ serve() {  # label, args...
   build-gpu/rill bench-serve --device cuda "$@" 2>>"$out/bench_stderr.log" | tee -a "$out/serve.log" |
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
-# The machine's ceilings in this same run: HBM copy bandwidth and the bf16 GEMM rate (first lines
-# of the kernel benchmark), then its per-kernel figures.
-log "kernel bench (ceilings first)"
-timeout 180 build-gpu/bench/cuda_kernels_bench > "$out/kernels_bench.log" 2>&1
-grep -E "HBM copy|GEMM M=4096 .*4096x4096|cuBLASLt 4096" "$out/kernels_bench.log" | head -3 | sed "s/^/  ceiling: /" | tee -a "$out/summary.txt"
+dense=0; serving=0
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 if [[ "$mode" == lite ]]; then
@@ -70,29 +72,41 @@ if [[ "$mode" == lite ]]; then
   log "done (lite)"
   exit $ctest_rc
 fi
-# #4: batch-1 decode at 512/8192 context and prefill at 512/4096/16384; decode at batch 16/64/256.
-# Both matmul modes: batch-invariant (the default) and autotuned cuBLASLt/matvec.
-bench "invariant b1" --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64
-RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64
-RILL_BATCH_INVARIANT=0 bench "autotuned b1 no-graphs" --model /tmp/q8 --prompt-len 512 --decode-tokens 64 --no-cuda-graphs
-bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
-RILL_BATCH_INVARIANT=0 bench "autotuned bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
-# Where a batch-1 decode step's time goes: every kernel of ~20 layers timed alone by Nsight
-# Compute (the graph's nodes one by one), summed per kernel and grid.
-if command -v ncu > /dev/null; then
-  log "per-kernel decode breakdown (ncu)"
-  timeout 150 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --launch-skip 3000 \
-    --launch-count 400 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --decode-tokens 4 \
-    > /tmp/ncu.log 2>&1
-  python3 tools/ncu_summary.py /tmp/ncu.log | tee -a "$out/summary.txt"
+if [[ $dense == 1 ]]; then
+  # The machine's ceilings in this same run: HBM copy bandwidth and the bf16 GEMM rate (first
+  # lines of the kernel benchmark), then its per-kernel figures; the invariant GEMM per shape.
+  log "kernel bench (ceilings first)"
+  timeout 180 build-gpu/bench/cuda_kernels_bench > "$out/kernels_bench.log" 2>&1
+  grep -E "HBM copy|GEMM M=4096 .*4096x4096|cuBLASLt 4096" "$out/kernels_bench.log" | head -3 | sed "s/^/  ceiling: /" | tee -a "$out/summary.txt"
+  timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
+    --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" >> "$out/kernels_bench.log"
+  # #4: batch-1 decode at 512/4096/8192/16384 context and prefill of those prompts; decode at
+  # batch 16/64/256. Both matmul modes: batch-invariant (the default) and autotuned.
+  bench "invariant b1" --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64
+  RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64
+  bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
+  RILL_BATCH_INVARIANT=0 bench "autotuned bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
+  # Where a batch-1 decode step's time goes: every kernel of ~30 layers timed alone by Nsight
+  # Compute (the graph's nodes one by one), summed per kernel and grid.
+  if command -v ncu > /dev/null; then
+    log "per-kernel decode breakdown (ncu, invariant mode)"
+    timeout 150 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --launch-skip 3000 \
+      --launch-count 400 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --decode-tokens 4 \
+      > /tmp/ncu.log 2>&1
+    python3 tools/ncu_summary.py /tmp/ncu.log | tee -a "$out/summary.txt"
+  fi
 fi
-# #5: the serving engine: 1000/1000 and 512/128 at 1/16/64/256 clients, 512/128 with a 90%
-# shared prefix, and the aggregate 128 x (512 + 128) cell.
-serve "invariant" --model /tmp/q8 --cells 128:512:128,1:1000:1000,16:1000:1000,64:1000:1000,256:1000:1000,1:512:128,16:512:128,64:512:128,256:512:128,1:512:128:0.9,16:512:128:0.9,64:512:128:0.9,256:512:128:0.9
-RILL_BATCH_INVARIANT=0 serve "autotuned" --model /tmp/q8 --cells 128:512:128,256:1000:1000
-# #7: a Qwen3.5-9B-shaped model.
-log "make-model qwen3.5-9b"
-build-gpu/rill make-model --shape qwen3.5-9b --out /tmp/q35 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model qwen3.5-9b failed"
-bench "qwen3.5-9b" --model /tmp/q35 --prompt-len 512,4096,32768 --decode-tokens 32
-serve "qwen3.5-9b multiturn" --model /tmp/q35 --scenario multiturn --context 50000 --extend 200 --max-tokens 16 --concurrency 1
+if [[ $serving == 1 ]]; then
+  # #5: the serving engine (default, batch-invariant mode): 1000/1000 and 512/128 at 1/16/64/256
+  # clients, 512/128 with a 90% shared prefix, and the aggregate 128 x (512 + 128) cell.
+  serve "invariant" --model /tmp/q8 --cells 128:512:128,1:1000:1000,16:1000:1000,64:1000:1000,256:1000:1000,1:512:128,16:512:128,64:512:128,256:512:128,1:512:128:0.9,16:512:128:0.9,64:512:128:0.9,256:512:128:0.9
+  RILL_BATCH_INVARIANT=0 serve "autotuned" --model /tmp/q8 --cells 128:512:128
+  rm -rf /tmp/q8
+  # #7: a Qwen3.5-9B-shaped model.
+  log "make-model qwen3.5-9b"
+  build-gpu/rill make-model --shape qwen3.5-9b --out /tmp/q35 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model qwen3.5-9b failed"
+  bench "qwen3.5-9b" --model /tmp/q35 --prompt-len 512,4096,32768 --decode-tokens 32
+  serve "qwen3.5-9b multiturn" --model /tmp/q35 --scenario multiturn --context 50000 --extend 200 --max-tokens 16 --concurrency 1
+fi
 log "done"
+exit $ctest_rc

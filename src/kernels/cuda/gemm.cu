@@ -28,7 +28,7 @@
 namespace rill::cuda {
 namespace {
 
-constexpr int64_t kSplitQuantum = 128;  // Ks is a multiple of every configuration's BK
+constexpr int64_t kSplitQuantum = 256;  // Ks is a multiple of every configuration's BK
 
 struct GemmKernelArgs {
   const bf16* x;
@@ -63,6 +63,12 @@ struct GemmConfig {
 // Decode (M ≤ 16): 64 weight rows × 128 k per stage, 4 warps side by side in N; the weight
 // stream keeps 3 stages (48 KiB) in flight per CTA.
 using SmallConfig = GemmConfig<16, 64, 128, 16, 16, 4>;
+// Decode variants with longer contiguous runs per weight row (512 bytes a tile, kinder to HBM
+// pages): 64 rows × 256 k in 3 stages (one CTA per SM), and 32 rows × 256 k of 2 warps in 4
+// stages (two CTAs per SM). Same arithmetic; MatmulEngine times them per (N, K) and keeps the
+// fastest.
+using SmallDeepConfig = GemmConfig<16, 64, 256, 16, 16, 3>;
+using SmallNarrowConfig = GemmConfig<16, 32, 256, 16, 16, 4>;
 // Mid M (≤ 128): 64 × 128 tiles, 8 warps of 32 × 32.
 using MidConfig = GemmConfig<64, 128, 64, 32, 32, 4>;
 // Prefill: 128 × 128 × 64 tiles, 8 warps of 64 × 32 (the register total of the fold schedule
@@ -224,6 +230,7 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
           }
         }
       }
+  if constexpr (C::BM <= 16) {  // decode configurations only: the prefill code stays lean
   if (!a.split_schedule || !a.counters) return;
 
   // Split schedule: the last CTA of this tile to arrive folds every range's partial in order.
@@ -246,6 +253,7 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
     for (int p = 0; p < a.splits; ++p) total += __ldcg(a.ws + (int64_t(p) * a.m + row) * a.n + col);
     if (a.bias) total += __bfloat162float(a.bias[col]);
     *out_at(a, row, col) = __float2bfloat16_rn(total);
+  }
   }
 }
 
@@ -292,7 +300,7 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
   const int64_t n_tiles = ceil_div(a.n, int64_t(C::BN)), m_tiles = ceil_div(a.m, int64_t(C::BM));
   // Split when the partials fit the workspace and either the output tiles alone leave SMs idle
   // or M is decode-sized (the ranges are chosen to fill the GPU for that case, gemm_split).
-  const bool in_kernel_fold = a.counters && n_tiles * m_tiles <= num_counters;
+  const bool in_kernel_fold = C::BM <= 16 && a.counters && n_tiles * m_tiles <= num_counters;
   if (!in_kernel_fold) a.counters = nullptr;
   a.split_schedule = a.splits > 1 && a.ws && size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes &&
                      (n_tiles * m_tiles < 2 * int64_t(num_sms) || (in_kernel_fold && C::BM <= 16));
@@ -310,23 +318,24 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
 
 GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
   // Decode (M ≤ 16) streams the weights once: its CTAs (64 output columns × one range each,
-  // two resident per SM) should fill whole waves. Take the number of ranges (1..16, each at
-  // least 256 k) whose CTA count best fills its last wave; on a tie, the fewest ranges (longer
-  // CTAs, fewer partials). E.g. on 132 SMs: 4096×4096 → 4 ranges (256 CTAs, one wave),
-  // 24576×4096 → 2 (768, three waves), 151936×4096 → 1 (2374, nine waves).
+  // two resident per SM) should fill whole waves. Take the fewest ranges (1..16, each a
+  // multiple of 256 k) whose CTAs fill at least 90% of a wave and 90% of their last wave;
+  // failing that, the best fill. E.g. on 132 SMs: 4096×4096 → 4 ranges (256 CTAs, one wave),
+  // 6144×4096 → 8 (768, three waves), 24576×4096 → 2, 151936×4096 → 1 (2374, nine waves).
   const int64_t col_tiles = std::max<int64_t>(1, (n + 63) / 64);
   const int64_t slots = 2 * int64_t(std::max(num_sms, 1));
-  const int64_t max_s = std::clamp<int64_t>(k / 256, 1, 16);
-  GemmSplit best;
+  GemmSplit best, fallback;
   double best_fill = -1.0;
-  for (int64_t s = 1; s <= max_s; ++s) {
+  for (int64_t s = 1; s <= 16; ++s) {
     GemmSplit r;
     r.ks = std::max<int64_t>(kSplitQuantum, (ceil_div(k, s) + kSplitQuantum - 1) / kSplitQuantum * kSplitQuantum);
     r.splits = int(std::max<int64_t>(1, ceil_div(k, r.ks)));
     const int64_t ctas = col_tiles * r.splits;
     const double fill = double(ctas) / double(ceil_div(ctas, slots) * slots);
-    if (fill > best_fill + 0.02) best_fill = fill, best = r;
+    if (ctas * 10 >= slots * 9 && fill >= 0.9) return r;
+    if (fill > best_fill + 1e-9) best_fill = fill, fallback = r;
   }
+  best = fallback;
   if (best.ks == 0) best.ks = std::max<int64_t>(kSplitQuantum, k), best.splits = 1;
   return best;
 }
@@ -377,7 +386,9 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 2: launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 3: launch_config<LargeConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 4: launch_config<LargeNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    default: throw_error("[matmul] GEMM tile configuration must be 1..4");
+    case 5: launch_config<SmallDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
+    case 6: launch_config<SmallNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
+    default: throw_error("[matmul] GEMM tile configuration must be 1..6");
   }
 }
 

@@ -18,6 +18,8 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/cuda/ops.h"
+
 namespace rill::cuda {
 
 struct MatmulShape {
@@ -52,6 +54,9 @@ class MatmulEngine {
   /// false, doing nothing, when another path is in use (the caller then runs one matmul a range).
   bool run_outputs(const void* x, const void* w, const void* bias, void* const* outs, const int64_t* out_end,
                    int num_outs, int64_t m, int64_t n, int64_t k);
+  /// Times the invariant GEMM's decode tile configurations (1, 5, 6; same bits) on `a` (m ≤ 16):
+  /// (configuration, µs) each, L2 flushed before every run. `a` gets this engine's workspaces.
+  std::vector<std::pair<int, double>> time_decode_configs(GemmArgs a);
   /// Zeroed per-tile counters for the invariant GEMM's in-kernel split reduction (owned by the
   /// caller; every launch leaves them zero).
   void set_gemm_counters(unsigned* counters, int64_t count) {
@@ -87,6 +92,8 @@ class MatmulEngine {
   struct Plan;
   Plan& plan_for(const MatmulShape& shape);
   void run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k);
+  void launch_invariant(GemmArgs& a);
+  int decode_config(const GemmArgs& a);
   void run_plan(Plan& plan, const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y);
   MatmulChoice choose(Plan& plan, const void* x, const void* w, const void* bias, void* y);
   bool matvec_ok(const MatmulShape& s) const;
@@ -105,6 +112,7 @@ class MatmulEngine {
   void* flush_ = nullptr;
   size_t flush_bytes_ = 0;
   std::map<MatmulShape, std::unique_ptr<Plan>> plans_;
+  std::map<std::pair<int64_t, int64_t>, int> decode_configs_;  // (N, K) → fastest decode tile configuration
   InvariantImpl invariant_impl_ = InvariantImpl::ours;
   // The fixed cuBLASLt algorithm of each (N, K, bias) in invariant mode; nullopt: none qualifies
   // (our GEMM then runs that shape for every M).

@@ -250,7 +250,7 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
   DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
   DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
   std::vector<float> first;
-  for (int config : {1, 2, 3, 4}) {
+  for (int config : {1, 2, 3, 4, 5, 6}) {
     DevTensor dy(DType::bf16, {m, n});
     dy.poison();
     cuda::GemmArgs a;
@@ -382,6 +382,18 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
       }
       const double bytes = double(n * k * 2), flops = 2.0 * double(m) * double(n) * double(k);
       auto split = cuda::gemm_split(n, k, backend().info().num_sms);
+      if (m <= 8) {  // the decode tile configurations side by side (the engine keeps the fastest)
+        cuda::GemmArgs a;
+        a.x = dx.t.data();
+        a.w = dw.t.data();
+        a.y = dy.t.data();
+        a.m = m;
+        a.n = n;
+        a.k = k;
+        for (auto [config, us] : engine.time_decode_configs(a))
+          std::printf("GEMM decode config %d M=%5lld N=%6lld K=%5lld S=%2d: %8.1f us %7.0f GB/s\n", config,
+                      (long long)m, (long long)n, (long long)k, split.splits, us, bytes / us * 1e-3);
+      }
       std::printf("GEMM M=%5lld N=%6lld K=%5lld S=%2d | invariant %8.1f us %7.0f GB/s %6.1f TFLOP/s | "
                   "best %-22s %8.1f us %7.0f GB/s %6.1f TFLOP/s | ratio %.2f\n",
                   (long long)m, (long long)n, (long long)k, split.splits, t_inv, bytes / t_inv * 1e-3,
