@@ -2,8 +2,9 @@
 // `concurrency` closed-loop clients each submit a request (random prompt of `prompt-len` tokens,
 // the first `shared-prefix` of them common to all requests, `max-tokens` generated, no stop
 // tokens), wait for its last token and submit the next, until `num-requests` are done. Prints
-// output tokens/s, TTFT p50/p99 (client-side, submit → first token) and the engine's inter-token
-// time and cache figures, one line each, after a progress line on stderr.
+// output tokens/s, TTFT p50/p99 (client-side, submit → first token), inter-token time p50/p99
+// (client-side, this cell's requests) and the engine's cache figures, one line each, after a
+// progress line on stderr.
 // `--scenario multiturn`: one conversation of `context` prompt tokens (plus `max-tokens` generated)
 // is run cold, then a request extending it by `extend` new tokens (prompt + generated + new text,
 // as the next turn of a chat); prints both TTFTs and how many tokens the extension prefilled (the
@@ -166,6 +167,7 @@ void run_cell(const BenchServeArgs& a, const Cell& cell, uint64_t seed, Engine& 
   std::atomic<int32_t> next{0}, done{0};
   std::atomic<int64_t> generated{0};
   std::vector<double> ttft(static_cast<size_t>(total), 0.0);
+  std::vector<double> itl;  // client-side gaps between a request's tokens, this cell only
   std::vector<std::string> errors;
   std::mutex errors_mutex;
   const auto t0 = std::chrono::steady_clock::now();
@@ -182,9 +184,14 @@ void run_cell(const BenchServeArgs& a, const Cell& cell, uint64_t seed, Engine& 
           continue;
         }
         bool first = true;
+        std::vector<double> gaps;
+        auto last = start;
         while (std::optional<TokenEvent> e = s.handle->next()) {
-          if (first && e->token >= 0) {
-            ttft[size_t(i)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (e->token >= 0) {
+            const auto now = std::chrono::steady_clock::now();
+            if (first) ttft[size_t(i)] = std::chrono::duration<double>(now - start).count();
+            else gaps.push_back(std::chrono::duration<double>(now - last).count());
+            last = now;
             first = false;
           }
           if (e->token >= 0) generated.fetch_add(1);
@@ -193,6 +200,10 @@ void run_cell(const BenchServeArgs& a, const Cell& cell, uint64_t seed, Engine& 
             errors.push_back(e->error);
           }
           if (e->request_done) break;
+        }
+        {
+          std::lock_guard lock(errors_mutex);
+          itl.insert(itl.end(), gaps.begin(), gaps.end());
         }
         done.fetch_add(1);
       }
@@ -214,7 +225,9 @@ void run_cell(const BenchServeArgs& a, const Cell& cell, uint64_t seed, Engine& 
   std::printf("total_tokens_per_s %.1f (prompt + output)\n",
               (double(generated.load()) + double(total) * cell.prompt_len) / elapsed);
   std::printf("ttft_p50_ms %.1f\nttft_p99_ms %.1f\n", 1e3 * percentile(ttft, 0.5), 1e3 * percentile(ttft, 0.99));
-  std::printf("itl_p50_ms %.2f\nitl_p99_ms %.2f\n", 1e3 * s.itl.p50_s, 1e3 * s.itl.p99_s);
+  // Inter-token latency as the clients saw it in this cell (not the engine's rolling window,
+  // which spans the cells run before).
+  std::printf("itl_p50_ms %.2f\nitl_p99_ms %.2f\n", 1e3 * percentile(itl, 0.5), 1e3 * percentile(itl, 0.99));
   std::printf("prefix_hit_tokens %lld of %lld prompt tokens\n", (long long)(s.prefix_hit_tokens - before.prefix_hit_tokens),
               (long long)(s.prompt_tokens - before.prompt_tokens));
   std::printf("preemptions %lld steps %lld kv_blocks %d\n", (long long)(s.num_preemptions - before.num_preemptions),

@@ -41,7 +41,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 // ≤ 128: a batch-1 decode step then spreads its context over ctx / 64 blocks per KV head, each
 // loading its K and V tile at once (one memory round trip), instead of walking four tiles in
 // series; the fold schedule pays one span merge per tile (a few percent of prefill attention).
-constexpr int kSpanKeys = 64;
+constexpr int kSpanKeys = 64;  // the default; AttentionArgs::span_keys (a multiple of it) overrides
 
 // Folds one span's partial (o, m, l) of a row into the running (acc_o, acc_m, acc_l), the span
 // skipped when it saw no key (m = -inf). Explicitly rounded ops: the attention kernel (fold
@@ -451,14 +451,14 @@ __global__ void attention_combine_kernel(const float* part_o, const float* part_
 template <int D>
 __global__ void attention_combine_spans_kernel(const float* part_o, const float* part_ml, bf16* out,
                                                const int32_t* cu_seqlens_q, const int32_t* context_lens,
-                                               int64_t tokens, int hq, int window) {
+                                               int64_t tokens, int hq, int window, int span_keys) {
   const int row = int(blockIdx.x / unsigned(hq)), head = int(blockIdx.x % unsigned(hq));
   const int i = int(blockIdx.y);
   const int q_begin = cu_seqlens_q[row], q_len = cu_seqlens_q[row + 1] - q_begin;
   if (i >= q_len) return;
   const int pos = context_lens[row] - q_len + i;
   const int kv_lo = window > 0 ? max(0, pos - window + 1) : 0;
-  const int js = kv_lo / kSpanKeys, je = pos / kSpanKeys + 1;
+  const int js = kv_lo / span_keys, je = pos / span_keys + 1;
   const int64_t idx = int64_t(q_begin + i) * hq + head, stride = tokens * hq;
   constexpr int kBatch = 8;  // partials loaded before they are folded: 8 loads in flight, not 1
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
@@ -569,11 +569,13 @@ template <int D, int kWarps, int kBN>
 void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
   using Cfg = AttnConfig<D, kWarps, kBN>;
   static_assert(kSpanKeys % kBN == 0, "a span is whole tiles");
+  const int span_keys = a.span_keys > 0 ? a.span_keys : kSpanKeys;
+  if (span_keys % kSpanKeys != 0) throw_error("[attention] span_keys must be a multiple of 64");
   AttnKernelArgs k = kernel_args(a);
-  k.span_tiles = kSpanKeys / kBN;
+  k.span_tiles = span_keys / kBN;
   const unsigned m_tiles = ceil_div(int64_t(a.max_seqlen_q) * k.group, Cfg::kBM);
   const int64_t max_keys = int64_t(a.max_blocks_per_row) * a.block_size;
-  const int64_t spans = std::max<int64_t>(1, (max_keys + kSpanKeys - 1) / kSpanKeys);
+  const int64_t spans = std::max<int64_t>(1, (max_keys + span_keys - 1) / span_keys);
   const int64_t blocks = int64_t(m_tiles) * a.hkv * a.num_rows;
   const int64_t bytes_per_span = int64_t(a.num_rows) * a.max_seqlen_q * a.hq * int64_t(D + 2) * int64_t(sizeof(float));
   const bool fits = a.workspace && spans > 1 && a.max_seqlen_q <= 65535 &&
@@ -590,7 +592,7 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
     RILL_CUDA_CHECK_LAUNCH();
     dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q));
     attention_combine_spans_kernel<D><<<cgrid, D < 128 ? D : 128, 0, stream>>>(
-        k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window);
+        k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys);
     RILL_CUDA_CHECK_LAUNCH();
   } else {
     blocks_per_sm<D, kWarps, kBN, true>();  // sets the shared-memory attribute once

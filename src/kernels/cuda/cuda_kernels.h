@@ -98,6 +98,7 @@ class CudaKernels final : public Kernels {
   std::unique_ptr<MatmulEngine> matmul_;
   bool batch_invariant_ = true;
   int attention_splits_ = 0;
+  int attention_span_keys_ = 0;  // RILL_ATTENTION_SPAN_KEYS, 0: the kernel's default (64)
   int attention_warps_ = 0;
   int attention_bn_ = 0;
 };

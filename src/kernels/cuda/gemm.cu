@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
             v0 += __bfloat162float(a.bias[col]);
             if (col + 1 < a.n) v1 += __bfloat162float(a.bias[col + 1]);
           }
-          bf16* dst = out_at(a, row, col);
+          bf16* dst = a.ny == 1 ? a.ys[0] + row * a.n + col : out_at(a, row, col);
           if (pairs) {
             *reinterpret_cast<uint32_t*>(dst) = float2_to_bf16x2(v0, v1);
           } else {
