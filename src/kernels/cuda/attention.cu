@@ -37,10 +37,8 @@ namespace rill::cuda {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
-// Invariant mode: KV positions per span (a multiple of every tile). One 64-key tile at head_dim
-// ≤ 128: a batch-1 decode step then spreads its context over ctx / 64 blocks per KV head, each
-// loading its K and V tile at once (one memory round trip), instead of walking four tiles in
-// series; the fold schedule pays one span merge per tile (a few percent of prefill attention).
+// Invariant mode: KV positions per span (a multiple of every tile): 64 (one tile) at head_dim
+// ≤ 128, 256 at head_dim 256 (see run_attention_invariant); AttentionArgs::span_keys overrides.
 constexpr int kSpanKeys = 64;  // the default; AttentionArgs::span_keys (a multiple of it) overrides
 
 // Folds one span's partial (o, m, l) of a row into the running (acc_o, acc_m, acc_l), the span
@@ -569,7 +567,11 @@ template <int D, int kWarps, int kBN>
 void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
   using Cfg = AttnConfig<D, kWarps, kBN>;
   static_assert(kSpanKeys % kBN == 0, "a span is whole tiles");
-  const int span_keys = a.span_keys > 0 ? a.span_keys : kSpanKeys;
+  // Default span: one 64-key tile at head_dim ≤ 128 (a decode step spreads over many blocks:
+  // 158 vs 138 tok/s batch-1 on the 8B shape), 256 keys at head_dim 256, where a span merge costs
+  // twice as much a tile and long prefill chunks over a cached context (fold schedule) would pay
+  // it every two 32-key tiles (Qwen3.5-9B cached turn 50k + 200: 94 ms with 256, 184 ms with 64).
+  const int span_keys = a.span_keys > 0 ? a.span_keys : D > 128 ? 4 * kSpanKeys : kSpanKeys;
   if (span_keys % kSpanKeys != 0) throw_error("[attention] span_keys must be a multiple of 64");
   AttnKernelArgs k = kernel_args(a);
   k.span_tiles = span_keys / kBN;

@@ -76,8 +76,9 @@ struct AttentionArgs {
   /// ignored; force_splits 1 forces the fold schedule, > 1 the split one where it fits; the
   /// results are the same bits); see attention.cu.
   bool invariant = false;
-  /// Invariant mode: KV positions per span, a multiple of 64 (0: the default, 64). Part of the
-  /// arithmetic: every call of a process must use the same value.
+  /// Invariant mode: KV positions per span, a multiple of 64 (0: the default, 64 keys at
+  /// head_dim ≤ 128 and 256 at 256). Part of the arithmetic: every call of a process must use
+  /// the same value.
   int span_keys = 0;
 };
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
