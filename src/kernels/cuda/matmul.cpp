@@ -192,29 +192,48 @@ MatmulChoice MatmulEngine::choose(Plan& plan, const void* x, const void* w, cons
   return best;
 }
 
-std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a) {
-  // Each timed run starts with L2 overwritten, as in choose(): decode streams weights from HBM.
+GemmArgs MatmulEngine::gemm_args(const void* x, const void* w, const void* bias, int64_t m, int64_t n,
+                                 int64_t k) const {
+  GemmArgs a;
+  a.x = x;
+  a.w = w;
+  a.bias = bias;
+  a.m = m;
+  a.n = n;
+  a.k = k;
   a.workspace = splitk_workspace_;
   a.workspace_bytes = splitk_bytes_;
   a.num_sms = num_sms_;
   a.counters = counters_;
   a.num_counters = num_counters_;
+  return a;
+}
+
+std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a) {
+  // Each timed run starts with L2 overwritten, as in choose(): decode streams weights from HBM.
+  GemmArgs own = gemm_args(a.x, a.w, a.bias, a.m, a.n, a.k);  // this engine's workspaces, a's outputs
+  own.y = a.y;
+  std::copy(std::begin(a.outs), std::end(a.outs), std::begin(own.outs));
+  std::copy(std::begin(a.out_end), std::end(a.out_end), std::begin(own.out_end));
+  own.num_outs = a.num_outs;
+  a = own;
   Event start = Event::create(), stop = Event::create();
   std::vector<std::pair<int, double>> times;
   for (int config : {1, 5, 6}) {
     a.config = config;
     launch_gemm(a, stream_);  // warm-up
-    constexpr int kReps = 5;
-    float total = 0.f;
+    constexpr int kReps = 7;
+    std::vector<float> ms;
     for (int r = 0; r < kReps; ++r) {
       if (flush_) RILL_CUDA_CHECK(cudaMemsetAsync(flush_, r, flush_bytes_, stream_));
       start.record(stream_);
       launch_gemm(a, stream_);
       stop.record(stream_);
       stop.synchronize();
-      total += Event::elapsed_ms(start, stop);
+      ms.push_back(Event::elapsed_ms(start, stop));
     }
-    times.emplace_back(config, double(total) / kReps * 1e3);
+    std::nth_element(ms.begin(), ms.begin() + kReps / 2, ms.end());
+    times.emplace_back(config, double(ms[kReps / 2]) * 1e3);  // the median
   }
   return times;
 }
@@ -228,8 +247,13 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   RILL_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
   if (!autotune_ || status != cudaStreamCaptureStatusNone) return 1;
+  // Configuration 1 unless another is at least 5% faster: timings of a few µs are noisy, and on
+  // the H200 configuration 1 measured fastest on every 8B shape in the controlled benchmark
+  // (CudaInvariance.DISABLED_GemmTiming, 15 runs each).
   auto times = time_decode_configs(a);
-  auto best = std::min_element(times.begin(), times.end(), [](auto& l, auto& r) { return l.second < r.second; });
+  auto best = times.begin();
+  for (auto it = times.begin(); it != times.end(); ++it)
+    if (it->second < 0.95 * times.front().second && it->second < best->second) best = it;
   logger().debug("invariant GEMM N={} K={} M={}: decode tile configuration {} ({:.1f} us; 1: {:.1f} us)", a.n, a.k,
                  a.m, best->first, best->second, times[0].second);
   decode_configs_[key] = best->first;
@@ -237,25 +261,14 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
 }
 
 void MatmulEngine::launch_invariant(GemmArgs& a) {
-  a.workspace = splitk_workspace_;
-  a.workspace_bytes = splitk_bytes_;
-  a.num_sms = num_sms_;
-  a.counters = counters_;
-  a.num_counters = num_counters_;
   if (a.m <= 16 && a.k % 8 == 0) a.config = decode_config(a);
   launch_gemm(a, stream_);
 }
 
 void MatmulEngine::run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n,
                                  int64_t k) {
-  GemmArgs a;
-  a.x = x;
-  a.w = w;
-  a.bias = bias;
+  GemmArgs a = gemm_args(x, w, bias, m, n, k);
   a.y = y;
-  a.m = m;
-  a.n = n;
-  a.k = k;
   launch_invariant(a);
 }
 
@@ -268,13 +281,7 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
     begin = out_end[s];
   }
   if (m == 0 || n == 0) return true;
-  GemmArgs a;
-  a.x = x;
-  a.w = w;
-  a.bias = bias;
-  a.m = m;
-  a.n = n;
-  a.k = k;
+  GemmArgs a = gemm_args(x, w, bias, m, n, k);
   for (int s = 0; s < num_outs; ++s) {
     a.outs[s] = outs[s];
     a.out_end[s] = out_end[s];

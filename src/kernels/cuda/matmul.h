@@ -54,6 +54,8 @@ class MatmulEngine {
   /// false, doing nothing, when another path is in use (the caller then runs one matmul a range).
   bool run_outputs(const void* x, const void* w, const void* bias, void* const* outs, const int64_t* out_end,
                    int num_outs, int64_t m, int64_t n, int64_t k);
+  /// GEMM arguments with this engine's workspaces and counters (no output set).
+  GemmArgs gemm_args(const void* x, const void* w, const void* bias, int64_t m, int64_t n, int64_t k) const;
   /// Times the invariant GEMM's decode tile configurations (1, 5, 6; same bits) on `a` (m ≤ 16):
   /// (configuration, µs) each, L2 flushed before every run. `a` gets this engine's workspaces.
   std::vector<std::pair<int, double>> time_decode_configs(GemmArgs a);

@@ -353,14 +353,9 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
       for (int64_t m : {512, 4096}) {
         DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
         for (int config : {2, 3, 4}) {
-          cuda::GemmArgs a;
-          a.x = dx.t.data();
-          a.w = dw.t.data();
+          cuda::GemmArgs a = engine.gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
           a.y = dy.t.data();
-          a.m = m;
-          a.n = n;
-          a.k = k;
-          a.num_sms = backend().info().num_sms;
+          a.workspace = nullptr;  // the fold schedule: the main loop alone
           a.config = config;
           double t = time_us([&] { cuda::launch_gemm(a, backend().stream()); });
           std::printf("GEMM config %d M=%5lld N=%6lld K=%5lld: %8.1f us %6.1f TFLOP/s\n", config, (long long)m,
@@ -382,14 +377,9 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
       }
       const double bytes = double(n * k * 2), flops = 2.0 * double(m) * double(n) * double(k);
       auto split = cuda::gemm_split(n, k, backend().info().num_sms);
-      if (m <= 8) {  // the decode tile configurations side by side (the engine keeps the fastest)
-        cuda::GemmArgs a;
-        a.x = dx.t.data();
-        a.w = dw.t.data();
+      if (m <= 8) {  // the decode tile configurations side by side (same bits)
+        cuda::GemmArgs a = engine.gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
         a.y = dy.t.data();
-        a.m = m;
-        a.n = n;
-        a.k = k;
         for (auto [config, us] : engine.time_decode_configs(a))
           std::printf("GEMM decode config %d M=%5lld N=%6lld K=%5lld S=%2d: %8.1f us %7.0f GB/s\n", config,
                       (long long)m, (long long)n, (long long)k, split.splits, us, bytes / us * 1e-3);
