@@ -45,6 +45,15 @@ bool same_shape(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+int parse_attention_span_keys(const char* value) {
+  if (!value) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  if (end == value || *end != '\0' || v <= 0 || v % 64 != 0 || v > 8192)
+    fail("RILL_ATTENTION_SPAN_KEYS: must be a multiple of 64 up to 8192, got '{}'", value);
+  return int(v);
+}
+
 CudaKernels::CudaKernels(int device_ordinal)
     : info_(open_device(device_ordinal)), allocator_(device_ordinal), stream_(Stream::create()), lt_(CublasLtHandle::create()) {
   lt_workspace_ = Buffer(allocator_, kLtWorkspaceBytes);
@@ -60,15 +69,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   matmul_->set_gemm_counters(static_cast<unsigned*>(gemm_counters_.data()), kGemmCounters);
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
   set_batch_invariant(!(inv && std::string_view(inv) == "0"));
-  if (const char* span = std::getenv("RILL_ATTENTION_SPAN_KEYS")) {
-    // The invariant attention's span (KV positions folded as one partial): shorter spans spread
-    // a decode step's context over more blocks; longer ones merge less often in long prefills.
-    char* end = nullptr;
-    const long v = std::strtol(span, &end, 10);
-    if (end == span || *end != '\0' || v <= 0 || v % 64 != 0 || v > 8192)
-      fail("RILL_ATTENTION_SPAN_KEYS: must be a multiple of 64 up to 8192, got '{}'", span);
-    attention_span_keys_ = int(v);
-  }
+  attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
     const std::string_view v(impl);
     if (v == "cublaslt") matmul_->set_invariant_impl(MatmulEngine::InvariantImpl::cublaslt);

@@ -103,4 +103,10 @@ class CudaKernels final : public Kernels {
   int attention_bn_ = 0;
 };
 
+/// RILL_ATTENTION_SPAN_KEYS: the invariant attention's span (KV positions folded as one partial;
+/// shorter spans spread a decode step's context over more blocks, longer ones merge less often in
+/// long prefills). Null → 0 (the kernel's default); not a multiple of 64 in (0, 8192] → an error
+/// naming the variable.
+int parse_attention_span_keys(const char* value);
+
 }  // namespace rill::cuda

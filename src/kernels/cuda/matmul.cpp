@@ -192,6 +192,14 @@ MatmulChoice MatmulEngine::choose(Plan& plan, const void* x, const void* w, cons
   return best;
 }
 
+void MatmulEngine::attach_workspaces(GemmArgs& a) const {
+  a.workspace = splitk_workspace_;
+  a.workspace_bytes = splitk_bytes_;
+  a.num_sms = num_sms_;
+  a.counters = counters_;
+  a.num_counters = num_counters_;
+}
+
 GemmArgs MatmulEngine::gemm_args(const void* x, const void* w, const void* bias, int64_t m, int64_t n,
                                  int64_t k) const {
   GemmArgs a;
@@ -201,22 +209,13 @@ GemmArgs MatmulEngine::gemm_args(const void* x, const void* w, const void* bias,
   a.m = m;
   a.n = n;
   a.k = k;
-  a.workspace = splitk_workspace_;
-  a.workspace_bytes = splitk_bytes_;
-  a.num_sms = num_sms_;
-  a.counters = counters_;
-  a.num_counters = num_counters_;
+  attach_workspaces(a);
   return a;
 }
 
 std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a) {
   // Each timed run starts with L2 overwritten, as in choose(): decode streams weights from HBM.
-  GemmArgs own = gemm_args(a.x, a.w, a.bias, a.m, a.n, a.k);  // this engine's workspaces, a's outputs
-  own.y = a.y;
-  std::copy(std::begin(a.outs), std::end(a.outs), std::begin(own.outs));
-  std::copy(std::begin(a.out_end), std::end(a.out_end), std::begin(own.out_end));
-  own.num_outs = a.num_outs;
-  a = own;
+  attach_workspaces(a);
   Event start = Event::create(), stop = Event::create();
   std::vector<std::pair<int, double>> times;
   for (int config : {1, 5, 6}) {

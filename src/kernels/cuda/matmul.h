@@ -95,6 +95,7 @@ class MatmulEngine {
   Plan& plan_for(const MatmulShape& shape);
   void run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k);
   void launch_invariant(GemmArgs& a);
+  void attach_workspaces(GemmArgs& a) const;  // split workspace, SM count, tile counters
   int decode_config(const GemmArgs& a);
   void run_plan(Plan& plan, const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y);
   MatmulChoice choose(Plan& plan, const void* x, const void* w, const void* bias, void* y);

@@ -11,6 +11,21 @@ namespace {
 
 using namespace cuda_test;
 
+// Needs no GPU: runs in CI too.
+TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
+  EXPECT_EQ(cuda::parse_attention_span_keys(nullptr), 0);
+  EXPECT_EQ(cuda::parse_attention_span_keys("64"), 64);
+  EXPECT_EQ(cuda::parse_attention_span_keys("256"), 256);
+  for (const char* bad : {"", "0", "-64", "100", "64x", "16384", "abc"}) {
+    try {
+      cuda::parse_attention_span_keys(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RILL_ATTENTION_SPAN_KEYS"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CudaRuntime, AllocatorReusesFreedBlocks) {
   RILL_REQUIRE_GPU();
   auto& alloc = backend().caching_allocator();
