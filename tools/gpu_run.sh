@@ -3,9 +3,11 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|dense|serve|full]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|dense|serve|full]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
-#   in both matmul modes; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
+#   in both matmul modes; decode: quick + the decode GEMM per shape and configuration, the default
+#   mode's decode at batch 1/16/64 with and without programmatic dependent launch, and the
+#   per-kernel breakdown; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call).
 set -uo pipefail
@@ -63,9 +65,29 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
+ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
+  if command -v ncu > /dev/null; then
+    log "per-kernel decode breakdown (ncu, invariant mode)"
+    timeout 150 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --launch-skip 3000 \
+      --launch-count 400 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --decode-tokens 4 \
+      > /tmp/ncu.log 2>&1
+    python3 tools/ncu_summary.py /tmp/ncu.log | tee -a "$out/summary.txt"
+  fi
+}
+if [[ "$mode" == decode ]]; then
+  RILL_GEMM_TIMING_MAX_M=8 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
+    --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
+  bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
+  RILL_PDL=0 bench "invariant b1 no-PDL" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
+  bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64 --decode-tokens 32
+  RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
+  ncu_breakdown
+  log "done (decode)"
+  exit $ctest_rc
+fi
 if [[ "$mode" == lite ]]; then
   bench "invariant" --model /tmp/q8 --prompt-len 512,4096 --decode-tokens 64
   RILL_BATCH_INVARIANT=0 bench "autotuned" --model /tmp/q8 --prompt-len 512,4096 --decode-tokens 64
@@ -88,13 +110,7 @@ if [[ $dense == 1 ]]; then
   RILL_BATCH_INVARIANT=0 bench "autotuned bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
   # Where a batch-1 decode step's time goes: every kernel of ~30 layers timed alone by Nsight
   # Compute (the graph's nodes one by one), summed per kernel and grid.
-  if command -v ncu > /dev/null; then
-    log "per-kernel decode breakdown (ncu, invariant mode)"
-    timeout 150 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --launch-skip 3000 \
-      --launch-count 400 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --decode-tokens 4 \
-      > /tmp/ncu.log 2>&1
-    python3 tools/ncu_summary.py /tmp/ncu.log | tee -a "$out/summary.txt"
-  fi
+  ncu_breakdown
 fi
 if [[ $serving == 1 ]]; then
   # #5: the serving engine (default, batch-invariant mode): 1000/1000 and 512/128 at 1/16/64/256

@@ -30,6 +30,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -133,6 +134,8 @@ struct TileSlots {
 
 template <int D, int kWarps, int kBN, bool kFold>
 __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a) {
+  pdl_wait();
+  pdl_trigger();
   using Cfg = AttnConfig<D, kWarps, kBN>;
   constexpr int kBM = Cfg::kBM, kStride = Cfg::kStride, kThreads = Cfg::kThreads;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -426,6 +429,8 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
 template <int D>
 __global__ void attention_combine_kernel(const float* part_o, const float* part_ml, bf16* out, int64_t tokens,
                                          int hq, int splits) {
+  pdl_wait();
+  pdl_trigger();
   int64_t idx = blockIdx.x;  // token * hq + head
   int64_t stride = tokens * hq;
   float mx = -INFINITY;
@@ -450,6 +455,8 @@ template <int D>
 __global__ void attention_combine_spans_kernel(const float* part_o, const float* part_ml, bf16* out,
                                                const int32_t* cu_seqlens_q, const int32_t* context_lens,
                                                int64_t tokens, int hq, int window, int span_keys) {
+  pdl_wait();
+  pdl_trigger();
   const int row = int(blockIdx.x / unsigned(hq)), head = int(blockIdx.x % unsigned(hq));
   const int i = int(blockIdx.y);
   const int q_begin = cu_seqlens_q[row], q_len = cu_seqlens_q[row + 1] - q_begin;
@@ -551,10 +558,10 @@ void run_attention(const AttentionArgs& a, cudaStream_t stream) {
   k.part_ml = a.workspace ? a.workspace + parts * D : nullptr;
   unsigned m_tiles = ceil_div(int64_t(a.max_seqlen_q) * k.group, Cfg::kBM);
   dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows) * unsigned(splits));
-  attention_kernel<D, kWarps, kBN, false><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(k);
+  launch_pdl(attention_kernel<D, kWarps, kBN, false>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
   RILL_CUDA_CHECK_LAUNCH();
   if (splits > 1) {
-    attention_combine_kernel<D><<<unsigned(a.tokens * a.hq), D < 128 ? D : 128, 0, stream>>>(
+    launch_pdl(attention_combine_kernel<D>, dim3(unsigned(a.tokens * a.hq)), dim3(D < 128 ? D : 128), 0, stream,
         k.part_o, k.part_ml, k.out, a.tokens, a.hq, splits);
     RILL_CUDA_CHECK_LAUNCH();
   }
@@ -590,17 +597,17 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
     k.part_o = a.workspace;
     k.part_ml = a.workspace + spans * a.tokens * a.hq * D;
     dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows) * unsigned(spans));
-    attention_kernel<D, kWarps, kBN, false><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(k);
+    launch_pdl(attention_kernel<D, kWarps, kBN, false>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
     RILL_CUDA_CHECK_LAUNCH();
     dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q));
-    attention_combine_spans_kernel<D><<<cgrid, D < 128 ? D : 128, 0, stream>>>(
+    launch_pdl(attention_combine_spans_kernel<D>, dim3(cgrid), dim3(D < 128 ? D : 128), 0, stream,
         k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys);
     RILL_CUDA_CHECK_LAUNCH();
   } else {
     blocks_per_sm<D, kWarps, kBN, true>();  // sets the shared-memory attribute once
     k.splits = 1;
     dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows));
-    attention_kernel<D, kWarps, kBN, true><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(k);
+    launch_pdl(attention_kernel<D, kWarps, kBN, true>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
     RILL_CUDA_CHECK_LAUNCH();
   }
 }

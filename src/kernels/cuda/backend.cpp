@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/ops.h"
 
 namespace rill {
@@ -70,6 +71,8 @@ CudaKernels::CudaKernels(int device_ordinal)
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
   set_batch_invariant(!(inv && std::string_view(inv) == "0"));
   attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
+  // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
+  set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
     const std::string_view v(impl);
     if (v == "cublaslt") matmul_->set_invariant_impl(MatmulEngine::InvariantImpl::cublaslt);

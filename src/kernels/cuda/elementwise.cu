@@ -3,6 +3,7 @@
 // result once (swiglu is two torch ops, silu then mul, hence two roundings).
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/ops.h"
 
 namespace rill::cuda {
@@ -19,6 +20,8 @@ __device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
 
 // One thread per output pair when inter is even (4-byte accesses), else per element.
 __global__ void swiglu_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int64_t m, int64_t inter) {
+  pdl_wait();
+  pdl_trigger();
   int64_t n = m * inter;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / inter, c = i - r * inter;
@@ -31,6 +34,8 @@ __global__ void swiglu_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, 
 
 __global__ void swiglu_kernel2(const __nv_bfloat162* __restrict__ x, __nv_bfloat162* __restrict__ y, int64_t m,
                                int64_t half_inter) {
+  pdl_wait();
+  pdl_trigger();
   int64_t n = m * half_inter;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i / half_inter, c = i - r * half_inter;
@@ -52,12 +57,16 @@ __device__ __forceinline__ __half from_float<__half>(float v) { return __float2h
 
 template <typename T>
 __global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
 }
 
 // bf16 pairs: 4-byte accesses.
 __global__ void add_bf16x2_kernel(const __nv_bfloat162* a, const __nv_bfloat162* b, __nv_bfloat162* out, int64_t n2) {
+  pdl_wait();
+  pdl_trigger();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n2; i += int64_t(gridDim.x) * blockDim.x) {
     float2 x = __bfloat1622float2(a[i]), y = __bfloat1622float2(b[i]);
     out[i] = __floats2bfloat162_rn(x.x + y.x, x.y + y.y);
@@ -78,6 +87,8 @@ void convert_as(const void* x, void* out, int64_t n, cudaStream_t stream) {
 
 template <typename T>
 __global__ void embedding_kernel(const int32_t* ids, const T* table, bf16* out, int64_t hidden, int64_t vocab) {
+  pdl_wait();
+  pdl_trigger();
   int64_t t = blockIdx.y;
   int32_t id = ids[t];
   bool ok = id >= 0 && id < vocab;
@@ -90,6 +101,8 @@ __global__ void embedding_kernel(const int32_t* ids, const T* table, bf16* out, 
 // Row copy in 16-byte (Vec = uint4) or 4-byte / 1-byte units.
 template <typename Vec>
 __global__ void gather_kernel(const Vec* x, const int32_t* index, Vec* out, int64_t row_vecs, int64_t src_rows) {
+  pdl_wait();
+  pdl_trigger();
   int64_t r = blockIdx.y;
   int32_t src = index[r];
   bool ok = src >= 0 && src < src_rows;
@@ -109,7 +122,7 @@ void gather_as(const void* x, const int32_t* index, void* out, int64_t rows, int
                cudaStream_t stream) {
   int64_t row_vecs = row_bytes / int64_t(sizeof(Vec));
   dim3 grid(ceil_div(row_vecs, kThreads) < 64 ? ceil_div(row_vecs, kThreads) : 64, unsigned(rows));
-  gather_kernel<Vec><<<grid, kThreads, 0, stream>>>(static_cast<const Vec*>(x), index, static_cast<Vec*>(out),
+  launch_pdl(gather_kernel<Vec>, dim3(grid), dim3(kThreads), 0, stream, static_cast<const Vec*>(x), index, static_cast<Vec*>(out),
                                                     row_vecs, src_rows);
   RILL_CUDA_CHECK_LAUNCH();
 }
@@ -120,10 +133,10 @@ void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_
   if (m * inter == 0) return;
   if (inter % 2 == 0) {
     int64_t n = m * inter / 2;
-    swiglu_kernel2<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat162*>(x),
+    launch_pdl(swiglu_kernel2, dim3(grid_for(n)), dim3(kThreads), 0, stream, static_cast<const __nv_bfloat162*>(x),
                                                          static_cast<__nv_bfloat162*>(y), m, inter / 2);
   } else {
-    swiglu_kernel<<<grid_for(m * inter), kThreads, 0, stream>>>(static_cast<const bf16*>(x), static_cast<bf16*>(y),
+    launch_pdl(swiglu_kernel, dim3(grid_for(m * inter)), dim3(kThreads), 0, stream, static_cast<const bf16*>(x), static_cast<bf16*>(y),
                                                                 m, inter);
   }
   RILL_CUDA_CHECK_LAUNCH();
@@ -132,14 +145,14 @@ void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_
 void launch_add(const void* a, const void* b, void* out, int64_t n, DType dtype, cudaStream_t stream) {
   if (n == 0) return;
   if (dtype == DType::bf16 && n % 2 == 0) {
-    add_bf16x2_kernel<<<grid_for(n / 2), kThreads, 0, stream>>>(
+    launch_pdl(add_bf16x2_kernel, dim3(grid_for(n / 2)), dim3(kThreads), 0, stream, 
         static_cast<const __nv_bfloat162*>(a), static_cast<const __nv_bfloat162*>(b),
         static_cast<__nv_bfloat162*>(out), n / 2);
   } else if (dtype == DType::bf16) {
-    add_kernel<bf16><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const bf16*>(a), static_cast<const bf16*>(b),
+    launch_pdl(add_kernel<bf16>, dim3(grid_for(n)), dim3(kThreads), 0, stream, static_cast<const bf16*>(a), static_cast<const bf16*>(b),
                                                             static_cast<bf16*>(out), n);
   } else if (dtype == DType::f32) {
-    add_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const float*>(a),
+    launch_pdl(add_kernel<float>, dim3(grid_for(n)), dim3(kThreads), 0, stream, static_cast<const float*>(a),
                                                              static_cast<const float*>(b), static_cast<float*>(out), n);
   } else {
     throw_error("[add] dtype must be f32 or bf16");
@@ -171,10 +184,10 @@ void launch_embedding(const int32_t* ids, const void* table, DType table_dtype, 
   if (tokens == 0 || hidden == 0) return;
   dim3 grid(ceil_div(hidden, kThreads) < 32 ? ceil_div(hidden, kThreads) : 32, unsigned(tokens));
   if (table_dtype == DType::bf16)
-    embedding_kernel<bf16><<<grid, kThreads, 0, stream>>>(ids, static_cast<const bf16*>(table), static_cast<bf16*>(out),
+    launch_pdl(embedding_kernel<bf16>, dim3(grid), dim3(kThreads), 0, stream, ids, static_cast<const bf16*>(table), static_cast<bf16*>(out),
                                                           hidden, vocab);
   else if (table_dtype == DType::f32)
-    embedding_kernel<float><<<grid, kThreads, 0, stream>>>(ids, static_cast<const float*>(table),
+    launch_pdl(embedding_kernel<float>, dim3(grid), dim3(kThreads), 0, stream, ids, static_cast<const float*>(table),
                                                            static_cast<bf16*>(out), hidden, vocab);
   else
     throw_error("[embedding] table dtype must be f32 or bf16");

@@ -18,10 +18,14 @@
 // separate reduction kernel runs only when no counters are given.
 // Several outputs (fused q/k/v projections): the product's columns are cut into consecutive
 // ranges, each written to its own tensor; the arithmetic is that of the one (N_total, K) GEMM.
+// Decode (M ≤ 16) runs a third schedule by default, "stream" (gemm_stream_kernel): no shared-
+// memory tiles, the weight goes from HBM straight into mma fragments, the same mma instructions
+// in the same order (see there).
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -107,6 +111,8 @@ __device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf1
 
 template <class C>
 __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
+  pdl_wait();
+  pdl_trigger();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sa = reinterpret_cast<bf16*>(smem_raw);
   bf16* sb = sa + C::kStages * C::BM * C::kStride;
@@ -259,6 +265,8 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
 
 // The split schedule's second pass: the same additions as the fold schedule's register total.
 __global__ void gemm_reduce_kernel(GemmKernelArgs a) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.m * a.n) return;
   float s = 0.f;
@@ -270,6 +278,8 @@ __global__ void gemm_reduce_kernel(GemmKernelArgs a) {
 // Shapes the tensor-core kernel cannot load with 16-byte copies (K % 8 != 0, misaligned x or
 // w): one thread per output, the same split ranges, k in order with fmaf. Slow, still invariant.
 __global__ void gemm_fallback_kernel(GemmKernelArgs a) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.m * a.n) return;
   const int64_t row = i / a.n, col = i % a.n;
@@ -285,6 +295,137 @@ __global__ void gemm_fallback_kernel(GemmKernelArgs a) {
   }
   if (a.bias) total += __bfloat162float(a.bias[col]);
   *out_at(a, row, col) = __float2bfloat16_rn(total);
+}
+
+// ---- Decode (M ≤ 16), configuration 7: the weight streamed from HBM straight into fragments ----
+// Each warp owns 8 output columns (one n8 tile) and one split range, and walks the range in 32-k
+// chunks: lane (g, t) loads 16 bytes, the weight row col0 + g at k = chunk + 8t, so one warp
+// instruction reads 8 rows × 64 bytes; 8 chunks make a batch (256 k, one split quantum), and the
+// next batch is requested before this one multiplies. A 4 × 4 transpose within each lane quad
+// (4 shuffles) turns a lane's 8 consecutive k into its B fragments of the chunk's two 16-wide
+// steps (k = 2t, 2t + 1, 2t + 8, 2t + 9 and the same + 16: the PTX layout ldmatrix produces in the
+// tiled kernel), and the A fragments are read from x at the same k, so the mma instructions, their
+// operands and their order are exactly the tiled kernel's: the same bits. A CTA of 8 warps holds
+// 8 / S column groups × S ranges (S ≤ 8, a power of two, gemm_split); the warps' partials meet in
+// shared memory and are added in range order, then the bias, then one rounding. No workspace, no
+// counters, no second kernel. The first batch of weights is requested before the kernel waits
+// for its predecessor (launch.h), so a launch's ramp-up overlaps the previous kernel's tail.
+constexpr int kStreamWarps = 8;
+constexpr int kStreamChunks = 8;  // 32-k chunks per batch
+
+// Lane t of a quad holds the pairs p = 0..3 of its 8 k (k = 8t + 2p); afterwards v[j] holds lane
+// j's pair t (k = 8j + 2t). Two butterfly stages: swap the off-diagonal 2 × 2 blocks (lanes t ^ 2),
+// then the off-diagonal elements within each block (lanes t ^ 1).
+__device__ __forceinline__ void quad_transpose(uint32_t& v0, uint32_t& v1, uint32_t& v2, uint32_t& v3, int t) {
+  const bool hi = t & 2;
+  uint32_t s0 = hi ? v0 : v2, s1 = hi ? v1 : v3;
+  uint32_t r0 = __shfl_xor_sync(0xffffffffu, s0, 2), r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
+  if (hi) {
+    v0 = r0;
+    v1 = r1;
+  } else {
+    v2 = r0;
+    v3 = r1;
+  }
+  const bool odd = t & 1;
+  s0 = odd ? v0 : v1;
+  s1 = odd ? v2 : v3;
+  r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+  r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+  if (odd) {
+    v0 = r0;
+    v2 = r1;
+  } else {
+    v1 = r0;
+    v3 = r1;
+  }
+}
+
+// Two bf16 of x (row already offset), or zeros for a row past M or k past the range's end.
+__device__ __forceinline__ uint32_t x_pair(const bf16* row, int64_t k, bool ok) {
+  return ok ? *reinterpret_cast<const uint32_t*>(row + k) : 0u;
+}
+
+// kRows16: M > 8 (the mma's rows g + 8 hold rows of x too).
+template <bool kRows16>
+__global__ void __launch_bounds__(32 * kStreamWarps, 2) gemm_stream_kernel(GemmKernelArgs a) {
+  __shared__ float part[kStreamWarps][32][4];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int S = a.splits, groups = kStreamWarps / S;
+  const int lc = warp / S, s = warp % S;
+  const int64_t col0 = (int64_t(blockIdx.x) * groups + lc) * 8;
+  const bool active = lc < groups && col0 < a.n;  // uniform over the warp
+  const int64_t kb = int64_t(s) * a.ks, ke = std::min(a.k, kb + a.ks);
+  const int64_t wrow = col0 + g;
+  const bool wok = active && wrow < a.n;
+  const bf16* wp = a.w + (wok ? wrow : 0) * a.k + 8 * t;
+
+  uint4 cur[kStreamChunks], nxt[kStreamChunks];
+  auto load = [&](uint4(&buf)[kStreamChunks], int64_t kc) {
+#pragma unroll
+    for (int i = 0; i < kStreamChunks; ++i)
+      buf[i] = wok && kc + 32 * i + 8 * t < ke ? load_stream16(wp + kc + 32 * i) : make_uint4(0u, 0u, 0u, 0u);
+  };
+  if (active) load(cur, kb);  // constant data: requested before the wait
+  pdl_wait();
+  pdl_trigger();
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if (active) {
+    const bf16* x0 = a.x + int64_t(g) * a.k + 2 * t;
+    const bf16* x1 = a.x + int64_t(kRows16 ? g + 8 : g) * a.k + 2 * t;
+    const bool ok0 = g < a.m, ok1 = kRows16 && g + 8 < a.m;
+    for (int64_t kc = kb; kc < ke; kc += 32 * kStreamChunks) {
+      const bool more = kc + 32 * kStreamChunks < ke;
+      if (more) load(nxt, kc + 32 * kStreamChunks);
+#pragma unroll
+      for (int i = 0; i < kStreamChunks; ++i) {
+        const int64_t k0 = kc + 32 * i;
+        if (k0 >= ke) break;
+        uint32_t b0 = cur[i].x, b1 = cur[i].y, b2 = cur[i].z, b3 = cur[i].w;
+        quad_transpose(b0, b1, b2, b3, t);
+        const bool h0 = k0 + 8 < ke;  // K % 8 == 0: an 8-wide half is all in or all out
+        uint32_t af[4] = {x_pair(x0, k0, ok0), x_pair(x1, k0, ok1), x_pair(x0, k0 + 8, ok0 && h0),
+                          x_pair(x1, k0 + 8, ok1 && h0)};
+        mma_bf16_16816(acc, af, b0, b1);
+        if (k0 + 16 < ke) {  // steps wholly past K are skipped
+          const bool h1 = k0 + 24 < ke;
+          uint32_t af2[4] = {x_pair(x0, k0 + 16, ok0), x_pair(x1, k0 + 16, ok1), x_pair(x0, k0 + 24, ok0 && h1),
+                             x_pair(x1, k0 + 24, ok1 && h1)};
+          mma_bf16_16816(acc, af2, b2, b3);
+        }
+      }
+      if (more) {
+#pragma unroll
+        for (int i = 0; i < kStreamChunks; ++i) cur[i] = nxt[i];
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[e];
+  __syncthreads();
+  // Fold: element (r, c) of a column group sat in lane (r % 8)·4 + c / 2, accumulator
+  // (r / 8)·2 + c % 2 of each of its S warps.
+  const int rows = int(std::min<int64_t>(kRows16 ? 16 : 8, a.m));
+  for (int idx = threadIdx.x; idx < groups * rows * 8; idx += blockDim.x) {
+    const int lg = idx / (rows * 8), r = (idx / 8) % rows, c = idx % 8;
+    const int64_t col = (int64_t(blockIdx.x) * groups + lg) * 8 + c;
+    if (col >= a.n) continue;
+    const int ln = (r % 8) * 4 + c / 2, e = (r / 8) * 2 + c % 2;
+    float total = 0.f;
+    for (int p = 0; p < S; ++p) total += part[lg * S + p][ln][e];
+    if (a.bias) total += __bfloat162float(a.bias[col]);
+    *out_at(a, r, col) = __float2bfloat16_rn(total);
+  }
+}
+
+void launch_stream(const GemmKernelArgs& a, cudaStream_t stream) {
+  if (a.m > 16) throw_error("[matmul] the streaming GEMM (configuration 7) takes M <= 16");
+  if (a.splits > kStreamWarps) throw_error("[matmul] the streaming GEMM takes at most 8 split ranges");
+  const int64_t groups = kStreamWarps / a.splits;
+  const unsigned grid = ceil_div(ceil_div(a.n, int64_t(8)), groups);
+  if (a.m > 8) launch_pdl(gemm_stream_kernel<true>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
+  else launch_pdl(gemm_stream_kernel<false>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
 }
 
 template <class C>
@@ -305,11 +446,11 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
   a.split_schedule = a.splits > 1 && a.ws && size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes &&
                      (n_tiles * m_tiles < 2 * int64_t(num_sms) || (in_kernel_fold && C::BM <= 16));
   dim3 grid(unsigned(n_tiles), unsigned(m_tiles), a.split_schedule ? unsigned(a.splits) : 1u);
-  gemm_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(a);
+  launch_pdl(gemm_kernel<C>, dim3(grid), dim3(C::kThreads), C::kSmemBytes, stream, a);
   RILL_CUDA_CHECK_LAUNCH();
   if (a.split_schedule && !a.counters) {
     const int64_t total = a.m * a.n;
-    gemm_reduce_kernel<<<unsigned(ceil_div(total, int64_t(256))), 256, 0, stream>>>(a);
+    launch_pdl(gemm_reduce_kernel, dim3(unsigned(ceil_div(total, int64_t(256)))), dim3(256), 0, stream, a);
     RILL_CUDA_CHECK_LAUNCH();
   }
 }
@@ -317,20 +458,21 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
 }  // namespace
 
 GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
-  // Decode (M ≤ 16) streams the weights once: its CTAs (64 output columns × one range each,
-  // two resident per SM) should fill whole waves. Take the fewest ranges (1..16, each a
-  // multiple of 256 k) whose CTAs fill at least 90% of a wave and 90% of their last wave;
+  // Decode (M ≤ 16) streams the weights once: its CTAs (the streaming kernel's 8 warps, each
+  // 8 output columns × one range; two resident per SM) should fill whole waves. Take the fewest
+  // ranges (1, 2, 4 or 8, each a multiple of 256 k; a power of two so that the ranges of a column
+  // group fill a CTA's warps) whose CTAs fill at least 90% of a wave and 90% of their last wave;
   // failing that, the best fill. E.g. on 132 SMs: 4096×4096 → 4 ranges (256 CTAs, one wave),
   // 6144×4096 → 8 (768, three waves), 24576×4096 → 2, 151936×4096 → 1 (2374, nine waves).
-  const int64_t col_tiles = std::max<int64_t>(1, (n + 63) / 64);
+  const int64_t col_groups = std::max<int64_t>(1, (n + 7) / 8);
   const int64_t slots = 2 * int64_t(std::max(num_sms, 1));
   GemmSplit best, fallback;
   double best_fill = -1.0;
-  for (int64_t s = 1; s <= 16; ++s) {
+  for (int64_t s = 1; s <= 8; s *= 2) {
     GemmSplit r;
     r.ks = std::max<int64_t>(kSplitQuantum, (ceil_div(k, s) + kSplitQuantum - 1) / kSplitQuantum * kSplitQuantum);
     r.splits = int(std::max<int64_t>(1, ceil_div(k, r.ks)));
-    const int64_t ctas = col_tiles * r.splits;
+    const int64_t ctas = ceil_div(col_groups, 8 / r.splits);
     const double fill = double(ctas) / double(ceil_div(ctas, slots) * slots);
     if (ctas * 10 >= slots * 9 && fill >= 0.9) return r;
     if (fill > best_fill + 1e-9) best_fill = fill, fallback = r;
@@ -376,13 +518,14 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   k.ks = sp.ks;
   k.splits = sp.splits;
   if (a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16)) {
-    gemm_fallback_kernel<<<unsigned(ceil_div(a.m * a.n, int64_t(256))), 256, 0, stream>>>(k);
+    launch_pdl(gemm_fallback_kernel, dim3(unsigned(ceil_div(a.m * a.n, int64_t(256)))), dim3(256), 0, stream, k);
     RILL_CUDA_CHECK_LAUNCH();
     return;
   }
   // M > 16: the 64×128 tiles (2 CTAs per SM) measured 160-177 TFLOP/s at M = 512 and 4096 on
   // the 8B shapes against 133-147 for the 128×128 tiles (same bits, any configuration).
-  const int config = a.config > 0 ? a.config : a.m <= 16 ? 1 : 2;
+  // M ≤ 16: the streaming kernel.
+  const int config = a.config > 0 ? a.config : a.m <= 16 ? 7 : 2;
   switch (config) {
     case 1: launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 2: launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
@@ -390,7 +533,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 4: launch_config<LargeNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 5: launch_config<SmallDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 6: launch_config<SmallNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    default: throw_error("[matmul] GEMM tile configuration must be 1..6");
+    case 7: launch_stream(k, stream); return;
+    default: throw_error("[matmul] GEMM tile configuration must be 1..7");
   }
 }
 

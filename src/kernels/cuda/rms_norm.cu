@@ -6,6 +6,7 @@
 // element is read and written by the same thread in both passes, so x and y may alias.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/ops.h"
 
 namespace rill::cuda {
@@ -33,6 +34,8 @@ __device__ __forceinline__ float norm_out(float xhat, const W* w, int64_t c, boo
 // kVec elements per access (8: 16-byte loads; 1: scalar). kRowThreads threads per row.
 template <typename W, int kVec, int kRowThreads>
 __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
+  pdl_wait();
+  pdl_trigger();
   __shared__ float scratch[32];
   int64_t row = kRowThreads == 32 ? int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32 : blockIdx.x;
   int t = kRowThreads == 32 ? (threadIdx.x & 31) : threadIdx.x;
@@ -99,12 +102,12 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
   if (a.dim <= 1024) {
     constexpr int kRowsPerBlock = 8;
     unsigned grid = ceil_div(a.rows, kRowsPerBlock);
-    if (vec) rms_norm_kernel<W, 8, 32><<<grid, 32 * kRowsPerBlock, 0, stream>>>(k);
-    else rms_norm_kernel<W, 1, 32><<<grid, 32 * kRowsPerBlock, 0, stream>>>(k);
+    if (vec) launch_pdl(rms_norm_kernel<W, 8, 32>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
+    else launch_pdl(rms_norm_kernel<W, 1, 32>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
   } else {
     constexpr int kBlock = 512;
-    if (vec) rms_norm_kernel<W, 8, kBlock><<<unsigned(a.rows), kBlock, 0, stream>>>(k);
-    else rms_norm_kernel<W, 1, kBlock><<<unsigned(a.rows), kBlock, 0, stream>>>(k);
+    if (vec) launch_pdl(rms_norm_kernel<W, 8, kBlock>, dim3(unsigned(a.rows)), dim3(kBlock), 0, stream, k);
+    else launch_pdl(rms_norm_kernel<W, 1, kBlock>, dim3(unsigned(a.rows)), dim3(kBlock), 0, stream, k);
   }
   RILL_CUDA_CHECK_LAUNCH();
 }

@@ -6,6 +6,7 @@
 // offset, so a token's k row lands at slot * hkv * head_dim. Slots outside the cache (negative: padding) are skipped.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/ops.h"
 
 namespace rill::cuda {
@@ -31,6 +32,8 @@ __device__ __forceinline__ void copy_row(const bf16* src, bf16* dst, int64_t ele
 constexpr int kQHeadsPerBlock = 8;
 
 __global__ void rope_kernel(RopeArgs a, bool vec) {
+  pdl_wait();
+  pdl_trigger();
   __shared__ float cos_s[kMaxHalf], sin_s[kMaxHalf];
   const int64_t t = blockIdx.x;
   const int q_groups = int(gridDim.y) - 1;
@@ -75,6 +78,8 @@ __global__ void rope_kernel(RopeArgs a, bool vec) {
 
 __global__ void store_kv_kernel(const bf16* k, const bf16* v, const int32_t* slot_mapping, bf16* k_cache,
                                 bf16* v_cache, int64_t row, int64_t num_slots, bool vec) {
+  pdl_wait();
+  pdl_trigger();
   int64_t t = blockIdx.x;
   int32_t slot = slot_mapping[t];
   if (slot < 0 || slot >= num_slots) return;
@@ -102,7 +107,7 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream) {
   int64_t row = int64_t(a.hkv) * a.head_dim;
   bool vec = row % 8 == 0 && aligned16(a.k) && aligned16(a.v) && aligned16(a.k_cache) && aligned16(a.v_cache);
   const unsigned q_groups = unsigned((a.hq + kQHeadsPerBlock - 1) / kQHeadsPerBlock);
-  rope_kernel<<<dim3(unsigned(a.tokens), q_groups + 1), kThreads, 0, stream>>>(a, vec);
+  launch_pdl(rope_kernel, dim3(dim3(unsigned(a.tokens), q_groups + 1)), dim3(kThreads), 0, stream, a, vec);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
@@ -120,7 +125,7 @@ void launch_store_kv(const void* k, const void* v, const int32_t* slot_mapping, 
                      int64_t tokens, int64_t row_elems, int64_t num_slots, cudaStream_t stream) {
   if (tokens == 0) return;
   bool vec = row_elems % 8 == 0 && aligned16(k) && aligned16(v) && aligned16(k_cache) && aligned16(v_cache);
-  store_kv_kernel<<<unsigned(tokens), 128, 0, stream>>>(static_cast<const bf16*>(k), static_cast<const bf16*>(v),
+  launch_pdl(store_kv_kernel, dim3(unsigned(tokens)), dim3(128), 0, stream, static_cast<const bf16*>(k), static_cast<const bf16*>(v),
                                                          slot_mapping, static_cast<bf16*>(k_cache),
                                                          static_cast<bf16*>(v_cache), row_elems, num_slots, vec);
   RILL_CUDA_CHECK_LAUNCH();

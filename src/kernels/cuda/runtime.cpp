@@ -1,10 +1,29 @@
 // kernels/cuda/runtime.cpp — device query and the RAII wrappers' factories.
 #include "kernels/cuda/runtime.h"
 
+#include <atomic>
+#include <string_view>
+
 #include "core/error.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
 
 namespace rill::cuda {
+
+namespace {
+std::atomic<bool> g_pdl{false};
+}
+
+bool pdl_enabled() { return g_pdl.load(std::memory_order_relaxed); }
+void set_pdl_enabled(bool on) { g_pdl.store(on, std::memory_order_relaxed); }
+
+bool parse_pdl_setting(const char* value) {
+  if (!value) return true;
+  const std::string_view v(value);
+  if (v == "1") return true;
+  if (v == "0") return false;
+  fail("RILL_PDL: must be 0 (kernels never overlap) or 1 (the default), got '{}'", v);
+}
 
 DeviceInfo open_device(int ordinal) {
   int count = 0;

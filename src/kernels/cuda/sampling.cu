@@ -15,6 +15,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/sampling_math.h"
 
 namespace rill::cuda {
@@ -107,6 +108,43 @@ __device__ int32_t row_argmax(const float* w, int64_t V, Shared& s) {
   return b.index < 0 ? 0 : b.index;
 }
 
+// row_argmax of the raw logits, read 16 bytes a load with four loads in flight a thread (a plain
+// greedy row needs no workspace copy: one pass over the row, ~10 µs for 152k bf16 instead of
+// the ~60 µs of a copy and a scalar pass). The same definition: non-NaN values, lowest index on
+// ties, 0 when every value is NaN. The visit order does not matter (a total order).
+template <typename T>
+__device__ int32_t raw_argmax(const T* raw, int64_t V, Shared& s) {
+  Best b{-INFINITY, -1};
+  auto visit = [&](float v, int64_t i) {
+    if (v != v) return;
+    Best c{double(v), int32_t(i)};
+    if (better(c, b)) b = c;
+  };
+  constexpr int kPer = int(16 / sizeof(T));
+  int64_t tail = 0;
+  if (reinterpret_cast<uintptr_t>(raw) % 16 == 0) {
+    const int64_t nv = V / kPer;
+    const uint4* rv = reinterpret_cast<const uint4*>(raw);
+    for (int64_t j0 = threadIdx.x; j0 < nv; j0 += 4 * kThreads) {
+      uint4 q[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) q[u] = j0 + u * kThreads < nv ? rv[j0 + u * kThreads] : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = j0 + u * kThreads;
+        if (j >= nv) break;
+        const T* e = reinterpret_cast<const T*>(&q[u]);
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) visit(load(e, i), j * kPer + i);
+      }
+    }
+    tail = nv * kPer;
+  }
+  for (int64_t i = tail + threadIdx.x; i < V; i += kThreads) visit(load(raw, i), i);
+  b = block_best(b, s);
+  return b.index < 0 ? 0 : b.index;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ logits, int64_t V,
                                                           const SamplingRowParams* __restrict__ params,
@@ -114,12 +152,20 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ 
                                                           float* __restrict__ workspace, int32_t* __restrict__ tokens,
                                                           float* __restrict__ logprobs, int32_t* __restrict__ top_ids) {
   __shared__ Shared s;
+  pdl_wait();
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   const SamplingRowParams p = params[r];
   const T* raw = logits + int64_t(p.logit_row) * V;
   float* w = workspace + r * V;
   float* lp = logprobs + r * (1 + kMaxTopLogprobs);
   int32_t* top = top_ids + r * kMaxTopLogprobs;
+  if (!(p.temperature > 0.f) && !p.logprobs && p.adjust_begin >= p.adjust_end) {
+    // Plain greedy: the argmax of the raw row (what the general path computes on its copy).
+    const int32_t chosen = raw_argmax(raw, V, s);
+    if (threadIdx.x == 0) tokens[r] = chosen;
+    return;
+  }
   for (int64_t i = threadIdx.x; i < V; i += kThreads) w[i] = load(raw, i);
   float lse = 0.f;
   if (p.logprobs) {
@@ -262,14 +308,13 @@ void CudaKernels::sample(const SampleArgs& a) {
   const auto* params = static_cast<const SamplingRowParams*>(a.params.data());
   const auto* adjust = static_cast<const SamplingAdjust*>(a.adjust.defined() ? a.adjust.data() : nullptr);
   if (a.logits.dtype() == DType::bf16)
-    sample_kernel<__nv_bfloat16><<<unsigned(R), kThreads, 0, stream()>>>(
-        static_cast<const __nv_bfloat16*>(a.logits.data()), V, params, adjust, a.workspace.data_as<float>(),
-        a.tokens.data_as<int32_t>(), a.logprobs.data_as<float>(), a.top_ids.data_as<int32_t>());
+    launch_pdl(sample_kernel<__nv_bfloat16>, dim3(unsigned(R)), dim3(kThreads), 0, stream(),
+               static_cast<const __nv_bfloat16*>(a.logits.data()), V, params, adjust, a.workspace.data_as<float>(),
+               a.tokens.data_as<int32_t>(), a.logprobs.data_as<float>(), a.top_ids.data_as<int32_t>());
   else
-    sample_kernel<float><<<unsigned(R), kThreads, 0, stream()>>>(
-        a.logits.data_as<const float>(), V, params, adjust, a.workspace.data_as<float>(), a.tokens.data_as<int32_t>(),
-        a.logprobs.data_as<float>(), a.top_ids.data_as<int32_t>());
-  RILL_CUDA_CHECK_LAUNCH();
+    launch_pdl(sample_kernel<float>, dim3(unsigned(R)), dim3(kThreads), 0, stream(), a.logits.data_as<const float>(),
+               V, params, adjust, a.workspace.data_as<float>(), a.tokens.data_as<int32_t>(),
+               a.logprobs.data_as<float>(), a.top_ids.data_as<int32_t>());
 }
 
 }  // namespace rill::cuda

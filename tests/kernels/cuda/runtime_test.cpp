@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/cuda_test_util.h"
 
@@ -22,6 +23,21 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
       ADD_FAILURE() << "accepted '" << bad << "'";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("RILL_ATTENTION_SPAN_KEYS"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Needs no GPU: runs in CI too.
+TEST(CudaRuntime, PdlSettingFromEnvironment) {
+  EXPECT_TRUE(cuda::parse_pdl_setting(nullptr));
+  EXPECT_TRUE(cuda::parse_pdl_setting("1"));
+  EXPECT_FALSE(cuda::parse_pdl_setting("0"));
+  for (const char* bad : {"", "2", "yes", "0x", " 1"}) {
+    try {
+      cuda::parse_pdl_setting(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RILL_PDL"), std::string::npos) << e.what();
     }
   }
 }
