@@ -78,6 +78,14 @@ ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kern
   fi
 }
 if [[ "$mode" == decode ]]; then
+  if [[ -n "${RILL_PROBE:-}" ]]; then  # the decode GEMM configurations under Nsight Compute, and SASS
+    timeout 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section WarpStateStats --section Occupancy --section LaunchStats --kernel-name regex:'gemm_(stream_)?kernel' \
+      build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmDecodeProfile' \
+      --gtest_also_run_disabled_tests > "$out/ncu_gemm.txt" 2>&1
+    cuobjdump -sass build-gpu/tests/rill_cuda_tests 2>/dev/null | awk '/Function : .*gemm_stream_kernelILb0ELi8ELb1/{f=1} f{print} f&&/EXIT/{n++} f&&n>=2{exit}' > "$out/sass.txt"
+    log "probe: $(wc -l < "$out/ncu_gemm.txt") ncu lines, $(wc -l < "$out/sass.txt") SASS lines"
+  fi
   RILL_GEMM_TIMING_MAX_M=8 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
   bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64

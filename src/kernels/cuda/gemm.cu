@@ -18,9 +18,10 @@
 // separate reduction kernel runs only when no counters are given.
 // Several outputs (fused q/k/v projections): the product's columns are cut into consecutive
 // ranges, each written to its own tensor; the arithmetic is that of the one (N_total, K) GEMM.
-// Decode (M ≤ 16) runs a third schedule by default, "stream" (gemm_stream_kernel): no shared-
-// memory tiles, the weight goes from HBM straight into mma fragments, the same mma instructions
-// in the same order (see there).
+// A third schedule for decode (M ≤ 16), "stream" (gemm_stream_kernel, configurations 7 and 8):
+// no shared-memory tiles, the weight goes from HBM straight into mma fragments, the same mma
+// instructions in the same order (see there). The tiled configurations stay the default while it
+// is slower (bench/RESULTS.md).
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
@@ -93,14 +94,17 @@ __device__ __forceinline__ bf16* out_at(const GemmKernelArgs& a, int64_t row, in
 }
 
 template <class C>
-__device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf16* sb, int64_t m0, int64_t n0,
-                                          int64_t k0) {
+__device__ __forceinline__ void load_x_tile(const GemmKernelArgs& a, bf16* sa, int64_t m0, int64_t k0) {
   for (int i = threadIdx.x; i < C::BM * C::kChunksK; i += C::kThreads) {
     const int r = i / C::kChunksK, c = i % C::kChunksK;
     const int64_t gm = m0 + r, gk = k0 + c * 8;
     const bool ok = gm < a.m && gk < a.k;
     cp_async16(sa + r * C::kStride + c * 8, ok ? a.x + gm * a.k + gk : a.x, ok);
   }
+}
+
+template <class C>
+__device__ __forceinline__ void load_w_tile(const GemmKernelArgs& a, bf16* sb, int64_t n0, int64_t k0) {
   for (int i = threadIdx.x; i < C::BN * C::kChunksK; i += C::kThreads) {
     const int r = i / C::kChunksK, c = i % C::kChunksK;
     const int64_t gn = n0 + r, gk = k0 + c * 8;
@@ -110,9 +114,14 @@ __device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf1
 }
 
 template <class C>
+__device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf16* sb, int64_t m0, int64_t n0,
+                                          int64_t k0) {
+  load_x_tile<C>(a, sa, m0, k0);
+  load_w_tile<C>(a, sb, n0, k0);
+}
+
+template <class C>
 __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
-  pdl_wait();
-  pdl_trigger();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sa = reinterpret_cast<bf16*>(smem_raw);
   bf16* sb = sa + C::kStages * C::BM * C::kStride;
@@ -128,10 +137,17 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
   const int warp_m = warp / C::kWarpsN, warp_n = warp % C::kWarpsN;
   const int g = lane / 4, tig = lane % 4;
 
+  // The prologue's weight tiles are requested before waiting for the previous kernel (launch.h):
+  // the weights are constant. Group 0 holds them all with x's first tile, group st x's tile st,
+  // so waiting for group st still covers weight tile st.
+#pragma unroll
+  for (int st = 0; st < C::kStages - 1; ++st)
+    if (st < tiles) load_w_tile<C>(a, sb + st * C::BN * C::kStride, n0, kb + int64_t(st) * C::BK);
+  pdl_wait();
+  pdl_trigger();
 #pragma unroll
   for (int st = 0; st < C::kStages - 1; ++st) {
-    if (st < tiles)
-      load_tile<C>(a, sa + st * C::BM * C::kStride, sb + st * C::BN * C::kStride, m0, n0, kb + int64_t(st) * C::BK);
+    if (st < tiles) load_x_tile<C>(a, sa + st * C::BM * C::kStride, m0, kb + int64_t(st) * C::BK);
     cp_async_commit();
   }
 
@@ -311,7 +327,6 @@ __global__ void gemm_fallback_kernel(GemmKernelArgs a) {
 // counters, no second kernel. The first batch of weights is requested before the kernel waits
 // for its predecessor (launch.h), so a launch's ramp-up overlaps the previous kernel's tail.
 constexpr int kStreamWarps = 8;
-constexpr int kStreamChunks = 8;  // 32-k chunks per batch
 
 // Lane t of a quad holds the pairs p = 0..3 of its 8 k (k = 8t + 2p); afterwards v[j] holds lane
 // j's pair t (k = 8j + 2t). Two butterfly stages: swap the off-diagonal 2 × 2 blocks (lanes t ^ 2),
@@ -346,9 +361,11 @@ __device__ __forceinline__ uint32_t x_pair(const bf16* row, int64_t k, bool ok) 
   return ok ? *reinterpret_cast<const uint32_t*>(row + k) : 0u;
 }
 
-// kRows16: M > 8 (the mma's rows g + 8 hold rows of x too).
-template <bool kRows16>
+// kRows16: M > 8 (the mma's rows g + 8 hold rows of x too). kChunks 32-k chunks a batch; kDouble:
+// the next batch is requested before this one multiplies.
+template <bool kRows16, int kChunks, bool kDouble>
 __global__ void __launch_bounds__(32 * kStreamWarps, 2) gemm_stream_kernel(GemmKernelArgs a) {
+  constexpr int kStreamChunks = kChunks;
   __shared__ float part[kStreamWarps][32][4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int S = a.splits, groups = kStreamWarps / S;
@@ -360,8 +377,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, 2) gemm_stream_kernel(GemmK
   const bool wok = active && wrow < a.n;
   const bf16* wp = a.w + (wok ? wrow : 0) * a.k + 8 * t;
 
-  uint4 cur[kStreamChunks], nxt[kStreamChunks];
-  auto load = [&](uint4(&buf)[kStreamChunks], int64_t kc) {
+  uint4 cur[kStreamChunks], nxt[kDouble ? kStreamChunks : 1];
+  auto load = [&](auto& buf, int64_t kc) {
 #pragma unroll
     for (int i = 0; i < kStreamChunks; ++i)
       buf[i] = wok && kc + 32 * i + 8 * t < ke ? load_stream16(wp + kc + 32 * i) : make_uint4(0u, 0u, 0u, 0u);
@@ -377,7 +394,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, 2) gemm_stream_kernel(GemmK
     const bool ok0 = g < a.m, ok1 = kRows16 && g + 8 < a.m;
     for (int64_t kc = kb; kc < ke; kc += 32 * kStreamChunks) {
       const bool more = kc + 32 * kStreamChunks < ke;
-      if (more) load(nxt, kc + 32 * kStreamChunks);
+      if constexpr (kDouble)
+        if (more) load(nxt, kc + 32 * kStreamChunks);
 #pragma unroll
       for (int i = 0; i < kStreamChunks; ++i) {
         const int64_t k0 = kc + 32 * i;
@@ -396,8 +414,12 @@ __global__ void __launch_bounds__(32 * kStreamWarps, 2) gemm_stream_kernel(GemmK
         }
       }
       if (more) {
+        if constexpr (kDouble) {
 #pragma unroll
-        for (int i = 0; i < kStreamChunks; ++i) cur[i] = nxt[i];
+          for (int i = 0; i < kStreamChunks; ++i) cur[i] = nxt[i];
+        } else {
+          load(cur, kc + 32 * kStreamChunks);
+        }
       }
     }
   }
@@ -419,13 +441,16 @@ __global__ void __launch_bounds__(32 * kStreamWarps, 2) gemm_stream_kernel(GemmK
   }
 }
 
+template <int kChunks, bool kDouble>
 void launch_stream(const GemmKernelArgs& a, cudaStream_t stream) {
-  if (a.m > 16) throw_error("[matmul] the streaming GEMM (configuration 7) takes M <= 16");
+  if (a.m > 16) throw_error("[matmul] the streaming GEMM (configurations 7, 8) takes M <= 16");
   if (a.splits > kStreamWarps) throw_error("[matmul] the streaming GEMM takes at most 8 split ranges");
   const int64_t groups = kStreamWarps / a.splits;
   const unsigned grid = ceil_div(ceil_div(a.n, int64_t(8)), groups);
-  if (a.m > 8) launch_pdl(gemm_stream_kernel<true>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
-  else launch_pdl(gemm_stream_kernel<false>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
+  if (a.m > 8)
+    launch_pdl(gemm_stream_kernel<true, kChunks, kDouble>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
+  else
+    launch_pdl(gemm_stream_kernel<false, kChunks, kDouble>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
 }
 
 template <class C>
@@ -524,8 +549,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   }
   // M > 16: the 64×128 tiles (2 CTAs per SM) measured 160-177 TFLOP/s at M = 512 and 4096 on
   // the 8B shapes against 133-147 for the 128×128 tiles (same bits, any configuration).
-  // M ≤ 16: the streaming kernel.
-  const int config = a.config > 0 ? a.config : a.m <= 16 ? 7 : 2;
+  const int config = a.config > 0 ? a.config : a.m <= 16 ? 1 : 2;
   switch (config) {
     case 1: launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 2: launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
@@ -533,8 +557,9 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 4: launch_config<LargeNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 5: launch_config<SmallDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 6: launch_config<SmallNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    case 7: launch_stream(k, stream); return;
-    default: throw_error("[matmul] GEMM tile configuration must be 1..7");
+    case 7: launch_stream<8, true>(k, stream); return;
+    case 8: launch_stream<16, false>(k, stream); return;
+    default: throw_error("[matmul] GEMM tile configuration must be 1..8");
   }
 }
 

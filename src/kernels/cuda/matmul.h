@@ -56,7 +56,7 @@ class MatmulEngine {
                    int num_outs, int64_t m, int64_t n, int64_t k);
   /// GEMM arguments with this engine's workspaces and counters (no output set).
   GemmArgs gemm_args(const void* x, const void* w, const void* bias, int64_t m, int64_t n, int64_t k) const;
-  /// Times the invariant GEMM's decode configurations (7 streaming, 1, 5, 6 tiled; same bits) on `a` (m ≤ 16):
+  /// Times the invariant GEMM's decode configurations (1, 5, 6 tiled, 7, 8 streaming; same bits) on `a` (m ≤ 16):
   /// (configuration, µs) each, L2 flushed before every run. `a` gets this engine's workspaces.
   std::vector<std::pair<int, double>> time_decode_configs(GemmArgs a);
   /// Zeroed per-tile counters for the invariant GEMM's in-kernel split reduction (owned by the

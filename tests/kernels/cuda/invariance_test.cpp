@@ -271,7 +271,7 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
   }
 }
 
-// The streaming decode kernel (configuration 7: weights straight into mma fragments, a quad
+// The streaming decode kernel (configurations 7, 8: weights straight into mma fragments, a quad
 // transpose, the ranges folded in shared memory) gives the bits of the tiled kernel's fold
 // schedule, for every M it takes (rows g + 8 of the mma in use or not), a K tail of 8 (a half
 // 16-wide step), N not a multiple of 8, 1 to 8 split ranges, with and without bias.
@@ -289,8 +289,8 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
     for (int64_t m : {1, 2, 5, 8, 9, 16}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
       for (bool bias : {false, true}) {
-        std::vector<float> got[2];
-        for (int config : {1, 7}) {
+        std::vector<float> got[3];
+        for (int config : {1, 7, 8}) {
           DevTensor dy(DType::bf16, {m, n});
           dy.poison();
           cuda::GemmArgs a;
@@ -304,10 +304,13 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
           a.num_sms = backend().info().num_sms;
           a.config = config;  // 1 without a workspace: the tiled kernel's fold schedule
           cuda::launch_gemm(a, backend().stream());
-          got[config == 7] = download_bf16(dy);
+          got[config == 1 ? 0 : config - 6] = download_bf16(dy);
         }
-        for (float v : got[1]) ASSERT_FALSE(std::isnan(v)) << "unwritten output, M=" << m;
-        EXPECT_TRUE(same_bits(got[0].data(), got[1].data(), got[0].size())) << "M=" << m << " bias " << bias;
+        for (int c = 1; c < 3; ++c) {
+          for (float v : got[c]) ASSERT_FALSE(std::isnan(v)) << "unwritten output, M=" << m << " configuration " << c + 6;
+          EXPECT_TRUE(same_bits(got[0].data(), got[c].data(), got[0].size()))
+              << "M=" << m << " bias " << bias << " configuration " << c + 6;
+        }
       }
     }
   }
@@ -361,6 +364,23 @@ TEST(CudaInvariance, FusedOutputsAndInKernelFoldEqualOneGemm) {
       }
     }
   }
+}
+
+// For a profiler: each decode configuration once on the 8B gate projection shape (M = 1). Not an
+// assertion (DISABLED_; tools/gpu_run.sh runs it under Nsight Compute).
+TEST(CudaInvariance, DISABLED_GemmDecodeProfile) {
+  RILL_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t m = 1, n = 12288, k = 4096;
+  DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+  DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
+  for (int config : {1, 7, 8}) {
+    cuda::GemmArgs a = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
+    a.y = dy.t.data();
+    a.config = config;
+    cuda::launch_gemm(a, backend().stream());
+  }
+  backend().synchronize();
 }
 
 // Timing, printed: the invariant GEMM vs the autotuned path (cuBLASLt / matvec) at the 8B-model
