@@ -3,11 +3,12 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|dense|serve|full]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|dense|serve|full]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + the decode GEMM per shape and configuration, the default
 #   mode's decode at batch 1/16/64 with and without programmatic dependent launch, and the
-#   per-kernel breakdown; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
+#   per-kernel breakdown; sweep: quick + batch-1 decode under each decode-GEMM configuration and
+#   split policy; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call).
 set -uo pipefail
@@ -65,7 +66,7 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
@@ -77,6 +78,15 @@ ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kern
     python3 tools/ncu_summary.py /tmp/ncu.log | tee -a "$out/summary.txt"
   fi
 }
+if [[ "$mode" == sweep ]]; then  # batch-1 decode under each decode-GEMM configuration and split policy
+  RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
+    --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
+  for c in 1 5 7 9 10; do RILL_DECODE_GEMM_CONFIG=$c bench "b1 config $c" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
+  for s in 1 4; do RILL_GEMM_SPLIT_CTAS=$s RILL_DECODE_GEMM_CONFIG=9 bench "b1 split-ctas $s config 9" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
+  bench "b1 default" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
+  log "done (sweep)"
+  exit $ctest_rc
+fi
 if [[ "$mode" == decode ]]; then
   if [[ -n "${RILL_PROBE:-}" ]]; then  # the decode GEMM configurations under Nsight Compute, and SASS
     timeout 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \

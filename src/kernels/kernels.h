@@ -168,6 +168,17 @@ class Kernels {
     rope(q, k, batch.positions, table);
     store_kv(k, v, batch.slot_mapping, cache);
   }
+  /// rms_norm of every head of q[T,Hq,D] and k[T,Hkv,D] (weights q_norm, k_norm [D], shared by
+  /// the heads: Qwen3's q/k norms), then rope_store_kv(). Backends may fuse the three; this
+  /// default runs them in turn.
+  virtual void norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                                  const NormParams& np, const AttentionBatch& batch, const RopeTable& table,
+                                  KvLayer& cache) {
+    Tensor qh = q.view({q.size(0) * q.size(1), q.size(2)}), kh = k.view({k.size(0) * k.size(1), k.size(2)});
+    rms_norm(qh, q_norm, np, qh);
+    rms_norm(kh, k_norm, np, kh);
+    rope_store_kv(q, k, v, batch, table, cache);
+  }
   /// out[T,Hq,D] = softmax(q·Kᵀ·scale + causal mask)·V over each row's paged KV (GQA: query
   /// head h reads kv head h / (Hq/Hkv)). The step's own K/V must already be in the cache.
   virtual void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch,

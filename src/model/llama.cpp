@@ -218,11 +218,8 @@ Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits
     }
     Tensor* const qkv_out[] = {&q2, &k2, &v2};
     k.matmul_outputs(h, L.qkv, opt(L.qkv_bias), qkv_out);
-    if (family_ == Family::qwen3) {
-      k.rms_norm(q_heads, L.q_norm, norm_, q_heads);
-      k.rms_norm(k_heads, L.k_norm, norm_, k_heads);
-    }
-    k.rope_store_kv(q, kk, v, ab, rope_, cache[i]);
+    if (family_ == Family::qwen3) k.norm_rope_store_kv(q, kk, v, L.q_norm, L.k_norm, norm_, ab, rope_, cache[i]);
+    else k.rope_store_kv(q, kk, v, ab, rope_, cache[i]);
     ap.sliding_window = c.layer_types[i] == "sliding_attention" ? int32_t(c.sliding_window) : 0;
     k.attention(q, cache[i], ab, ap, attn);
     k.matmul(attn2, L.o, opt(L.o_bias), delta);

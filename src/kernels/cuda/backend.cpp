@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "core/error.h"
@@ -55,6 +56,22 @@ int parse_attention_span_keys(const char* value) {
   return int(v);
 }
 
+int parse_decode_gemm_config(const char* value) {
+  if (!value) return 0;
+  const std::string_view v(value);
+  for (int c : {1, 5, 6, 7, 8, 9, 10})
+    if (v == std::to_string(c)) return c;
+  fail("RILL_DECODE_GEMM_CONFIG: must be 1, 5, 6, 7, 8, 9 or 10, got '{}'", v);
+}
+
+int parse_gemm_split_ctas(const char* value) {
+  if (!value) return 2;
+  const std::string_view v(value);
+  for (int c = 1; c <= 8; ++c)
+    if (v == std::to_string(c)) return c;
+  fail("RILL_GEMM_SPLIT_CTAS: must be 1..8, got '{}'", v);
+}
+
 CudaKernels::CudaKernels(int device_ordinal)
     : info_(open_device(device_ordinal)), allocator_(device_ordinal), stream_(Stream::create()), lt_(CublasLtHandle::create()) {
   lt_workspace_ = Buffer(allocator_, kLtWorkspaceBytes);
@@ -71,6 +88,13 @@ CudaKernels::CudaKernels(int device_ordinal)
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
   set_batch_invariant(!(inv && std::string_view(inv) == "0"));
   attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
+  matmul_->set_bulk_copies(info_.cc_major >= 9);
+  const int decode_config = parse_decode_gemm_config(std::getenv("RILL_DECODE_GEMM_CONFIG"));
+  if (decode_config >= 9 && info_.cc_major < 9)
+    fail("RILL_DECODE_GEMM_CONFIG={} needs the bulk copy engine of sm_90+; this GPU is sm_{}{}", decode_config,
+         info_.cc_major, info_.cc_minor);
+  matmul_->set_decode_config(decode_config);
+  set_gemm_split_ctas_per_sm(parse_gemm_split_ctas(std::getenv("RILL_GEMM_SPLIT_CTAS")));
   // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
@@ -330,6 +354,37 @@ void CudaKernels::store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_
 void CudaKernels::rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const AttentionBatch& batch,
                                 const RopeTable& table, KvLayer& cache) {
   RopeArgs a = rope_args("rope_store_kv", q, k, batch.positions, table);
+  rope_store_kv_launch(a, k, v, batch, cache);
+}
+
+void CudaKernels::norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                     const Tensor& k_norm, const NormParams& np, const AttentionBatch& batch,
+                                     const RopeTable& table, KvLayer& cache) {
+  auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
+  const int64_t d = q.ndim() == 3 ? q.size(2) : 0;
+  if (d % 8 != 0 || d == 0 || !aligned(q) || !aligned(k)) {  // the unfused ops handle every layout
+    Kernels::norm_rope_store_kv(q, k, v, q_norm, k_norm, np, batch, table, cache);
+    return;
+  }
+  RopeArgs a = rope_args("norm_rope_store_kv", q, k, batch.positions, table);
+  for (const Tensor* w : {&q_norm, &k_norm}) {
+    expect_on_device(*w, "norm_rope_store_kv", "norm weight");
+    RILL_ENSURE((w->dtype() == DType::f32 || w->dtype() == DType::bf16) && w->numel() == d &&
+                    w->dtype() == q_norm.dtype(),
+                "[norm_rope_store_kv] norm weight {} must be f32 or bf16 [{}] like q_norm {}", w->describe(), d,
+                q_norm.describe());
+  }
+  a.q_norm = q_norm.data();
+  a.k_norm = k_norm.data();
+  a.norm_f32 = q_norm.dtype() == DType::f32;
+  a.norm_one_plus = np.one_plus_weight;
+  a.norm_fp32_scale = np.scale_in_fp32;
+  a.norm_eps = np.eps;
+  rope_store_kv_launch(a, k, v, batch, cache);
+}
+
+void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tensor& v, const AttentionBatch& batch,
+                                       KvLayer& cache) {
   expect_on_device(v, "rope_store_kv", "v");
   expect_dtype(v, DType::bf16, "rope_store_kv", "v");
   expect_on_device(batch.slot_mapping, "rope_store_kv", "slot_mapping");

@@ -16,6 +16,8 @@
 
 namespace rill::cuda {
 
+struct RopeArgs;
+
 class CudaKernels final : public Kernels {
  public:
   explicit CudaKernels(int device_ordinal);
@@ -37,6 +39,9 @@ class CudaKernels final : public Kernels {
   void store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvLayer& cache) override;
   void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const AttentionBatch& batch, const RopeTable& table,
                      KvLayer& cache) override;
+  void norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                          const NormParams& np, const AttentionBatch& batch, const RopeTable& table,
+                          KvLayer& cache) override;
   void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch, const AttentionParams& p,
                  Tensor& out) override;
   void swiglu(const Tensor& x, Tensor& y) override;
@@ -87,6 +92,8 @@ class CudaKernels final : public Kernels {
   }
 
  private:
+  void rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tensor& v, const AttentionBatch& batch,
+                            KvLayer& cache);
   DeviceInfo info_;
   CachingAllocator allocator_;
   Stream stream_;
@@ -108,5 +115,11 @@ class CudaKernels final : public Kernels {
 /// long prefills). Null → 0 (the kernel's default); not a multiple of 64 in (0, 8192] → an error
 /// naming the variable.
 int parse_attention_span_keys(const char* value);
+/// RILL_DECODE_GEMM_CONFIG: null → 0 (timed per shape); 1, 5, 6, 7, 8, 9 or 10 → that
+/// configuration for every decode GEMM; anything else → an error naming the variable.
+int parse_decode_gemm_config(const char* value);
+/// RILL_GEMM_SPLIT_CTAS: null → 2; 1..8 → the decode split policy's CTAs per SM (changes the
+/// GEMM arithmetic, consistently for every M); anything else → an error naming the variable.
+int parse_gemm_split_ctas(const char* value);
 
 }  // namespace rill::cuda

@@ -52,9 +52,12 @@ struct GemmKernelArgs {
   bool split_schedule;
 };
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_>
+// kBulk: the tiles travel by the bulk copy engine (cp.async.bulk, one copy a tile row, completing
+// on a per-stage mbarrier) instead of 16-byte cp.async; decode configurations only (M ≤ BM).
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int kStages_, bool kBulk_ = false>
 struct GemmConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, kStages = kStages_;
+  static constexpr bool kBulk = kBulk_;
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
   static constexpr int kStride = BK + 8;
@@ -73,6 +76,11 @@ using SmallConfig = GemmConfig<16, 64, 128, 16, 16, 4>;
 // stages (two CTAs per SM). Same arithmetic; MatmulEngine times them per (N, K) and keeps the
 // fastest.
 using SmallDeepConfig = GemmConfig<16, 64, 256, 16, 16, 3>;
+// Configuration 1's tiles moved by the bulk copy engine (configuration 9) and a deeper variant
+// with 6 stages (10): the copies bypass the SM's load/store path (each 16-byte cp.async is an
+// instruction tracked by L1), so more bytes can be in flight per SM.
+using SmallBulkConfig = GemmConfig<16, 64, 128, 16, 16, 4, true>;
+using SmallBulkDeepConfig = GemmConfig<16, 64, 128, 16, 16, 6, true>;
 using SmallNarrowConfig = GemmConfig<16, 32, 256, 16, 16, 4>;
 // Mid M (≤ 128): 64 × 128 tiles, 8 warps of 32 × 32.
 using MidConfig = GemmConfig<64, 128, 64, 32, 32, 4>;
@@ -120,9 +128,91 @@ __device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf1
   load_w_tile<C>(a, sb, n0, k0);
 }
 
+// ---- the bulk copy engine (sm_90): 1-D copies global → shared completing on an mbarrier ----
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// Raises the transaction count the current phase waits for (no arrival).
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#endif
+}
+// The one arrival of a phase, raising its transaction count by `bytes`.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+#endif
+}
+
+// One bulk copy per tile row that exists (rows past M or N keep stale bytes: an mma row or
+// column depends on its own row of x or w only, and those outputs are never written). Rows end at
+// K; in a tile holding K's end with a half 16-wide step (K % 16 == 8), that step's upper half is
+// zeroed by ordinary stores (no copy writes those bytes, and the stage is not reused after it).
+template <class C>
+__device__ __forceinline__ void bulk_x_tile(const GemmKernelArgs& a, bf16* sa, int64_t m0, int64_t k0, uint64_t* bar,
+                                            bool arrive) {
+  const int64_t kv = std::min<int64_t>(C::BK, a.k - k0);
+  const int rows = int(std::min<int64_t>(C::BM, a.m - m0));
+  if (threadIdx.x == 0) {
+    if (arrive) mbar_arrive_expect_tx(bar, unsigned(rows * kv * 2));
+    else mbar_expect_tx(bar, unsigned(rows * kv * 2));
+  }
+  for (int r = threadIdx.x; r < rows; r += C::kThreads)
+    bulk_copy(sa + r * C::kStride, a.x + (m0 + r) * a.k + k0, unsigned(kv * 2), bar);
+  if (kv % 16 != 0)
+    for (int r = threadIdx.x; r < C::BM; r += C::kThreads)
+      *reinterpret_cast<uint4*>(sa + r * C::kStride + kv) = make_uint4(0u, 0u, 0u, 0u);
+}
+
+template <class C>
+__device__ __forceinline__ void bulk_w_tile(const GemmKernelArgs& a, bf16* sb, int64_t n0, int64_t k0, uint64_t* bar) {
+  static_assert(C::kChunksK * 8 == C::BK, "one copy a row covers the tile's 16-byte chunks");
+  const int64_t kv = std::min<int64_t>(C::BK, a.k - k0);
+  const int rows = int(std::min<int64_t>(C::BN, a.n - n0));
+  if (threadIdx.x == 0) mbar_expect_tx(bar, unsigned(rows * kv * 2));
+  for (int r = threadIdx.x; r < rows; r += C::kThreads)
+    bulk_copy(sb + r * C::kStride, a.w + (n0 + r) * a.k + k0, unsigned(kv * 2), bar);
+  if (kv % 16 != 0)
+    for (int r = threadIdx.x; r < C::BN; r += C::kThreads)
+      *reinterpret_cast<uint4*>(sb + r * C::kStride + kv) = make_uint4(0u, 0u, 0u, 0u);
+}
+
 template <class C>
 __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ uint64_t full[C::kBulk ? C::kStages : 1];  // bulk: the stage's copies have landed
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 900
+  if constexpr (C::kBulk) __trap();  // no bulk copy engine below sm_90 (the host never picks these)
+#endif
   bf16* sa = reinterpret_cast<bf16*>(smem_raw);
   bf16* sb = sa + C::kStages * C::BM * C::kStride;
   constexpr int MT = C::MT, NT = C::NT;
@@ -139,16 +229,31 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
 
   // The prologue's weight tiles are requested before waiting for the previous kernel (launch.h):
   // the weights are constant. Group 0 holds them all with x's first tile, group st x's tile st,
-  // so waiting for group st still covers weight tile st.
+  // so waiting for group st still covers weight tile st. (Bulk: a stage's weight bytes are
+  // expected before its one arrival, which comes with its x tile.)
+  if constexpr (C::kBulk) {
+    if (threadIdx.x == 0) {
+      for (int st = 0; st < C::kStages; ++st) mbar_init(&full[st], 1);
+      mbar_init_fence();
+    }
+    __syncthreads();
+  }
 #pragma unroll
   for (int st = 0; st < C::kStages - 1; ++st)
-    if (st < tiles) load_w_tile<C>(a, sb + st * C::BN * C::kStride, n0, kb + int64_t(st) * C::BK);
+    if (st < tiles) {
+      if constexpr (C::kBulk) bulk_w_tile<C>(a, sb + st * C::BN * C::kStride, n0, kb + int64_t(st) * C::BK, &full[st]);
+      else load_w_tile<C>(a, sb + st * C::BN * C::kStride, n0, kb + int64_t(st) * C::BK);
+    }
   pdl_wait();
   pdl_trigger();
 #pragma unroll
   for (int st = 0; st < C::kStages - 1; ++st) {
-    if (st < tiles) load_x_tile<C>(a, sa + st * C::BM * C::kStride, m0, kb + int64_t(st) * C::BK);
-    cp_async_commit();
+    if (st < tiles) {
+      if constexpr (C::kBulk)
+        bulk_x_tile<C>(a, sa + st * C::BM * C::kStride, m0, kb + int64_t(st) * C::BK, &full[st], true);
+      else load_x_tile<C>(a, sa + st * C::BM * C::kStride, m0, kb + int64_t(st) * C::BK);
+    }
+    if constexpr (!C::kBulk) cp_async_commit();
   }
 
   float acc[MT][NT][4], total[MT][NT][4];
@@ -160,14 +265,25 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
       for (int e = 0; e < 4; ++e) acc[i][j][e] = total[i][j][e] = 0.f;
 
   for (int t = 0; t < tiles; ++t) {
-    cp_async_wait<C::kStages - 2>();
+    if constexpr (!C::kBulk) cp_async_wait<C::kStages - 2>();
     __syncthreads();  // tile t landed for every thread; every warp is done with tile t - 1
     {
       const int nt = t + C::kStages - 1;
       const int st = nt % C::kStages;
-      if (nt < tiles)
-        load_tile<C>(a, sa + st * C::BM * C::kStride, sb + st * C::BN * C::kStride, m0, n0, kb + int64_t(nt) * C::BK);
-      cp_async_commit();
+      if constexpr (C::kBulk) {
+        if (nt < tiles) {
+          bulk_w_tile<C>(a, sb + st * C::BN * C::kStride, n0, kb + int64_t(nt) * C::BK, &full[st]);
+          bulk_x_tile<C>(a, sa + st * C::BM * C::kStride, m0, kb + int64_t(nt) * C::BK, &full[st], true);
+        }
+        // Tile t's copies have landed (the tail's zeroed half step was stored before an earlier
+        // __syncthreads: it is issued at least one iteration ahead, or in the prologue).
+        mbar_wait(&full[t % C::kStages], unsigned(t / C::kStages) & 1u);
+      } else {
+        if (nt < tiles)
+          load_tile<C>(a, sa + st * C::BM * C::kStride, sb + st * C::BN * C::kStride, m0, n0,
+                       kb + int64_t(nt) * C::BK);
+        cp_async_commit();
+      }
     }
     const int64_t k0 = kb + int64_t(t) * C::BK;
     const bf16* as = sa + (t % C::kStages) * C::BM * C::kStride + (warp_m * C::WM + (lane % 16)) * C::kStride +
@@ -217,7 +333,7 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
           }
     }
   }
-  cp_async_wait<0>();
+  if constexpr (!C::kBulk) cp_async_wait<0>();
 
   const bool pairs = a.pairs;
 #pragma unroll
@@ -482,6 +598,12 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
 
 }  // namespace
 
+namespace {
+int g_split_ctas_per_sm = 2;
+}
+
+void set_gemm_split_ctas_per_sm(int ctas) { g_split_ctas_per_sm = std::max(1, ctas); }
+
 GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
   // Decode (M ≤ 16) streams the weights once: its CTAs (the streaming kernel's 8 warps, each
   // 8 output columns × one range; two resident per SM) should fill whole waves. Take the fewest
@@ -490,7 +612,7 @@ GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
   // failing that, the best fill. E.g. on 132 SMs: 4096×4096 → 4 ranges (256 CTAs, one wave),
   // 6144×4096 → 8 (768, three waves), 24576×4096 → 2, 151936×4096 → 1 (2374, nine waves).
   const int64_t col_groups = std::max<int64_t>(1, (n + 7) / 8);
-  const int64_t slots = 2 * int64_t(std::max(num_sms, 1));
+  const int64_t slots = g_split_ctas_per_sm * int64_t(std::max(num_sms, 1));
   GemmSplit best, fallback;
   double best_fill = -1.0;
   for (int64_t s = 1; s <= 8; s *= 2) {
@@ -559,7 +681,9 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 6: launch_config<SmallNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 7: launch_stream<8, true>(k, stream); return;
     case 8: launch_stream<16, false>(k, stream); return;
-    default: throw_error("[matmul] GEMM tile configuration must be 1..8");
+    case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
+    case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
+    default: throw_error("[matmul] GEMM tile configuration must be 1..10");
   }
 }
 

@@ -213,12 +213,18 @@ GemmArgs MatmulEngine::gemm_args(const void* x, const void* w, const void* bias,
   return a;
 }
 
+std::vector<int> MatmulEngine::decode_configs() const {
+  std::vector<int> c{1, 5, 6, 7, 8};
+  if (bulk_copies_) c.insert(c.end(), {9, 10});
+  return c;
+}
+
 std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a) {
   // Each timed run starts with L2 overwritten, as in choose(): decode streams weights from HBM.
   attach_workspaces(a);
   Event start = Event::create(), stop = Event::create();
   std::vector<std::pair<int, double>> times;
-  for (int config : {1, 5, 6, 7, 8}) {
+  for (int config : decode_configs()) {
     a.config = config;
     launch_gemm(a, stream_);  // warm-up
     constexpr int kReps = 7;
@@ -237,10 +243,11 @@ std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a
   return times;
 }
 
-// The decode configurations (1, 5, 6: tiled; 7, 8: streaming) give the same bits, so the fastest may
+// The decode configurations (1, 5, 6: tiled; 7, 8: streaming; 9, 10: bulk copies) give the same bits, so the fastest may
 // be chosen per (N, K): timed once on the first eager call of a shape (never while a graph is
 // recorded; the model's first decode step is eager), rewriting y with identical values.
 int MatmulEngine::decode_config(const GemmArgs& a) {
+  if (forced_decode_config_ > 0) return forced_decode_config_;
   const auto key = std::pair(a.n, a.k);
   if (auto it = decode_configs_.find(key); it != decode_configs_.end()) return it->second;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

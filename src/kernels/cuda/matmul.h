@@ -56,7 +56,7 @@ class MatmulEngine {
                    int num_outs, int64_t m, int64_t n, int64_t k);
   /// GEMM arguments with this engine's workspaces and counters (no output set).
   GemmArgs gemm_args(const void* x, const void* w, const void* bias, int64_t m, int64_t n, int64_t k) const;
-  /// Times the invariant GEMM's decode configurations (1, 5, 6 tiled, 7, 8 streaming; same bits) on `a` (m ≤ 16):
+  /// Times the invariant GEMM's decode configurations (decode_configs(); same bits) on `a` (m ≤ 16):
   /// (configuration, µs) each, L2 flushed before every run. `a` gets this engine's workspaces.
   std::vector<std::pair<int, double>> time_decode_configs(GemmArgs a);
   /// Zeroed per-tile counters for the invariant GEMM's in-kernel split reduction (owned by the
@@ -74,6 +74,14 @@ class MatmulEngine {
   std::vector<MatmulChoice> candidates(const void* x, const void* w, const void* bias, void* y, int64_t m,
                                        int64_t n, int64_t k);
   void set_autotune(bool on) { autotune_ = on; }
+  /// The invariant GEMM's decode configuration for every shape (1, 5, 6 tiled; 7, 8 streaming; 9,
+  /// 10 tiled through the bulk copy engine; same bits), or 0: timed per (N, K) on the first eager
+  /// call (RILL_DECODE_GEMM_CONFIG).
+  void set_decode_config(int config) { forced_decode_config_ = config; }
+  /// Whether the device has the bulk copy engine (sm_90+): decode configurations 9 and 10 use it.
+  void set_bulk_copies(bool on) { bulk_copies_ = on; }
+  /// The decode configurations this device can run (timed, or forced by set_decode_config).
+  std::vector<int> decode_configs() const;
   /// Batch-invariant mode: run() always takes the invariant GEMM (no timing, no per-M choice).
   void set_batch_invariant(bool on) { batch_invariant_ = on; }
   /// Which kernel the batch-invariant mode runs: our GEMM (gemm.cu), or one cuBLASLt algorithm
@@ -111,6 +119,8 @@ class MatmulEngine {
   unsigned* counters_ = nullptr;
   int64_t num_counters_ = 0;
   bool autotune_ = true;
+  int forced_decode_config_ = 0;
+  bool bulk_copies_ = false;
   bool batch_invariant_ = false;
   void* flush_ = nullptr;
   size_t flush_bytes_ = 0;

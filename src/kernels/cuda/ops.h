@@ -39,6 +39,12 @@ struct RopeArgs {
   void* k_cache = nullptr;
   void* v_cache = nullptr;
   int64_t num_slots = 0;  ///< slots ≥ num_slots are skipped like negative ones
+  // Per-head RMSNorm before the rotation when q_norm is set (norm_rope_store_kv): the arithmetic
+  // of launch_rms_norm's warp-per-row kernel (head_dim % 8 == 0, q and k 16-byte aligned).
+  const void* q_norm = nullptr;  ///< [head_dim], f32 or bf16 (norm_f32)
+  const void* k_norm = nullptr;
+  bool norm_f32 = false, norm_one_plus = false, norm_fp32_scale = false;
+  float norm_eps = 1e-6f;
 };
 void launch_rope(const RopeArgs& a, cudaStream_t stream);
 
@@ -202,6 +208,10 @@ struct GemmSplit {
   int64_t ks = 0;  ///< elements of K per range (multiple of 128)
 };
 GemmSplit gemm_split(int64_t n, int64_t k, int num_sms);
+/// The decode split policy's target of resident CTAs per SM (default 2). A tuning knob: it changes
+/// S, hence the arithmetic of every invariant GEMM (consistently for every M, so batch invariance
+/// holds); set once at start (RILL_GEMM_SPLIT_CTAS), before any GEMM runs.
+void set_gemm_split_ctas_per_sm(int ctas);
 /// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
 /// position of row i in x.
 void launch_gemm(const GemmArgs& a, cudaStream_t stream);

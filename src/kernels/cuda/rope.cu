@@ -29,6 +29,8 @@ __device__ __forceinline__ void copy_row(const bf16* src, bf16* dst, int64_t ele
 // Grid (tokens, q-head groups + 1): block y < groups rotates q heads [8y, 8y + 8); the last
 // block of a token rotates its k heads and then writes the token's K and V rows to the cache.
 // One token's 40 heads thus run on 5 blocks in parallel (a decode step has one token a row).
+// With q_norm set, each block first normalizes its heads (Qwen3's q/k norms: two launches fewer
+// a layer).
 constexpr int kQHeadsPerBlock = 8;
 
 __global__ void rope_kernel(RopeArgs a, bool vec) {
@@ -55,6 +57,41 @@ __global__ void rope_kernel(RopeArgs a, bool vec) {
     const int h0 = int(blockIdx.y) * kQHeadsPerBlock;
     heads = static_cast<bf16*>(a.q) + (t * a.hq + h0) * a.head_dim;
     count = min(kQHeadsPerBlock, a.hq - h0);
+  }
+  if (a.q_norm) {
+    // Per-head RMSNorm, a warp a head: the arithmetic of rms_norm_kernel<W, 8, 32> (each lane
+    // sums the squares of its 8-wide chunks in order, then a butterfly over the warp; x̂ rounded
+    // to bf16 before the weight unless norm_fp32_scale).
+    const void* w = k_block ? a.k_norm : a.q_norm;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int h = warp; h < count; h += blockDim.x / 32) {
+      bf16* x = heads + h * a.head_dim;
+      float ss = 0.f;
+      for (int c = lane * 8; c < a.head_dim; c += 256) {
+        bf16 v[8];
+        *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(x + c);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float f = __bfloat162float(v[i]);
+          ss += f * f;
+        }
+      }
+      ss = warp_sum(ss);
+      const float inv = rsqrtf(ss / float(a.head_dim) + a.norm_eps);
+      for (int c = lane * 8; c < a.head_dim; c += 256) {
+        bf16 v[8];
+        *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(x + c);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          float wf = a.norm_f32 ? static_cast<const float*>(w)[c + i] : __bfloat162float(static_cast<const bf16*>(w)[c + i]);
+          if (a.norm_one_plus) wf = 1.f + wf;
+          const float xhat = __bfloat162float(v[i]) * inv;
+          v[i] = __float2bfloat16_rn(a.norm_fp32_scale ? xhat * wf : round_bf16(xhat) * wf);
+        }
+        *reinterpret_cast<uint4*>(x + c) = *reinterpret_cast<uint4*>(v);
+      }
+    }
+    __syncthreads();  // the normalized heads are read by other threads below
   }
   const int pairs = count * half;
   for (int i = threadIdx.x; i < pairs; i += blockDim.x) {

@@ -251,7 +251,8 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
   DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
   DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
   std::vector<float> first;
-  for (int config : {1, 2, 3, 4, 5, 6}) {
+  for (int config : {1, 2, 3, 4, 5, 6, 9, 10}) {
+    if (config >= 9 && backend().info().cc_major < 9) continue;  // the bulk copy engine is sm_90+
     DevTensor dy(DType::bf16, {m, n});
     dy.poison();
     cuda::GemmArgs a;
@@ -272,7 +273,8 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
 }
 
 // The streaming decode kernel (configurations 7, 8: weights straight into mma fragments, a quad
-// transpose, the ranges folded in shared memory) gives the bits of the tiled kernel's fold
+// transpose, the ranges folded in shared memory) and the tiled kernel with bulk copies (9, 10:
+// stale rows past M/N, a zeroed half step at K's end) give the bits of the tiled kernel's fold
 // schedule, for every M it takes (rows g + 8 of the mma in use or not), a K tail of 8 (a half
 // 16-wide step), N not a multiple of 8, 1 to 8 split ranges, with and without bias.
 TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
@@ -289,8 +291,10 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
     for (int64_t m : {1, 2, 5, 8, 9, 16}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
       for (bool bias : {false, true}) {
-        std::vector<float> got[3];
-        for (int config : {1, 7, 8}) {
+        const int configs[] = {1, 7, 8, 9, 10};
+        std::vector<float> got[5];
+        for (int ci = 0; ci < 5; ++ci) {
+          const int config = configs[ci] >= 9 && backend().info().cc_major < 9 ? 1 : configs[ci];
           DevTensor dy(DType::bf16, {m, n});
           dy.poison();
           cuda::GemmArgs a;
@@ -304,12 +308,13 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
           a.num_sms = backend().info().num_sms;
           a.config = config;  // 1 without a workspace: the tiled kernel's fold schedule
           cuda::launch_gemm(a, backend().stream());
-          got[config == 1 ? 0 : config - 6] = download_bf16(dy);
+          got[ci] = download_bf16(dy);
         }
-        for (int c = 1; c < 3; ++c) {
-          for (float v : got[c]) ASSERT_FALSE(std::isnan(v)) << "unwritten output, M=" << m << " configuration " << c + 6;
+        for (int c = 1; c < 5; ++c) {
+          for (float v : got[c])
+            ASSERT_FALSE(std::isnan(v)) << "unwritten output, M=" << m << " configuration " << configs[c];
           EXPECT_TRUE(same_bits(got[0].data(), got[c].data(), got[0].size()))
-              << "M=" << m << " bias " << bias << " configuration " << c + 6;
+              << "M=" << m << " bias " << bias << " configuration " << configs[c];
         }
       }
     }
@@ -374,7 +379,7 @@ TEST(CudaInvariance, DISABLED_GemmDecodeProfile) {
   const int64_t m = 1, n = 12288, k = 4096;
   DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
   DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
-  for (int config : {1, 7, 8}) {
+  for (int config : backend().matmul_engine().decode_configs()) {
     cuda::GemmArgs a = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
     a.y = dy.t.data();
     a.config = config;

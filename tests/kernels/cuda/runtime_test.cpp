@@ -42,6 +42,31 @@ TEST(CudaRuntime, PdlSettingFromEnvironment) {
   }
 }
 
+// Needs no GPU: runs in CI too.
+TEST(CudaRuntime, GemmTuningFromEnvironment) {
+  EXPECT_EQ(cuda::parse_decode_gemm_config(nullptr), 0);
+  EXPECT_EQ(cuda::parse_decode_gemm_config("7"), 7);
+  EXPECT_EQ(cuda::parse_gemm_split_ctas(nullptr), 2);
+  EXPECT_EQ(cuda::parse_gemm_split_ctas("4"), 4);
+  EXPECT_EQ(cuda::parse_decode_gemm_config("10"), 10);
+  for (const char* bad : {"", "0", "2", "11", "1x", "-1"}) {
+    try {
+      cuda::parse_decode_gemm_config(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RILL_DECODE_GEMM_CONFIG"), std::string::npos) << e.what();
+    }
+  }
+  for (const char* bad : {"", "0", "9", "2x", "-1"}) {
+    try {
+      cuda::parse_gemm_split_ctas(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RILL_GEMM_SPLIT_CTAS"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(CudaRuntime, AllocatorReusesFreedBlocks) {
   RILL_REQUIRE_GPU();
   auto& alloc = backend().caching_allocator();
