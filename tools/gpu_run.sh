@@ -81,8 +81,8 @@ ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kern
 if [[ "$mode" == sweep ]]; then  # batch-1 decode under each decode-GEMM configuration and split policy
   RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
-  for c in 1 5 7 9 10; do RILL_DECODE_GEMM_CONFIG=$c bench "b1 config $c" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
-  for s in 1 4; do RILL_GEMM_SPLIT_CTAS=$s RILL_DECODE_GEMM_CONFIG=9 bench "b1 split-ctas $s config 9" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
+  for c in ${RILL_SWEEP_CONFIGS:-1 5 7 8 9}; do RILL_DECODE_GEMM_CONFIG=$c bench "b1 config $c" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
+  for s in ${RILL_SWEEP_SPLITS:-}; do RILL_GEMM_SPLIT_CTAS=$s bench "b1 split-ctas $s" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
   bench "b1 default" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
   log "done (sweep)"
   exit $ctest_rc

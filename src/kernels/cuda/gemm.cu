@@ -472,15 +472,26 @@ __device__ __forceinline__ void quad_transpose(uint32_t& v0, uint32_t& v1, uint3
   }
 }
 
+// mma_bf16_16816 without `volatile`: the compiler may hoist independent loads above it (the
+// instruction has no side effect besides its outputs).
+__device__ __forceinline__ void mma_bf16_16816_sched(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                     uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // Two bf16 of x (row already offset), or zeros for a row past M or k past the range's end.
 __device__ __forceinline__ uint32_t x_pair(const bf16* row, int64_t k, bool ok) {
   return ok ? *reinterpret_cast<const uint32_t*>(row + k) : 0u;
 }
 
 // kRows16: M > 8 (the mma's rows g + 8 hold rows of x too). kChunks 32-k chunks a batch; kDouble:
-// the next batch is requested before this one multiplies.
-template <bool kRows16, int kChunks, bool kDouble>
-__global__ void __launch_bounds__(32 * kStreamWarps, 2) gemm_stream_kernel(GemmKernelArgs a) {
+// the next batch is requested before this one multiplies. kMinBlocks CTAs per SM (registers
+// capped to fit): configuration 7 two, 8 three.
+template <bool kRows16, int kChunks, bool kDouble, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_kernel(GemmKernelArgs a) {
   constexpr int kStreamChunks = kChunks;
   __shared__ float part[kStreamWarps][32][4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -512,21 +523,29 @@ __global__ void __launch_bounds__(32 * kStreamWarps, 2) gemm_stream_kernel(GemmK
       const bool more = kc + 32 * kStreamChunks < ke;
       if constexpr (kDouble)
         if (more) load(nxt, kc + 32 * kStreamChunks);
+      // Row g's A fragments for the whole batch first (L1 hits, all in flight at once; the mma
+      // chain would otherwise wait an L1 round trip per chunk). K % 8 == 0: an 8-wide block of k
+      // is all in or all out. Rows g + 8 (M > 8) are read chunk by chunk (fewer registers).
+      uint32_t xa[kStreamChunks][4];
+#pragma unroll
+      for (int i = 0; i < kStreamChunks; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) xa[i][j] = x_pair(x0, kc + 32 * i + 8 * j, ok0 && kc + 32 * i + 8 * j < ke);
 #pragma unroll
       for (int i = 0; i < kStreamChunks; ++i) {
         const int64_t k0 = kc + 32 * i;
         if (k0 >= ke) break;
         uint32_t b0 = cur[i].x, b1 = cur[i].y, b2 = cur[i].z, b3 = cur[i].w;
         quad_transpose(b0, b1, b2, b3, t);
-        const bool h0 = k0 + 8 < ke;  // K % 8 == 0: an 8-wide half is all in or all out
-        uint32_t af[4] = {x_pair(x0, k0, ok0), x_pair(x1, k0, ok1), x_pair(x0, k0 + 8, ok0 && h0),
-                          x_pair(x1, k0 + 8, ok1 && h0)};
-        mma_bf16_16816(acc, af, b0, b1);
+        const bool h0 = k0 + 8 < ke;
+        const uint32_t af[4] = {xa[i][0], kRows16 ? x_pair(x1, k0, ok1) : 0u, xa[i][1],
+                                kRows16 ? x_pair(x1, k0 + 8, ok1 && h0) : 0u};
+        mma_bf16_16816_sched(acc, af, b0, b1);
         if (k0 + 16 < ke) {  // steps wholly past K are skipped
           const bool h1 = k0 + 24 < ke;
-          uint32_t af2[4] = {x_pair(x0, k0 + 16, ok0), x_pair(x1, k0 + 16, ok1), x_pair(x0, k0 + 24, ok0 && h1),
-                             x_pair(x1, k0 + 24, ok1 && h1)};
-          mma_bf16_16816(acc, af2, b2, b3);
+          const uint32_t af2[4] = {xa[i][2], kRows16 ? x_pair(x1, k0 + 16, ok1) : 0u, xa[i][3],
+                                   kRows16 ? x_pair(x1, k0 + 24, ok1 && h1) : 0u};
+          mma_bf16_16816_sched(acc, af2, b2, b3);
         }
       }
       if (more) {
@@ -557,16 +576,16 @@ __global__ void __launch_bounds__(32 * kStreamWarps, 2) gemm_stream_kernel(GemmK
   }
 }
 
-template <int kChunks, bool kDouble>
+template <int kChunks, bool kDouble, int kMinBlocks>
 void launch_stream(const GemmKernelArgs& a, cudaStream_t stream) {
   if (a.m > 16) throw_error("[matmul] the streaming GEMM (configurations 7, 8) takes M <= 16");
   if (a.splits > kStreamWarps) throw_error("[matmul] the streaming GEMM takes at most 8 split ranges");
   const int64_t groups = kStreamWarps / a.splits;
   const unsigned grid = ceil_div(ceil_div(a.n, int64_t(8)), groups);
   if (a.m > 8)
-    launch_pdl(gemm_stream_kernel<true, kChunks, kDouble>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
+    launch_pdl(gemm_stream_kernel<true, kChunks, kDouble, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
   else
-    launch_pdl(gemm_stream_kernel<false, kChunks, kDouble>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
+    launch_pdl(gemm_stream_kernel<false, kChunks, kDouble, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
 }
 
 template <class C>
@@ -679,8 +698,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 4: launch_config<LargeNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 5: launch_config<SmallDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 6: launch_config<SmallNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    case 7: launch_stream<8, true>(k, stream); return;
-    case 8: launch_stream<16, false>(k, stream); return;
+    case 7: launch_stream<4, true, 2>(k, stream); return;
+    case 8: launch_stream<4, true, 3>(k, stream); return;
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     default: throw_error("[matmul] GEMM tile configuration must be 1..10");
