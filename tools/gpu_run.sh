@@ -81,7 +81,13 @@ ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kern
 if [[ "$mode" == sweep ]]; then  # batch-1 decode under each decode-GEMM configuration and split policy
   RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
+  if [[ -n "${RILL_SWEEP_TIMING_PREFETCH:-}" ]]; then
+    RILL_GEMM_L2_PREFETCH=$RILL_SWEEP_TIMING_PREFETCH RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests \
+      --gtest_filter='CudaInvariance.DISABLED_GemmTiming' --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM decode config 1 " |
+      sed "s/^/L2 prefetch $RILL_SWEEP_TIMING_PREFETCH: /" | tee -a "$out/summary.txt"
+  fi
   for c in ${RILL_SWEEP_CONFIGS:-1 5 7 8 9}; do RILL_DECODE_GEMM_CONFIG=$c bench "b1 config $c" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
+  for p in ${RILL_SWEEP_PREFETCH:-}; do RILL_GEMM_L2_PREFETCH=$p bench "b1 L2 prefetch $p" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
   for s in ${RILL_SWEEP_SPLITS:-}; do RILL_GEMM_SPLIT_CTAS=$s bench "b1 split-ctas $s" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
   bench "b1 default" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
   log "done (sweep)"

@@ -23,6 +23,7 @@ constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kSplitKBytes = size_t(32) << 20;  // split-K partials (the invariant GEMM up to M ≈ 256)
 constexpr size_t kAttentionWorkspaceBytes = size_t(64) << 20;
 constexpr int64_t kGemmCounters = 8192;  // output tiles of one split GEMM launch (≥ 151936 / 64)
+constexpr int kDefaultL2PrefetchTiles = 0;  // RILL_GEMM_L2_PREFETCH
 
 void expect_on_device(const Tensor& t, const char* op, const char* name) {
   RILL_ENSURE(t.defined(), "[{}] {} is not set", op, name);
@@ -72,6 +73,14 @@ int parse_gemm_split_ctas(const char* value) {
   fail("RILL_GEMM_SPLIT_CTAS: must be 1..8, got '{}'", v);
 }
 
+int parse_gemm_l2_prefetch(const char* value) {
+  if (!value) return kDefaultL2PrefetchTiles;
+  const std::string_view v(value);
+  for (int c = 0; c <= 32; ++c)
+    if (v == std::to_string(c)) return c;
+  fail("RILL_GEMM_L2_PREFETCH: must be 0..32 (weight tiles), got '{}'", v);
+}
+
 CudaKernels::CudaKernels(int device_ordinal)
     : info_(open_device(device_ordinal)), allocator_(device_ordinal), stream_(Stream::create()), lt_(CublasLtHandle::create()) {
   lt_workspace_ = Buffer(allocator_, kLtWorkspaceBytes);
@@ -95,6 +104,7 @@ CudaKernels::CudaKernels(int device_ordinal)
          info_.cc_major, info_.cc_minor);
   matmul_->set_decode_config(decode_config);
   set_gemm_split_ctas_per_sm(parse_gemm_split_ctas(std::getenv("RILL_GEMM_SPLIT_CTAS")));
+  set_gemm_l2_prefetch_tiles(info_.cc_major >= 9 ? parse_gemm_l2_prefetch(std::getenv("RILL_GEMM_L2_PREFETCH")) : 0);
   // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {

@@ -121,5 +121,8 @@ int parse_decode_gemm_config(const char* value);
 /// RILL_GEMM_SPLIT_CTAS: null → 2; 1..8 → the decode split policy's CTAs per SM (changes the
 /// GEMM arithmetic, consistently for every M); anything else → an error naming the variable.
 int parse_gemm_split_ctas(const char* value);
+/// RILL_GEMM_L2_PREFETCH: null → the default; 0..32 → weight tiles the decode GEMM prefetches
+/// into L2 ahead of its shared-memory stages; anything else → an error naming the variable.
+int parse_gemm_l2_prefetch(const char* value);
 
 }  // namespace rill::cuda

@@ -34,6 +34,8 @@ namespace rill::cuda {
 namespace {
 
 constexpr int64_t kSplitQuantum = 256;  // Ks is a multiple of every configuration's BK
+int g_split_ctas_per_sm = 2;              // set_gemm_split_ctas_per_sm
+int g_l2_prefetch_tiles = 0;              // set_gemm_l2_prefetch_tiles
 
 struct GemmKernelArgs {
   const bf16* x;
@@ -49,6 +51,7 @@ struct GemmKernelArgs {
   int64_t ks;  // elements of K per split range
   int splits;
   int tiles_per_split;  // ks / BK
+  int l2_prefetch;      // decode: weight tiles requested into L2 ahead of the shared-memory stages
   bool split_schedule;
 };
 
@@ -173,6 +176,27 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
 #endif
 }
 
+// A hint, no data moves to the SM: the bytes [src, src + bytes) are fetched into L2.
+__device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+
+// Decode: one L2 prefetch per weight row of tile `tile` (of the CTA's range), if it exists. The
+// shared-memory stages hold 3 tiles in flight; these keep `a.l2_prefetch` more in flight from
+// HBM (a GEMV is bound by the bytes in flight), and, issued before the PDL wait, they stream the
+// first tiles while the previous (latency-bound) kernel still runs. Changes no data.
+template <class C>
+__device__ __forceinline__ void l2_prefetch_w_tile(const GemmKernelArgs& a, int64_t n0, int64_t kb, int64_t ke,
+                                                   int tile) {
+  const int64_t k0 = kb + int64_t(tile) * C::BK;
+  if (k0 >= ke) return;
+  const unsigned bytes = unsigned(std::min<int64_t>(C::BK, ke - k0) * 2);
+  for (int r = threadIdx.x; r < C::BN; r += C::kThreads)
+    if (n0 + r < a.n) l2_prefetch(a.w + (n0 + r) * a.k + k0, bytes);
+}
+
 // One bulk copy per tile row that exists (rows past M or N keep stale bytes: an mma row or
 // column depends on its own row of x or w only, and those outputs are never written). Rows end at
 // K; in a tile holding K's end with a half 16-wide step (K % 16 == 8), that step's upper half is
@@ -244,6 +268,8 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
       if constexpr (C::kBulk) bulk_w_tile<C>(a, sb + st * C::BN * C::kStride, n0, kb + int64_t(st) * C::BK, &full[st]);
       else load_w_tile<C>(a, sb + st * C::BN * C::kStride, n0, kb + int64_t(st) * C::BK);
     }
+  if constexpr (C::BM <= 16)
+    for (int p = 0; p < a.l2_prefetch; ++p) l2_prefetch_w_tile<C>(a, n0, kb, ke, C::kStages - 1 + p);
   pdl_wait();
   pdl_trigger();
 #pragma unroll
@@ -269,6 +295,8 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
     __syncthreads();  // tile t landed for every thread; every warp is done with tile t - 1
     {
       const int nt = t + C::kStages - 1;
+      if constexpr (C::BM <= 16)
+        if (a.l2_prefetch > 0) l2_prefetch_w_tile<C>(a, n0, kb, ke, nt + a.l2_prefetch);
       const int st = nt % C::kStages;
       if constexpr (C::kBulk) {
         if (nt < tiles) {
@@ -598,6 +626,7 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
   (void)attr_set;
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / C::BK);
+  a.l2_prefetch = g_l2_prefetch_tiles;
   const int64_t n_tiles = ceil_div(a.n, int64_t(C::BN)), m_tiles = ceil_div(a.m, int64_t(C::BM));
   // Split when the partials fit the workspace and either the output tiles alone leave SMs idle
   // or M is decode-sized (the ranges are chosen to fill the GPU for that case, gemm_split).
@@ -617,11 +646,8 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
 
 }  // namespace
 
-namespace {
-int g_split_ctas_per_sm = 2;
-}
-
 void set_gemm_split_ctas_per_sm(int ctas) { g_split_ctas_per_sm = std::max(1, ctas); }
+void set_gemm_l2_prefetch_tiles(int tiles) { g_l2_prefetch_tiles = std::max(0, tiles); }
 
 GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
   // Decode (M ≤ 16) streams the weights once: its CTAs (the streaming kernel's 8 warps, each

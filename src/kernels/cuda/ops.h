@@ -212,6 +212,9 @@ GemmSplit gemm_split(int64_t n, int64_t k, int num_sms);
 /// S, hence the arithmetic of every invariant GEMM (consistently for every M, so batch invariance
 /// holds); set once at start (RILL_GEMM_SPLIT_CTAS), before any GEMM runs.
 void set_gemm_split_ctas_per_sm(int ctas);
+/// Decode GEMM (tiled configurations, sm_90): weight tiles prefetched into L2 ahead of the
+/// shared-memory stages (0: none). A hint: changes no bit (RILL_GEMM_L2_PREFETCH).
+void set_gemm_l2_prefetch_tiles(int tiles);
 /// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
 /// position of row i in x.
 void launch_gemm(const GemmArgs& a, cudaStream_t stream);

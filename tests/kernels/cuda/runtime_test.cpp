@@ -57,6 +57,16 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
       EXPECT_NE(std::string(e.what()).find("RILL_DECODE_GEMM_CONFIG"), std::string::npos) << e.what();
     }
   }
+  EXPECT_EQ(cuda::parse_gemm_l2_prefetch("0"), 0);
+  EXPECT_EQ(cuda::parse_gemm_l2_prefetch("8"), 8);
+  for (const char* bad : {"", "33", "-1", "8x"}) {
+    try {
+      cuda::parse_gemm_l2_prefetch(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RILL_GEMM_L2_PREFETCH"), std::string::npos) << e.what();
+    }
+  }
   for (const char* bad : {"", "0", "9", "2x", "-1"}) {
     try {
       cuda::parse_gemm_split_ctas(bad);
