@@ -105,9 +105,10 @@ if [[ "$mode" == decode ]]; then
   RILL_GEMM_TIMING_MAX_M=8 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
   bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
-  RILL_PDL=0 bench "invariant b1 no-PDL" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
-  bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64 --decode-tokens 32
-  RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
+  RILL_GEMM_L2_PREFETCH=0 bench "invariant b1 no-L2-prefetch" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
+  RILL_PDL=0 bench "invariant b1 no-PDL" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
+  bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
+  RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
   ncu_breakdown
   log "done (decode)"
   exit $ctest_rc
