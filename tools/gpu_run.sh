@@ -102,7 +102,7 @@ if [[ "$mode" == decode ]]; then
     cuobjdump -sass build-gpu/tests/rill_cuda_tests 2>/dev/null | awk '/Function : .*gemm_stream_kernelILb0ELi8ELb1/{f=1} f{print} f&&/EXIT/{n++} f&&n>=2{exit}' > "$out/sass.txt"
     log "probe: $(wc -l < "$out/ncu_gemm.txt") ncu lines, $(wc -l < "$out/sass.txt") SASS lines"
   fi
-  RILL_GEMM_TIMING_MAX_M=8 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
+  RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
   bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
   RILL_GEMM_L2_PREFETCH=0 bench "invariant b1 no-L2-prefetch" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
