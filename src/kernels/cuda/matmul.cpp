@@ -248,7 +248,7 @@ std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a
 // recorded; the model's first decode step is eager), rewriting y with identical values.
 int MatmulEngine::decode_config(const GemmArgs& a) {
   if (forced_decode_config_ > 0) return forced_decode_config_;
-  const auto key = std::pair(a.n, a.k);
+  const auto key = std::make_tuple(a.n, a.k, a.m > 8);
   if (auto it = decode_configs_.find(key); it != decode_configs_.end()) return it->second;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   RILL_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));

@@ -125,7 +125,9 @@ class MatmulEngine {
   void* flush_ = nullptr;
   size_t flush_bytes_ = 0;
   std::map<MatmulShape, std::unique_ptr<Plan>> plans_;
-  std::map<std::pair<int64_t, int64_t>, int> decode_configs_;  // (N, K) → fastest decode tile configuration
+  // (N, K, M > 8) → fastest decode configuration: M ≤ 8 and 9..16 are timed apart (the streaming
+  // kernel reads rows 9-16 of x chunk by chunk; picked at M = 1 it ran batch 16 at half speed).
+  std::map<std::tuple<int64_t, int64_t, bool>, int> decode_configs_;
   InvariantImpl invariant_impl_ = InvariantImpl::ours;
   // The fixed cuBLASLt algorithm of each (N, K, bias) in invariant mode; nullopt: none qualifies
   // (our GEMM then runs that shape for every M).
