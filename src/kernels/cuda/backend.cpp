@@ -23,9 +23,13 @@ constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kSplitKBytes = size_t(32) << 20;  // split-K partials (the invariant GEMM up to M ≈ 256)
 constexpr size_t kAttentionWorkspaceBytes = size_t(64) << 20;
 constexpr int64_t kGemmCounters = 8192;  // output tiles of one split GEMM launch (≥ 151936 / 64)
-// RILL_GEMM_L2_PREFETCH: batch-1 decode on the H200 (qwen3-8b shape, 512 context) measured
-// 160.8 / 161.0 / 161.0 / 161.1 tok/s at 2 / 4 / 8 / 16 tiles against 147.6-156.5 without.
-constexpr int kDefaultL2PrefetchTiles = 4;
+// RILL_GEMM_L2_PREFETCH (tiled decode configurations only): off. Batch-1 decode on the H200
+// measured 160.8-161.1 tok/s with 2-16 tiles against 155.7-156.5 without, but the prefetch also
+// slows the tiled kernels timed alone, which moved the automatic choice to the streaming kernels,
+// and that choice made the difference. The streaming kernels (now batch 1-8's candidates,
+// decode_candidates) do not prefetch; batch 9-16, which runs the tiled kernels, was measured
+// without it.
+constexpr int kDefaultL2PrefetchTiles = 0;
 
 void expect_on_device(const Tensor& t, const char* op, const char* name) {
   RILL_ENSURE(t.defined(), "[{}] {} is not set", op, name);

@@ -58,7 +58,8 @@ class MatmulEngine {
   GemmArgs gemm_args(const void* x, const void* w, const void* bias, int64_t m, int64_t n, int64_t k) const;
   /// Times the invariant GEMM's decode configurations (decode_configs(); same bits) on `a` (m ≤ 16):
   /// (configuration, µs) each, L2 flushed before every run. `a` gets this engine's workspaces.
-  std::vector<std::pair<int, double>> time_decode_configs(GemmArgs a);
+  /// `configs` empty: every one of decode_configs().
+  std::vector<std::pair<int, double>> time_decode_configs(GemmArgs a, std::vector<int> configs = {});
   /// Zeroed per-tile counters for the invariant GEMM's in-kernel split reduction (owned by the
   /// caller; every launch leaves them zero).
   void set_gemm_counters(unsigned* counters, int64_t count) {
@@ -82,6 +83,11 @@ class MatmulEngine {
   void set_bulk_copies(bool on) { bulk_copies_ = on; }
   /// The decode configurations this device can run (timed, or forced by set_decode_config).
   std::vector<int> decode_configs() const;
+  /// The candidates of the automatic choice for m rows, the preferred first (H200, in the decode
+  /// graph): m ≤ 8 the streaming kernels (7, 8: 161-162 tok/s batch-1 against 158 for the tiled
+  /// configuration 1); m 9..16 the tiled ones (1, 5, 6: batch 16 at 1,985 tok/s against 1,512
+  /// with the streaming kernels, whose rows 9-16 of x are read chunk by chunk).
+  static std::vector<int> decode_candidates(int64_t m);
   /// Batch-invariant mode: run() always takes the invariant GEMM (no timing, no per-M choice).
   void set_batch_invariant(bool on) { batch_invariant_ = on; }
   /// Which kernel the batch-invariant mode runs: our GEMM (gemm.cu), or one cuBLASLt algorithm
