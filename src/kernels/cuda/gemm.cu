@@ -20,8 +20,8 @@
 // ranges, each written to its own tensor; the arithmetic is that of the one (N_total, K) GEMM.
 // A third schedule for decode (M ≤ 16), "stream" (gemm_stream_kernel, configurations 7 and 8):
 // no shared-memory tiles, the weight goes from HBM straight into mma fragments, the same mma
-// instructions in the same order (see there). The tiled configurations stay the default while it
-// is slower (bench/RESULTS.md).
+// instructions in the same order (see there). MatmulEngine picks it for M ≤ 8 and the tiled
+// configurations for M 9..16 (measured in the decode graph, bench/RESULTS.md).
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
@@ -81,7 +81,9 @@ using SmallConfig = GemmConfig<16, 64, 128, 16, 16, 4>;
 using SmallDeepConfig = GemmConfig<16, 64, 256, 16, 16, 3>;
 // Configuration 1's tiles moved by the bulk copy engine (configuration 9) and a deeper variant
 // with 6 stages (10): the copies bypass the SM's load/store path (each 16-byte cp.async is an
-// instruction tracked by L1), so more bytes can be in flight per SM.
+// instruction tracked by L1). Measured on the H200: 9 as fast as 1 timed alone, slower in the
+// decode graph; 10 (one CTA an SM) half as fast. Kept for measurements, never picked
+// automatically.
 using SmallBulkConfig = GemmConfig<16, 64, 128, 16, 16, 4, true>;
 using SmallBulkDeepConfig = GemmConfig<16, 64, 128, 16, 16, 6, true>;
 using SmallNarrowConfig = GemmConfig<16, 32, 256, 16, 16, 4>;

@@ -24,6 +24,19 @@ using namespace cuda_test;
 
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
+// Arguments of one invariant GEMM launch with no workspace (the fold schedule) unless set later.
+cuda::GemmArgs plain_gemm(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
+                          int config = 0) {
+  cuda::GemmArgs a = backend().matmul_engine().gemm_args(x, w, bias, m, n, k);
+  a.workspace = nullptr;
+  a.workspace_bytes = 0;
+  a.counters = nullptr;
+  a.num_counters = 0;
+  a.y = y;
+  a.config = config;
+  return a;
+}
+
 std::vector<float> run_matmul(const std::vector<float>& x, int64_t m, const DevTensor& dw, const DevTensor* db) {
   const int64_t n = dw.t.size(0), k = dw.t.size(1);
   DevTensor dx = upload_bf16(x, {m, k}), dy(DType::bf16, {m, n});
@@ -255,17 +268,9 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
     if (config >= 9 && backend().info().cc_major < 9) continue;  // the bulk copy engine is sm_90+
     DevTensor dy(DType::bf16, {m, n});
     dy.poison();
-    cuda::GemmArgs a;
-    a.x = dx.t.data();
-    a.w = dw.t.data();
-    a.bias = db.t.data();
-    a.y = dy.t.data();
-    a.m = m;
-    a.n = n;
-    a.k = k;
-    a.num_sms = backend().info().num_sms;
-    a.config = config;  // no workspace: the fold schedule
-    cuda::launch_gemm(a, backend().stream());
+    // No workspace: the fold schedule.
+    cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), db.t.data(), dy.t.data(), m, n, k, config),
+                      backend().stream());
     auto y = download_bf16(dy);
     if (first.empty()) first = y;
     else EXPECT_TRUE(same_bits(first.data(), y.data(), y.size())) << "configuration " << config;
@@ -297,17 +302,10 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
           const int config = configs[ci] >= 9 && backend().info().cc_major < 9 ? 1 : configs[ci];
           DevTensor dy(DType::bf16, {m, n});
           dy.poison();
-          cuda::GemmArgs a;
-          a.x = dx.t.data();
-          a.w = dw.t.data();
-          a.bias = bias ? db.t.data() : nullptr;
-          a.y = dy.t.data();
-          a.m = m;
-          a.n = n;
-          a.k = k;
-          a.num_sms = backend().info().num_sms;
-          a.config = config;  // 1 without a workspace: the tiled kernel's fold schedule
-          cuda::launch_gemm(a, backend().stream());
+          // Configuration 1 without a workspace: the tiled kernel's fold schedule.
+          cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), m, n, k,
+                                       config),
+                            backend().stream());
           got[ci] = download_bf16(dy);
         }
         for (int c = 1; c < 5; ++c) {
@@ -339,16 +337,9 @@ TEST(CudaInvariance, FusedOutputsAndInKernelFoldEqualOneGemm) {
     for (bool bias : {false, true}) {
       DevTensor ref(DType::bf16, {m, n});
       ref.poison();
-      cuda::GemmArgs a;
-      a.x = dx.t.data();
-      a.w = dw.t.data();
-      a.bias = bias ? db.t.data() : nullptr;
-      a.y = ref.t.data();
-      a.m = m;
-      a.n = n;
-      a.k = k;
-      a.num_sms = backend().info().num_sms;  // no workspace, no counters: one CTA folds every range
-      cuda::launch_gemm(a, backend().stream());
+      // No workspace, no counters: one CTA folds every range.
+      cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, ref.t.data(), m, n, k),
+                        backend().stream());
       auto want = download_bf16(ref);
       for (int rep = 0; rep < 3; ++rep) {
         DevTensor whole(DType::bf16, {m, n}), q(DType::bf16, {m, nq}), kk(DType::bf16, {m, nk}), v(DType::bf16, {m, nv});

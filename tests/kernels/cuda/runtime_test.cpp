@@ -12,19 +12,25 @@ namespace {
 
 using namespace cuda_test;
 
+// Every value in `bad` is refused with an error naming the variable.
+template <class Parse>
+void expect_rejects(Parse parse, std::initializer_list<const char*> bad, const char* variable) {
+  for (const char* value : bad) {
+    try {
+      parse(value);
+      ADD_FAILURE() << variable << " accepted '" << value << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(variable), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Needs no GPU: runs in CI too.
 TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_EQ(cuda::parse_attention_span_keys(nullptr), 0);
   EXPECT_EQ(cuda::parse_attention_span_keys("64"), 64);
   EXPECT_EQ(cuda::parse_attention_span_keys("256"), 256);
-  for (const char* bad : {"", "0", "-64", "100", "64x", "16384", "abc"}) {
-    try {
-      cuda::parse_attention_span_keys(bad);
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("RILL_ATTENTION_SPAN_KEYS"), std::string::npos) << e.what();
-    }
-  }
+  expect_rejects(cuda::parse_attention_span_keys, {"", "0", "-64", "100", "64x", "16384", "abc"}, "RILL_ATTENTION_SPAN_KEYS");
 }
 
 // Needs no GPU: runs in CI too.
@@ -32,14 +38,7 @@ TEST(CudaRuntime, PdlSettingFromEnvironment) {
   EXPECT_TRUE(cuda::parse_pdl_setting(nullptr));
   EXPECT_TRUE(cuda::parse_pdl_setting("1"));
   EXPECT_FALSE(cuda::parse_pdl_setting("0"));
-  for (const char* bad : {"", "2", "yes", "0x", " 1"}) {
-    try {
-      cuda::parse_pdl_setting(bad);
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("RILL_PDL"), std::string::npos) << e.what();
-    }
-  }
+  expect_rejects(cuda::parse_pdl_setting, {"", "2", "yes", "0x", " 1"}, "RILL_PDL");
 }
 
 // Needs no GPU: runs in CI too.
@@ -49,32 +48,11 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_split_ctas(nullptr), 2);
   EXPECT_EQ(cuda::parse_gemm_split_ctas("4"), 4);
   EXPECT_EQ(cuda::parse_decode_gemm_config("10"), 10);
-  for (const char* bad : {"", "0", "2", "11", "1x", "-1"}) {
-    try {
-      cuda::parse_decode_gemm_config(bad);
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("RILL_DECODE_GEMM_CONFIG"), std::string::npos) << e.what();
-    }
-  }
+  expect_rejects(cuda::parse_decode_gemm_config, {"", "0", "2", "11", "1x", "-1"}, "RILL_DECODE_GEMM_CONFIG");
   EXPECT_EQ(cuda::parse_gemm_l2_prefetch("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_l2_prefetch("8"), 8);
-  for (const char* bad : {"", "33", "-1", "8x"}) {
-    try {
-      cuda::parse_gemm_l2_prefetch(bad);
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("RILL_GEMM_L2_PREFETCH"), std::string::npos) << e.what();
-    }
-  }
-  for (const char* bad : {"", "0", "9", "2x", "-1"}) {
-    try {
-      cuda::parse_gemm_split_ctas(bad);
-      ADD_FAILURE() << "accepted '" << bad << "'";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("RILL_GEMM_SPLIT_CTAS"), std::string::npos) << e.what();
-    }
-  }
+  expect_rejects(cuda::parse_gemm_l2_prefetch, {"", "33", "-1", "8x"}, "RILL_GEMM_L2_PREFETCH");
+  expect_rejects(cuda::parse_gemm_split_ctas, {"", "0", "9", "2x", "-1"}, "RILL_GEMM_SPLIT_CTAS");
 }
 
 TEST(CudaRuntime, AllocatorReusesFreedBlocks) {
