@@ -99,7 +99,7 @@ if [[ "$mode" == decode ]]; then
       --section WarpStateStats --section Occupancy --section LaunchStats --kernel-name regex:'gemm_(stream_)?kernel' \
       build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmDecodeProfile' \
       --gtest_also_run_disabled_tests > "$out/ncu_gemm.txt" 2>&1
-    cuobjdump -sass build-gpu/tests/rill_cuda_tests 2>/dev/null | awk '/Function : .*gemm_stream_kernelILb0ELi4ELb1ELi2E/{f=1} f{print} f&&/EXIT/{n++} f&&n>=2{exit}' > "$out/sass.txt"
+    cuobjdump -sass build-gpu/tests/rill_cuda_tests 2>/dev/null | awk '/Function : .*gemm_stream_kernelILb0ELi4ELi2E/{f=1} f{print} f&&/EXIT/{n++} f&&n>=2{exit}' > "$out/sass.txt"
     log "probe: $(wc -l < "$out/ncu_gemm.txt") ncu lines, $(wc -l < "$out/sass.txt") SASS lines"
   fi
   RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \

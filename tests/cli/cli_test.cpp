@@ -18,6 +18,13 @@ Result run(const std::string& args) { return rill::test::run_rill(args); }
 
 const std::string kFixture = std::string(RILL_SOURCE_DIR) + "/tests/fixtures/models/qwen3-tiny";
 
+// `rill <args>` on the fixture model exits with 1 and an error naming `names`.
+void expect_refused(const std::string& command, const std::string& args, const std::string& names) {
+  Result r = run(command + " --model " + kFixture + " --device cpu " + args);
+  EXPECT_EQ(r.code, 1) << args;
+  EXPECT_NE(r.err.find(names), std::string::npos) << r.err;
+}
+
 TEST(Cli, RunGreedyMatchesTransformers) {
   std::ifstream in(kFixture + "/reference.json");
   auto ref = nlohmann::json::parse(in);
@@ -69,31 +76,17 @@ TEST(Cli, BadSamplingValues) {
 
 TEST(Cli, BadServeEngineFlags) {
   // Checked before the model loads: one-line errors naming the flag.
-  Result r = run("serve --model " + kFixture + " --device cpu --batch-invariant maybe");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--batch-invariant"), std::string::npos) << r.err;
-  r = run("serve --model " + kFixture + " --device cpu --session-pinned-fraction 2");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--session-pinned-fraction"), std::string::npos) << r.err;
-  r = run("serve --model " + kFixture + " --device cpu --max-batched-tokens 0");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--max-batched-tokens"), std::string::npos) << r.err;
+  expect_refused("serve", "--batch-invariant maybe", "--batch-invariant");
+  expect_refused("serve", "--session-pinned-fraction 2", "--session-pinned-fraction");
+  expect_refused("serve", "--max-batched-tokens 0", "--max-batched-tokens");
 }
 
 TEST(Cli, BadBenchLists) {
   // The comma lists of `bench` and the cells of `bench-serve` are checked before the model loads.
-  Result r = run("bench --model " + kFixture + " --device cpu --prompt-len 16,0");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--prompt-len"), std::string::npos) << r.err;
-  r = run("bench-serve --model " + kFixture + " --device cpu --cells 4:16");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--cells"), std::string::npos) << r.err;
-  r = run("bench-serve --model " + kFixture + " --device cpu --cells 4:x:8");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--cells"), std::string::npos) << r.err;
-  r = run("bench-serve --model " + kFixture + " --device cpu --cells 0:16:8");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("--concurrency"), std::string::npos) << r.err;
+  expect_refused("bench", "--prompt-len 16,0", "--prompt-len");
+  expect_refused("bench-serve", "--cells 4:16", "--cells");
+  expect_refused("bench-serve", "--cells 4:x:8", "--cells");
+  expect_refused("bench-serve", "--cells 0:16:8", "--concurrency");
 }
 
 TEST(Cli, SeededSamplingIsReproducible) {

@@ -517,10 +517,10 @@ __device__ __forceinline__ uint32_t x_pair(const bf16* row, int64_t k, bool ok) 
   return ok ? *reinterpret_cast<const uint32_t*>(row + k) : 0u;
 }
 
-// kRows16: M > 8 (the mma's rows g + 8 hold rows of x too). kChunks 32-k chunks a batch; kDouble:
-// the next batch is requested before this one multiplies. kMinBlocks CTAs per SM (registers
-// capped to fit): configuration 7 two, 8 three.
-template <bool kRows16, int kChunks, bool kDouble, int kMinBlocks>
+// kRows16: M > 8 (the mma's rows g + 8 hold rows of x too). kChunks 32-k chunks a batch; the next
+// batch is requested before this one multiplies. kMinBlocks CTAs per SM (registers capped to
+// fit): configuration 7 two, 8 three.
+template <bool kRows16, int kChunks, int kMinBlocks>
 __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_kernel(GemmKernelArgs a) {
   constexpr int kStreamChunks = kChunks;
   __shared__ float part[kStreamWarps][32][4];
@@ -534,7 +534,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_ker
   const bool wok = active && wrow < a.n;
   const bf16* wp = a.w + (wok ? wrow : 0) * a.k + 8 * t;
 
-  uint4 cur[kStreamChunks], nxt[kDouble ? kStreamChunks : 1];
+  uint4 cur[kStreamChunks], nxt[kStreamChunks];
   auto load = [&](auto& buf, int64_t kc) {
 #pragma unroll
     for (int i = 0; i < kStreamChunks; ++i)
@@ -551,8 +551,7 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_ker
     const bool ok0 = g < a.m, ok1 = kRows16 && g + 8 < a.m;
     for (int64_t kc = kb; kc < ke; kc += 32 * kStreamChunks) {
       const bool more = kc + 32 * kStreamChunks < ke;
-      if constexpr (kDouble)
-        if (more) load(nxt, kc + 32 * kStreamChunks);
+      if (more) load(nxt, kc + 32 * kStreamChunks);
       // Row g's A fragments for the whole batch first (L1 hits, all in flight at once; the mma
       // chain would otherwise wait an L1 round trip per chunk). K % 8 == 0: an 8-wide block of k
       // is all in or all out. Rows g + 8 (M > 8) are read chunk by chunk (fewer registers).
@@ -579,12 +578,8 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_ker
         }
       }
       if (more) {
-        if constexpr (kDouble) {
 #pragma unroll
-          for (int i = 0; i < kStreamChunks; ++i) cur[i] = nxt[i];
-        } else {
-          load(cur, kc + 32 * kStreamChunks);
-        }
+        for (int i = 0; i < kStreamChunks; ++i) cur[i] = nxt[i];
       }
     }
   }
@@ -606,16 +601,16 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_ker
   }
 }
 
-template <int kChunks, bool kDouble, int kMinBlocks>
+template <int kChunks, int kMinBlocks>
 void launch_stream(const GemmKernelArgs& a, cudaStream_t stream) {
   if (a.m > 16) throw_error("[matmul] the streaming GEMM (configurations 7, 8) takes M <= 16");
   if (a.splits > kStreamWarps) throw_error("[matmul] the streaming GEMM takes at most 8 split ranges");
   const int64_t groups = kStreamWarps / a.splits;
   const unsigned grid = ceil_div(ceil_div(a.n, int64_t(8)), groups);
   if (a.m > 8)
-    launch_pdl(gemm_stream_kernel<true, kChunks, kDouble, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
+    launch_pdl(gemm_stream_kernel<true, kChunks, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
   else
-    launch_pdl(gemm_stream_kernel<false, kChunks, kDouble, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
+    launch_pdl(gemm_stream_kernel<false, kChunks, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
 }
 
 template <class C>
@@ -726,8 +721,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 4: launch_config<LargeNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 5: launch_config<SmallDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 6: launch_config<SmallNarrowConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    case 7: launch_stream<4, true, 2>(k, stream); return;
-    case 8: launch_stream<4, true, 3>(k, stream); return;
+    case 7: launch_stream<4, 2>(k, stream); return;
+    case 8: launch_stream<4, 3>(k, stream); return;
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     default: throw_error("[matmul] GEMM tile configuration must be 1..10");
