@@ -3,12 +3,13 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|dense|serve|full]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|dense|serve|full]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + the decode GEMM per shape and configuration, the default
 #   mode's decode at batch 1/16/64 with and without programmatic dependent launch, and the
 #   per-kernel breakdown; sweep: quick + batch-1 decode under each decode-GEMM configuration and
-#   split policy; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
+#   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
+#   M > 16, prefill at 512/4096/16384 (and 4096 without the warpgroup GEMM), decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call).
 set -uo pipefail
@@ -38,7 +39,13 @@ fi
 log "build ok"
 
 if [[ "$mode" == serve ]]; then log "serve phase: tests skipped (run by the dense phase)"; fi
-[[ "$mode" != serve ]] && ctest --test-dir build-gpu -L cuda --output-on-failure --timeout 600 > "$out/ctest_cuda.log" 2>&1
+if [[ "$mode" == prefill ]]; then  # the warpgroup GEMM's own tests first, with a short leash (a hang costs little)
+  timeout 120 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.WgmmaGemmEqualsTiled:CudaInvariance.GemmConfigurationsAgree:CudaInvariance.MatmulRowAloneEqualsRowInBatches' \
+    > "$out/wgmma_tests.log" 2>&1
+  log "wgmma tests rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differing|Expected|Which is|seed" "$out/wgmma_tests.log" | head -30 | tee -a "$out/summary.txt"
+fi
+[[ "$mode" != serve ]] && ctest --test-dir build-gpu -L cuda --output-on-failure --timeout "${RILL_CTEST_TIMEOUT:-600}" > "$out/ctest_cuda.log" 2>&1
 ctest_rc=$?
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/ctest_cuda.log" | tail -15 | tee -a "$out/summary.txt"
 log "ctest -L cuda rc=$ctest_rc"
@@ -66,7 +73,7 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
@@ -111,6 +118,15 @@ if [[ "$mode" == decode ]]; then
   RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
   ncu_breakdown
   log "done (decode)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, prefill and batched decode
+  RILL_GEMM_CONFIGS=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
+    --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
+  bench "invariant" --model /tmp/q8 --prompt-len 512,4096,16384 --decode-tokens 16
+  RILL_GEMM_WGMMA=0 bench "invariant no-wgmma" --model /tmp/q8 --prompt-len 4096 --decode-tokens 16
+  bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,16,64,256 --decode-tokens 32
+  log "done (prefill)"
   exit $ctest_rc
 fi
 if [[ "$mode" == lite ]]; then

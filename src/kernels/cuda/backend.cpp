@@ -87,6 +87,14 @@ int parse_gemm_l2_prefetch(const char* value) {
   fail("RILL_GEMM_L2_PREFETCH: must be 0..32 (weight tiles), got '{}'", v);
 }
 
+int parse_gemm_wgmma(const char* value) {
+  if (!value) return -1;
+  const std::string_view v(value);
+  if (v == "0") return 0;
+  if (v == "1") return 1;
+  fail("RILL_GEMM_WGMMA: must be 0 or 1, got '{}'", v);
+}
+
 CudaKernels::CudaKernels(int device_ordinal)
     : info_(open_device(device_ordinal)), allocator_(device_ordinal), stream_(Stream::create()), lt_(CublasLtHandle::create()) {
   lt_workspace_ = Buffer(allocator_, kLtWorkspaceBytes);
@@ -111,6 +119,12 @@ CudaKernels::CudaKernels(int device_ordinal)
   matmul_->set_decode_config(decode_config);
   set_gemm_split_ctas_per_sm(parse_gemm_split_ctas(std::getenv("RILL_GEMM_SPLIT_CTAS")));
   set_gemm_l2_prefetch_tiles(info_.cc_major >= 9 ? parse_gemm_l2_prefetch(std::getenv("RILL_GEMM_L2_PREFETCH")) : 0);
+  // The warpgroup GEMM for M > 16 (prefill): on wherever this build and GPU run it.
+  const int wgmma = parse_gemm_wgmma(std::getenv("RILL_GEMM_WGMMA"));
+  if (wgmma == 1 && !gemm_wgmma_supported())
+    fail("RILL_GEMM_WGMMA=1 needs an sm_90 GPU and a build for sm_90a (RILL_CUDA_ARCHITECTURES=90a); this GPU is "
+         "sm_{}{}", info_.cc_major, info_.cc_minor);
+  set_gemm_wgmma(wgmma != 0);
   // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {

@@ -124,5 +124,8 @@ int parse_gemm_split_ctas(const char* value);
 /// RILL_GEMM_L2_PREFETCH: null → the default; 0..32 → weight tiles the decode GEMM prefetches
 /// into L2 ahead of its shared-memory stages; anything else → an error naming the variable.
 int parse_gemm_l2_prefetch(const char* value);
+/// RILL_GEMM_WGMMA: null → -1 (the warpgroup GEMM wherever supported); "0" → 0 (off); "1" → 1
+/// (required: an error at start when unsupported); anything else → an error naming the variable.
+int parse_gemm_wgmma(const char* value);
 
 }  // namespace rill::cuda

@@ -26,6 +26,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
@@ -33,27 +34,12 @@
 namespace rill::cuda {
 namespace {
 
+using namespace gemm_detail;
+
 constexpr int64_t kSplitQuantum = 256;  // Ks is a multiple of every configuration's BK
 int g_split_ctas_per_sm = 2;              // set_gemm_split_ctas_per_sm
 int g_l2_prefetch_tiles = 0;              // set_gemm_l2_prefetch_tiles
-
-struct GemmKernelArgs {
-  const bf16* x;
-  const bf16* w;
-  const bf16* bias;
-  bf16* ys[GemmArgs::kMaxOuts];         // output ranges of columns (one when not fused)
-  int64_t y_end[GemmArgs::kMaxOuts];    // their end columns; the last is n
-  int ny;
-  bool pairs;                           // every output's width is even: write column pairs
-  float* ws;  // [splits, m, n] in the split schedule
-  unsigned* counters;                   // per-tile arrivals (split schedule), or null
-  int64_t m, n, k;
-  int64_t ks;  // elements of K per split range
-  int splits;
-  int tiles_per_split;  // ks / BK
-  int l2_prefetch;      // decode: weight tiles requested into L2 ahead of the shared-memory stages
-  bool split_schedule;
-};
+bool g_wgmma = false;                     // set_gemm_wgmma
 
 // kBulk: the tiles travel by the bulk copy engine (cp.async.bulk, one copy a tile row, completing
 // on a per-stage mbarrier) instead of 16-byte cp.async; decode configurations only (M ≤ BM).
@@ -95,17 +81,6 @@ using LargeConfig = GemmConfig<128, 128, 64, 64, 32, 4>;
 // The same warp tiles in 128 × 64 CTAs of 4 warps (two CTAs per SM).
 using LargeNarrowConfig = GemmConfig<128, 64, 64, 64, 32, 4>;
 
-// The address of product element (row, col) in the output holding column col.
-__device__ __forceinline__ bf16* out_at(const GemmKernelArgs& a, int64_t row, int64_t col) {
-  int64_t begin = 0;
-#pragma unroll
-  for (int s = 0; s < GemmArgs::kMaxOuts; ++s) {
-    if (s + 1 == a.ny || col < a.y_end[s]) return a.ys[s] + row * (a.y_end[s] - begin) + (col - begin);
-    begin = a.y_end[s];
-  }
-  return a.ys[0];  // unreachable: ny ≥ 1
-}
-
 template <class C>
 __device__ __forceinline__ void load_x_tile(const GemmKernelArgs& a, bf16* sa, int64_t m0, int64_t k0) {
   for (int i = threadIdx.x; i < C::BM * C::kChunksK; i += C::kThreads) {
@@ -131,58 +106,6 @@ __device__ __forceinline__ void load_tile(const GemmKernelArgs& a, bf16* sa, bf1
                                           int64_t k0) {
   load_x_tile<C>(a, sa, m0, k0);
   load_w_tile<C>(a, sb, n0, k0);
-}
-
-// ---- the bulk copy engine (sm_90): 1-D copies global → shared completing on an mbarrier ----
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_init_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
-// Raises the transaction count the current phase waits for (no arrival).
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-#endif
-}
-// The one arrival of a phase, raising its transaction count by `bytes`.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-#endif
-}
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-#endif
-}
-
-// A hint, no data moves to the SM: the bytes [src, src + bytes) are fetched into L2.
-__device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-#endif
 }
 
 // Decode: one L2 prefetch per weight row of tile `tile` (of the CTA's range), if it exists. The
@@ -645,6 +568,9 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
 
 void set_gemm_split_ctas_per_sm(int ctas) { g_split_ctas_per_sm = std::max(1, ctas); }
 void set_gemm_l2_prefetch_tiles(int tiles) { g_l2_prefetch_tiles = std::max(0, tiles); }
+bool gemm_wgmma_supported() { return gemm_detail::gemm_wgmma_available(); }
+void set_gemm_wgmma(bool on) { g_wgmma = on && gemm_detail::gemm_wgmma_available(); }
+bool gemm_wgmma_enabled() { return g_wgmma; }
 
 GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
   // Decode (M ≤ 16) streams the weights once: its CTAs (the streaming kernel's 8 warps, each
@@ -711,9 +637,14 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     RILL_CUDA_CHECK_LAUNCH();
     return;
   }
-  // M > 16: the 64×128 tiles (2 CTAs per SM) measured 160-177 TFLOP/s at M = 512 and 4096 on
-  // the 8B shapes against 133-147 for the 128×128 tiles (same bits, any configuration).
-  const int config = a.config > 0 ? a.config : a.m <= 16 ? 1 : 2;
+  // M > 16: the warpgroup kernel (sm_90a) once its 128 × 128 tiles fill the GPU, else the 64×128
+  // mma.sync tiles (2 CTAs per SM; 160-177 TFLOP/s at M = 512 and 4096 on the 8B shapes against
+  // 133-147 for 128×128 mma.sync tiles). Same bits, any configuration.
+  const int64_t wgmma_tiles = ceil_div(a.m, int64_t(128)) * ceil_div(a.n, int64_t(128));
+  const int config = a.config > 0   ? a.config
+                     : a.m <= 16    ? 1
+                     : g_wgmma && wgmma_tiles >= a.num_sms ? 11
+                                    : 2;
   switch (config) {
     case 1: launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 2: launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
@@ -725,7 +656,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 8: launch_stream<4, 3>(k, stream); return;
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    default: throw_error("[matmul] GEMM tile configuration must be 1..10");
+    case 11: gemm_detail::launch_gemm_wgmma(k, stream); return;
+    default: throw_error("[matmul] GEMM tile configuration must be 1..11");
   }
 }
 

@@ -264,8 +264,9 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
   DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
   DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
   std::vector<float> first;
-  for (int config : {1, 2, 3, 4, 5, 6, 9, 10}) {
+  for (int config : {1, 2, 3, 4, 5, 6, 9, 10, 11}) {
     if (config >= 9 && backend().info().cc_major < 9) continue;  // the bulk copy engine is sm_90+
+    if (config == 11 && !cuda::gemm_wgmma_supported()) continue;  // sm_90a build on an sm_90 GPU
     DevTensor dy(DType::bf16, {m, n});
     dy.poison();
     // No workspace: the fold schedule.
@@ -316,6 +317,67 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
         }
       }
     }
+  }
+}
+
+// The warpgroup kernel (configuration 11: wgmma from tensor-copied, swizzled tiles, a producer
+// warpgroup, 5 stages) gives the bits of the mma.sync kernel's fold schedule (configuration 2):
+// M not a multiple of 128 (rows past M arrive as zeros), N not a multiple of 8, K tails of 8 and
+// 24 (a half 16-wide step; steps wholly past K skipped), K past one split range, 1-8 ranges,
+// with and without bias, and fused outputs. On GPUs or builds without it the test is skipped.
+TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
+  RILL_REQUIRE_GPU();
+  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU/build";
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{17, 1001, 2056}, {300, 4096, 4096}, {1000, 6144, 4096}, {129, 333, 12296},
+                      {512, 4096, 12288}, {256, 24576, 4096}, {77, 520, 1048}};
+  for (const S& sh : shapes) {
+    const auto split = cuda::gemm_split(sh.n, sh.k, backend().info().num_sms);
+    SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " S=" << split.splits);
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(sh.n * sh.k)), {sh.n, sh.k});
+    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(sh.n)), {sh.n});
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(sh.m * sh.k), -2.f, 2.f), {sh.m, sh.k});
+    for (bool bias : {false, true}) {
+      std::vector<float> got[2];
+      for (int i = 0; i < 2; ++i) {
+        DevTensor dy(DType::bf16, {sh.m, sh.n});
+        dy.poison();
+        cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), sh.m,
+                                     sh.n, sh.k, i == 0 ? 2 : 11),
+                          backend().stream());
+        got[i] = download_bf16(dy);
+      }
+      for (float v : got[1]) ASSERT_FALSE(std::isnan(v)) << "unwritten output, bias " << bias;
+      size_t differ = 0;
+      for (size_t i = 0; i < got[0].size(); ++i) differ += std::memcmp(&got[0][i], &got[1][i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << "outputs differing from configuration 2 of " << got[0].size() << ", bias " << bias
+                            << "; relative error "
+                            << rel_error(got[1], std::vector<double>(got[0].begin(), got[0].end()));
+    }
+  }
+  // Fused outputs: three column ranges of one product, written by the warpgroup kernel's epilogue.
+  const int64_t m = 640, nq = 4096, nk = 1024, nv = 1024, n = nq + nk + nv, k = 4096;
+  DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+  DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
+  DevTensor ref(DType::bf16, {m, n}), q(DType::bf16, {m, nq}), kk(DType::bf16, {m, nk}), v(DType::bf16, {m, nv});
+  for (DevTensor* t : {&ref, &q, &kk, &v}) t->poison();
+  cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), nullptr, ref.t.data(), m, n, k, 2), backend().stream());
+  cuda::GemmArgs a = plain_gemm(dx.t.data(), dw.t.data(), nullptr, nullptr, m, n, k, 11);
+  a.num_outs = 3;
+  void* outs[] = {q.t.data(), kk.t.data(), v.t.data()};
+  const int64_t ends[] = {nq, nq + nk, n};
+  for (int s = 0; s < 3; ++s) a.outs[s] = outs[s], a.out_end[s] = ends[s];
+  cuda::launch_gemm(a, backend().stream());
+  auto want = download_bf16(ref), gq = download_bf16(q), gk = download_bf16(kk), gv = download_bf16(v);
+  for (int64_t i = 0; i < m; ++i) {
+    ASSERT_TRUE(same_bits(want.data() + i * n, gq.data() + i * nq, size_t(nq))) << "q row " << i;
+    ASSERT_TRUE(same_bits(want.data() + i * n + nq, gk.data() + i * nk, size_t(nk))) << "k row " << i;
+    ASSERT_TRUE(same_bits(want.data() + i * n + nq + nk, gv.data() + i * nv, size_t(nv))) << "v row " << i;
   }
 }
 
@@ -411,7 +473,8 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     if (configs) {  // prefill tile configurations side by side
       for (int64_t m : {512, 4096}) {
         DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
-        for (int config : {2, 3, 4}) {
+        for (int config : {2, 3, 4, 11}) {
+          if (config == 11 && !cuda::gemm_wgmma_supported()) continue;
           cuda::GemmArgs a = engine.gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
           a.y = dy.t.data();
           a.workspace = nullptr;  // the fold schedule: the main loop alone

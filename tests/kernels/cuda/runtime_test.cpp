@@ -53,6 +53,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_l2_prefetch("8"), 8);
   expect_rejects(cuda::parse_gemm_l2_prefetch, {"", "33", "-1", "8x"}, "RILL_GEMM_L2_PREFETCH");
   expect_rejects(cuda::parse_gemm_split_ctas, {"", "0", "9", "2x", "-1"}, "RILL_GEMM_SPLIT_CTAS");
+  EXPECT_EQ(cuda::parse_gemm_wgmma(nullptr), -1);
+  EXPECT_EQ(cuda::parse_gemm_wgmma("0"), 0);
+  EXPECT_EQ(cuda::parse_gemm_wgmma("1"), 1);
+  expect_rejects(cuda::parse_gemm_wgmma, {"", "2", "on", "1x", "-1"}, "RILL_GEMM_WGMMA");
 }
 
 TEST(CudaRuntime, AllocatorReusesFreedBlocks) {

@@ -1,0 +1,101 @@
+// kernels/cuda/gemm_common.cuh — what the batch-invariant GEMM kernels share (gemm.cu, the
+// tiled and streaming kernels; gemm_wgmma.cu, the Hopper warpgroup kernel): the launch arguments,
+// the output addressing of fused projections, and the sm_90 mbarrier / bulk-copy primitives.
+// Device code only.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace rill::cuda::gemm_detail {
+
+struct GemmKernelArgs {
+  const bf16* x;
+  const bf16* w;
+  const bf16* bias;
+  bf16* ys[GemmArgs::kMaxOuts];         // output ranges of columns (one when not fused)
+  int64_t y_end[GemmArgs::kMaxOuts];    // their end columns; the last is n
+  int ny;
+  bool pairs;                           // every output's width is even: write column pairs
+  float* ws;  // [splits, m, n] in the split schedule
+  unsigned* counters;                   // per-tile arrivals (split schedule), or null
+  int64_t m, n, k;
+  int64_t ks;  // elements of K per split range
+  int splits;
+  int tiles_per_split;  // ks / BK
+  int l2_prefetch;      // decode: weight tiles requested into L2 ahead of the shared-memory stages
+  bool split_schedule;
+};
+
+// The address of product element (row, col) in the output holding column col.
+__device__ __forceinline__ bf16* out_at(const GemmKernelArgs& a, int64_t row, int64_t col) {
+  int64_t begin = 0;
+#pragma unroll
+  for (int s = 0; s < GemmArgs::kMaxOuts; ++s) {
+    if (s + 1 == a.ny || col < a.y_end[s]) return a.ys[s] + row * (a.y_end[s] - begin) + (col - begin);
+    begin = a.y_end[s];
+  }
+  return a.ys[0];  // unreachable: ny ≥ 1
+}
+
+// ---- the bulk copy engine (sm_90): 1-D copies global → shared completing on an mbarrier ----
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// Raises the transaction count the current phase waits for (no arrival).
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#endif
+}
+// The one arrival of a phase, raising its transaction count by `bytes`.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+#endif
+}
+
+// A hint, no data moves to the SM: the bytes [src, src + bytes) are fetched into L2.
+__device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+
+/// Launches the warpgroup (wgmma + tensor-copy) kernel for a fold-schedule GEMM (gemm_wgmma.cu).
+void launch_gemm_wgmma(const GemmKernelArgs& a, cudaStream_t stream);
+/// Whether this build carries the sm_90a warpgroup kernel and the device runs it (probed once).
+bool gemm_wgmma_available();
+
+}  // namespace rill::cuda::gemm_detail

@@ -1,0 +1,283 @@
+// kernels/cuda/gemm_wgmma.cu — the batch-invariant GEMM's prefill kernel for Hopper (sm_90a):
+// warpgroup MMA (wgmma) from shared memory fed by the tensor copy engine (TMA), one producer
+// warpgroup and two consumer warpgroups, a 128 × 128 output tile, 64-wide k stages, 5 stages.
+//
+// Same arithmetic as gemm.cu (see its header): each output's split ranges (gemm_split) are walked
+// in order; within a range an accumulator starts at 0 and takes the range's 16-wide k steps in
+// increasing order, one wgmma m64n128k16 per step (D = A·B + D over 16 products, as one
+// mma.sync m16n8k16 of the tiled kernel); a range's partial is added into a register total when
+// the range ends, then the bias, then one rounding to bf16. Whether one wgmma k16 step rounds
+// exactly as one mma.sync k16 step is a property of the hardware, not of PTX: it is checked
+// bitwise on the device (CudaInvariance.GemmConfigurationsAgree, WgmmaGemmEqualsTiled), and the
+// host uses this kernel only where the build carries sm_90a code and the probe kernel ran it.
+//
+// Layout: x and w tiles are K-major (k contiguous), 64 k = 128 bytes a row, written by the copy
+// engine with the 128-byte swizzle the wgmma descriptors name; rows past M or N and k past K
+// arrive as zeros (k steps wholly past K are skipped, a half step at K's end is zero-padded,
+// as in the tiled kernel). Stages cycle through "full" (copies landed) and "empty" (both
+// consumers done reading) mbarriers.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/gemm_common.cuh"
+#include "kernels/cuda/launch.h"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define RILL_WGMMA_DEVICE 1
+#endif
+
+namespace rill::cuda::gemm_detail {
+namespace {
+
+constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 5;
+constexpr int kConsumers = 2;                      // warpgroups of 64 output rows each
+constexpr int kThreads = 128 * (1 + kConsumers);   // warpgroup 0 produces
+constexpr int kTileBytes = kBM * kBK * 2;          // one x or w stage (kBM == kBN)
+constexpr size_t kSmemBytes = size_t(kStages) * 2 * kTileBytes + 1024;  // + alignment slack
+[[maybe_unused]] constexpr int kGroupM = 8;  // raster: 8 row tiles walk the column tiles together (L2 reuse)
+static_assert(kBM == kBN, "one tile size for x and w stages");
+
+#if defined(RILL_WGMMA_DEVICE)
+// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t saddr) {
+  return uint64_t((saddr & 0x3FFFFu) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Ties the accumulators to this point of the instruction stream: the compiler may not move their
+// reads or writes across it (they are written asynchronously between issue and wait).
+__device__ __forceinline__ void pin(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// d[64 × 128] += a[64 × 16] · b[128 × 16]ᵀ (both from shared memory), f32 accumulators.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+}
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+#endif
+
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
+                      GemmKernelArgs a) {
+#if defined(RILL_WGMMA_DEVICE)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ uint64_t full[kStages], empty[kStages];
+  // The swizzle pattern repeats every 1024 bytes: stages start on such a boundary.
+  unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  unsigned char* sx = base;
+  unsigned char* sw = base + kStages * kTileBytes;
+
+  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kBN - 1) / kBN;
+  const int64_t per_group = int64_t(kGroupM) * tiles_n, b = blockIdx.x;
+  const int64_t first_m = b / per_group * kGroupM, in_group = b % per_group;
+  const int64_t group_rows = std::min<int64_t>(kGroupM, tiles_m - first_m);
+  const int64_t m0 = (first_m + in_group % group_rows) * kBM, n0 = in_group / group_rows * kBN;
+  const int tiles = int((a.k + kBK - 1) / kBK);
+  // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform, and the
+  // consumers' wgmma sit on no divergent path (else it serializes them, warning C7520).
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumers * 4);  // one arrival a consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    if (threadIdx.x == 0) {
+      // The first stages' weights are requested before waiting for the previous kernel (launch.h).
+      const int pro = tiles < kStages ? tiles : kStages;
+      for (int t = 0; t < pro; ++t) {
+        mbar_arrive_expect_tx(&full[t], 2 * kTileBytes);
+        tma_load_2d(sw + t * kTileBytes, &tw, t * kBK, int(n0), &full[t]);
+      }
+      pdl_wait();
+      pdl_trigger();
+      for (int t = 0; t < pro; ++t) tma_load_2d(sx + t * kTileBytes, &tx, t * kBK, int(m0), &full[t]);
+      for (int t = kStages; t < tiles; ++t) {
+        const int s = t % kStages;
+        mbar_wait(&empty[s], unsigned(t / kStages - 1) & 1u);
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
+        tma_load_2d(sw + s * kTileBytes, &tw, t * kBK, int(n0), &full[s]);
+        tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, int(m0), &full[s]);
+      }
+    } else {
+      pdl_trigger();
+    }
+    return;
+  }
+
+  pdl_wait();  // before the first global write (an earlier kernel may still read y)
+  pdl_trigger();
+  const int c = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const uint32_t x_base = smem_addr(sx) + uint32_t(c * 64 * 128), w_base = smem_addr(sw);
+  float acc[64], total[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
+
+  for (int t = 0; t < tiles; ++t) {
+    const int s = t % kStages;
+    mbar_wait(&full[s], unsigned(t / kStages) & 1u);
+    const int64_t k0 = int64_t(t) * kBK;
+    const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
+    const uint32_t xs = x_base + uint32_t(s * kTileBytes), ws = w_base + uint32_t(s * kTileBytes);
+    pin(acc);
+    wgmma_fence();
+    if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
+    } else {  // the tile holding K's end
+      for (int kk = 0; kk < steps; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // tile t - 1's multiplies are done: its stage may be refilled
+    pin(acc);
+    if (t > 0 && lane == 0) mbar_arrive(&empty[(t - 1) % kStages]);
+    if ((t + 1) % a.tiles_per_split == 0 || t + 1 == tiles) {
+      // A split range ended: add its partial into the total in range order.
+      wgmma_wait<0>();
+      pin(acc);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        total[i] += acc[i];
+        acc[i] = 0.f;
+      }
+    }
+  }
+
+  // Accumulator layout (as mma.sync's per 8 columns): register 4j + 2h + e holds row
+  // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile.
+  const int g = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
+      const int64_t col = n0 + j * 8 + tig * 2;
+      if (row >= a.m || col >= a.n) continue;
+      float v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
+      if (a.bias) {
+        v0 += __bfloat162float(a.bias[col]);
+        if (col + 1 < a.n) v1 += __bfloat162float(a.bias[col + 1]);
+      }
+      bf16* dst = a.ny == 1 ? a.ys[0] + row * a.n + col : out_at(a, row, col);
+      if (a.pairs) {
+        *reinterpret_cast<uint32_t*>(dst) = float2_to_bf16x2(v0, v1);
+      } else {
+        dst[0] = __float2bfloat16_rn(v0);
+        if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
+      }
+    }
+#else
+  __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
+#endif
+}
+
+__global__ void wgmma_probe_kernel(int* out) {
+#if defined(RILL_WGMMA_DEVICE)
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    RILL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !p)
+      throw_error("[matmul] the CUDA driver has no cuTensorMapEncodeTiled (needed by the sm_90a GEMM)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A 2-D bf16 tensor [rows, k] (row stride k) read in 128-row × 64-k boxes with the 128-byte swizzle.
+CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(k) * 2};
+  const cuuint32_t box[2] = {kBK, kBM};
+  const cuuint32_t elem[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(p), dims,
+                                          strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "[matmul] cuTensorMapEncodeTiled failed (error %d) for a [%lld, %lld] bf16 operand",
+                  int(r), static_cast<long long>(rows), static_cast<long long>(k));
+    throw_error(msg);
+  }
+  return map;
+}
+
+}  // namespace
+
+bool gemm_wgmma_available() {
+  static const bool available = [] {
+    int dev = 0, major = 0, minor = 0;
+    RILL_CUDA_CHECK(cudaGetDevice(&dev));
+    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major != 9 || minor != 0) return false;  // sm_90a code runs on sm_90 only
+    int* d = nullptr;
+    int h = 0;
+    RILL_CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
+    wgmma_probe_kernel<<<1, 1>>>(d);
+    const cudaError_t launched = cudaGetLastError();
+    if (launched == cudaSuccess) RILL_CUDA_CHECK(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
+    RILL_CUDA_CHECK(cudaFree(d));
+    return launched == cudaSuccess && h == 1;
+  }();
+  return available;
+}
+
+void launch_gemm_wgmma(const GemmKernelArgs& k, cudaStream_t stream) {
+  if (!gemm_wgmma_available())
+    throw_error("[matmul] GEMM configuration 11 needs an sm_90 GPU and a build for sm_90a "
+                "(RILL_CUDA_ARCHITECTURES=90a)");
+  static const bool attr_set = [] {
+    RILL_CUDA_CHECK(
+        cudaFuncSetAttribute(gemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  GemmKernelArgs a = k;
+  a.tiles_per_split = int(a.ks / kBK);
+  a.split_schedule = false;
+  a.counters = nullptr;
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k), tw = tile_map(a.w, a.n, a.k);
+  const int64_t ctas = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
+  launch_pdl(gemm_wgmma_kernel, dim3(unsigned(ctas)), dim3(kThreads), kSmemBytes, stream, tx, tw, a);
+  RILL_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace rill::cuda::gemm_detail
