@@ -126,6 +126,12 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
   bench "invariant" --model /tmp/q8 --prompt-len 512,4096,16384 --decode-tokens 16
   RILL_GEMM_WGMMA=0 bench "invariant no-wgmma" --model /tmp/q8 --prompt-len 4096 --decode-tokens 16
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,16,64,256 --decode-tokens 32
+  if command -v ncu > /dev/null; then  # where a 4096-token prefill's time goes, per kernel
+    log "per-kernel prefill breakdown (ncu, one 4096-token prompt)"
+    timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 600 \
+      build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 4096 --decode-tokens 1 > /tmp/ncu_prefill.log 2>&1
+    python3 tools/ncu_summary.py /tmp/ncu_prefill.log | tee -a "$out/summary.txt"
+  fi
   log "done (prefill)"
   exit $ctest_rc
 fi

@@ -94,7 +94,7 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 }
 
 /// Launches the warpgroup (wgmma + tensor-copy) kernel for a fold-schedule GEMM (gemm_wgmma.cu).
-void launch_gemm_wgmma(const GemmKernelArgs& a, cudaStream_t stream);
+void launch_gemm_wgmma(const GemmKernelArgs& a, int num_sms, cudaStream_t stream);
 /// Whether this build carries the sm_90a warpgroup kernel and the device runs it (probed once).
 bool gemm_wgmma_available();
 

@@ -90,12 +90,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sx = base;
   unsigned char* sw = base + kStages * kTileBytes;
 
-  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kBN - 1) / kBN;
-  const int64_t per_group = int64_t(kGroupM) * tiles_n, b = blockIdx.x;
-  const int64_t first_m = b / per_group * kGroupM, in_group = b % per_group;
-  const int64_t group_rows = std::min<int64_t>(kGroupM, tiles_m - first_m);
-  const int64_t m0 = (first_m + in_group % group_rows) * kBM, n0 = in_group / group_rows * kBN;
-  const int tiles = int((a.k + kBK - 1) / kBK);
+  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kBN - 1) / kBN, num_tiles = tiles_m * tiles_n;
+  const int ktiles = int((a.k + kBK - 1) / kBK);
+  // Output tile `tile` (of this persistent CTA's sequence blockIdx.x, + gridDim.x, ...) → its
+  // origin: groups of kGroupM row tiles walk the column tiles together (x and w reused in L2).
+  auto origin = [&](int64_t tile, int64_t& m0, int64_t& n0) {
+    const int64_t per_group = int64_t(kGroupM) * tiles_n;
+    const int64_t first_m = tile / per_group * kGroupM, in_group = tile % per_group;
+    const int64_t group_rows = std::min<int64_t>(kGroupM, tiles_m - first_m);
+    m0 = (first_m + in_group % group_rows) * kBM;
+    n0 = in_group / group_rows * kBN;
+  };
   // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform, and the
   // consumers' wgmma sit on no divergent path (else it serializes them, warning C7520).
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
@@ -109,23 +114,40 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
+  // Stage use number `it` counts k tiles across this CTA's output tiles: stage it % kStages, in
+  // its (it / kStages)-th round. The producer runs up to kStages k tiles ahead of the consumers,
+  // also into the next output tile while the consumers write the last one out.
   if (wg == 0) {
     if (threadIdx.x == 0) {
-      // The first stages' weights are requested before waiting for the previous kernel (launch.h).
-      const int pro = tiles < kStages ? tiles : kStages;
-      for (int t = 0; t < pro; ++t) {
-        mbar_arrive_expect_tx(&full[t], 2 * kTileBytes);
-        tma_load_2d(sw + t * kTileBytes, &tw, t * kBK, int(n0), &full[t]);
+      int64_t it = 0;
+      for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+        int64_t m0, n0;
+        origin(tile, m0, n0);
+        int t0 = 0;
+        if (tile == blockIdx.x) {
+          // The first stages' weights are requested before waiting for the previous kernel (launch.h).
+          const int pro = ktiles < kStages ? ktiles : kStages;
+          for (int t = 0; t < pro; ++t) {
+            mbar_arrive_expect_tx(&full[t], 2 * kTileBytes);
+            tma_load_2d(sw + t * kTileBytes, &tw, t * kBK, int(n0), &full[t]);
+          }
+          pdl_wait();
+          pdl_trigger();
+          for (int t = 0; t < pro; ++t) tma_load_2d(sx + t * kTileBytes, &tx, t * kBK, int(m0), &full[t]);
+          t0 = pro;
+          it = pro;
+        }
+        for (int t = t0; t < ktiles; ++t, ++it) {
+          const int s = int(it % kStages);
+          if (it >= kStages) mbar_wait(&empty[s], unsigned(it / kStages - 1) & 1u);
+          mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
+          tma_load_2d(sw + s * kTileBytes, &tw, t * kBK, int(n0), &full[s]);
+          tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, int(m0), &full[s]);
+        }
       }
-      pdl_wait();
-      pdl_trigger();
-      for (int t = 0; t < pro; ++t) tma_load_2d(sx + t * kTileBytes, &tx, t * kBK, int(m0), &full[t]);
-      for (int t = kStages; t < tiles; ++t) {
-        const int s = t % kStages;
-        mbar_wait(&empty[s], unsigned(t / kStages - 1) & 1u);
-        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
-        tma_load_2d(sw + s * kTileBytes, &tw, t * kBK, int(n0), &full[s]);
-        tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, int(m0), &full[s]);
+      if (blockIdx.x >= num_tiles) {  // no tile (the host sizes the grid to avoid this)
+        pdl_wait();
+        pdl_trigger();
       }
     } else {
       pdl_trigger();
@@ -136,64 +158,70 @@ __global__ void __launch_bounds__(kThreads, 1)
   pdl_wait();  // before the first global write (an earlier kernel may still read y)
   pdl_trigger();
   const int c = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx) + uint32_t(c * 64 * 128), w_base = smem_addr(sw);
   float acc[64], total[64];
+  int64_t it = 0;
+  for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    int64_t m0, n0;
+    origin(tile, m0, n0);
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
-
-  for (int t = 0; t < tiles; ++t) {
-    const int s = t % kStages;
-    mbar_wait(&full[s], unsigned(t / kStages) & 1u);
-    const int64_t k0 = int64_t(t) * kBK;
-    const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
-    const uint32_t xs = x_base + uint32_t(s * kTileBytes), ws = w_base + uint32_t(s * kTileBytes);
-    pin(acc);
-    wgmma_fence();
-    if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
-    } else {  // the tile holding K's end
-      for (int kk = 0; kk < steps; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
-    }
-    wgmma_commit();
-    wgmma_wait<1>();  // tile t - 1's multiplies are done: its stage may be refilled
-    pin(acc);
-    if (t > 0 && lane == 0) mbar_arrive(&empty[(t - 1) % kStages]);
-    if ((t + 1) % a.tiles_per_split == 0 || t + 1 == tiles) {
-      // A split range ended: add its partial into the total in range order.
-      wgmma_wait<0>();
+    for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
+    for (int t = 0; t < ktiles; ++t, ++it) {
+      const int s = int(it % kStages);
+      mbar_wait(&full[s], unsigned(it / kStages) & 1u);
+      const int64_t k0 = int64_t(t) * kBK;
+      const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
+      const uint32_t xs = x_base + uint32_t(s * kTileBytes), ws = w_base + uint32_t(s * kTileBytes);
       pin(acc);
+      wgmma_fence();
+      if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
 #pragma unroll
-      for (int i = 0; i < 64; ++i) {
-        total[i] += acc[i];
-        acc[i] = 0.f;
+        for (int kk = 0; kk < kBK / 16; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
+      } else {  // the tile holding K's end
+        for (int kk = 0; kk < steps; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // k tile t - 1's multiplies are done: its stage may be refilled
+      pin(acc);
+      if (t > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % kStages]);
+      if ((t + 1) % a.tiles_per_split == 0 || t + 1 == ktiles) {
+        // A split range ended: add its partial into the total in range order.
+        wgmma_wait<0>();
+        pin(acc);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          total[i] += acc[i];
+          acc[i] = 0.f;
+        }
       }
     }
-  }
+    // The last k tile ended a range (waited for): its stage is free.
+    if (lane == 0) mbar_arrive(&empty[(it - 1) % kStages]);
 
-  // Accumulator layout (as mma.sync's per 8 columns): register 4j + 2h + e holds row
-  // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile.
-  const int g = lane / 4, tig = lane % 4;
+    // Accumulator layout (as mma.sync's per 8 columns): register 4j + 2h + e holds row
+    // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile.
 #pragma unroll
-  for (int j = 0; j < kBN / 8; ++j)
+    for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
-      const int64_t col = n0 + j * 8 + tig * 2;
-      if (row >= a.m || col >= a.n) continue;
-      float v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
-      if (a.bias) {
-        v0 += __bfloat162float(a.bias[col]);
-        if (col + 1 < a.n) v1 += __bfloat162float(a.bias[col + 1]);
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
+        const int64_t col = n0 + j * 8 + tig * 2;
+        if (row >= a.m || col >= a.n) continue;
+        float v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
+        if (a.bias) {
+          v0 += __bfloat162float(a.bias[col]);
+          if (col + 1 < a.n) v1 += __bfloat162float(a.bias[col + 1]);
+        }
+        bf16* dst = a.ny == 1 ? a.ys[0] + row * a.n + col : out_at(a, row, col);
+        if (a.pairs) {
+          *reinterpret_cast<uint32_t*>(dst) = float2_to_bf16x2(v0, v1);
+        } else {
+          dst[0] = __float2bfloat16_rn(v0);
+          if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
+        }
       }
-      bf16* dst = a.ny == 1 ? a.ys[0] + row * a.n + col : out_at(a, row, col);
-      if (a.pairs) {
-        *reinterpret_cast<uint32_t*>(dst) = float2_to_bf16x2(v0, v1);
-      } else {
-        dst[0] = __float2bfloat16_rn(v0);
-        if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
-      }
-    }
+  }
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
 #endif
@@ -260,7 +288,7 @@ bool gemm_wgmma_available() {
   return available;
 }
 
-void launch_gemm_wgmma(const GemmKernelArgs& k, cudaStream_t stream) {
+void launch_gemm_wgmma(const GemmKernelArgs& k, int num_sms, cudaStream_t stream) {
   if (!gemm_wgmma_available())
     throw_error("[matmul] GEMM configuration 11 needs an sm_90 GPU and a build for sm_90a "
                 "(RILL_CUDA_ARCHITECTURES=90a)");
@@ -275,7 +303,9 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, cudaStream_t stream) {
   a.split_schedule = false;
   a.counters = nullptr;
   const CUtensorMap tx = tile_map(a.x, a.m, a.k), tw = tile_map(a.w, a.n, a.k);
-  const int64_t ctas = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
+  // Persistent: one CTA an SM (its shared memory allows no second), each walking output tiles.
+  const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
+  const int64_t ctas = std::max<int64_t>(1, std::min<int64_t>(tiles, num_sms));
   launch_pdl(gemm_wgmma_kernel, dim3(unsigned(ctas)), dim3(kThreads), kSmemBytes, stream, tx, tw, a);
   RILL_CUDA_CHECK_LAUNCH();
 }
