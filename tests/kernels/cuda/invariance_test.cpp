@@ -320,8 +320,8 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
   }
 }
 
-// The warpgroup kernel (configuration 11: wgmma from tensor-copied, swizzled tiles, a producer
-// warpgroup, 5 stages) gives the bits of the mma.sync kernel's fold schedule (configuration 2):
+// The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
+// warpgroup, 5 stages; alone or in clusters sharing tiles by multicast) gives the bits of the mma.sync kernel's fold schedule (configuration 2):
 // M not a multiple of 128 (rows past M arrive as zeros), N not a multiple of 8, K tails of 8 and
 // 24 (a half 16-wide step; steps wholly past K skipped), K past one split range, 1-8 ranges,
 // with and without bias, and fused outputs. On GPUs or builds without it the test is skipped.
@@ -343,21 +343,24 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
     DevTensor db = upload_bf16(random_bf16_values(rng, size_t(sh.n)), {sh.n});
     DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(sh.m * sh.k), -2.f, 2.f), {sh.m, sh.k});
     for (bool bias : {false, true}) {
-      std::vector<float> got[2];
-      for (int i = 0; i < 2; ++i) {
+      auto run = [&](int config) {
         DevTensor dy(DType::bf16, {sh.m, sh.n});
         dy.poison();
         cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), sh.m,
-                                     sh.n, sh.k, i == 0 ? 2 : 11),
+                                     sh.n, sh.k, config),
                           backend().stream());
-        got[i] = download_bf16(dy);
+        return download_bf16(dy);
+      };
+      const std::vector<float> want = run(2);
+      for (int config : {11, 12, 13, 14}) {  // one CTA a tile; clusters of 2 × 1, 1 × 2, 2 × 2 tiles
+        const std::vector<float> got = run(config);
+        for (float v : got) ASSERT_FALSE(std::isnan(v)) << "unwritten output, configuration " << config;
+        size_t differ = 0;
+        for (size_t i = 0; i < want.size(); ++i) differ += std::memcmp(&want[i], &got[i], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0u) << "configuration " << config << ": outputs differing from configuration 2 of "
+                              << want.size() << ", bias " << bias << "; relative error "
+                              << rel_error(got, std::vector<double>(want.begin(), want.end()));
       }
-      for (float v : got[1]) ASSERT_FALSE(std::isnan(v)) << "unwritten output, bias " << bias;
-      size_t differ = 0;
-      for (size_t i = 0; i < got[0].size(); ++i) differ += std::memcmp(&got[0][i], &got[1][i], sizeof(float)) != 0;
-      EXPECT_EQ(differ, 0u) << "outputs differing from configuration 2 of " << got[0].size() << ", bias " << bias
-                            << "; relative error "
-                            << rel_error(got[1], std::vector<double>(got[0].begin(), got[0].end()));
     }
   }
   // Fused outputs: three column ranges of one product, written by the warpgroup kernel's epilogue.
@@ -473,8 +476,8 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     if (configs) {  // prefill tile configurations side by side
       for (int64_t m : {512, 4096}) {
         DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
-        for (int config : {2, 3, 4, 11}) {
-          if (config == 11 && !cuda::gemm_wgmma_supported()) continue;
+        for (int config : {2, 3, 4, 11, 12, 13, 14}) {
+          if (config >= 11 && !cuda::gemm_wgmma_supported()) continue;
           cuda::GemmArgs a = engine.gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
           a.y = dy.t.data();
           a.workspace = nullptr;  // the fold schedule: the main loop alone
