@@ -209,36 +209,43 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     float acc[64], total[64];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.f;
+    for (int i = 0; i < 64; ++i) total[i] = 0.f;
 
-    for (int t = 0; t < ktiles; ++t) {
-      const int s = t % kStages;
-      mbar_wait(&full[s], unsigned(t / kStages) & 1u);
-      const int64_t k0 = int64_t(t) * kBK;
-      const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
-      const uint32_t xs = x_base + uint32_t(s * kTileBytes), ws = w_base + uint32_t(s * kTileBytes);
-      pin(acc);
-      wgmma_fence();
-      if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
+    // One split range at a time: the inner loop's only writer of acc is the wgmma chain, so the
+    // compiler inserts no wait of its own there (a range's fold and reset sit outside it).
+    int t = 0;
+    for (int range_end = 0; t < ktiles;) {
+      range_end = std::min(ktiles, range_end + a.tiles_per_split);
 #pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
-      } else {  // the tile holding K's end
-        for (int kk = 0; kk < steps; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
-      }
-      wgmma_commit();
-      wgmma_wait<1>();  // k tile t - 1's multiplies are done: its stage may be refilled
-      pin(acc);
-      if (t > 0) release((t - 1) % kStages);
-      if ((t + 1) % a.tiles_per_split == 0 || t + 1 == ktiles) {
-        // A split range ended: add its partial into the total in range order.
-        wgmma_wait<0>();
-        pin(acc);
+      for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+      const int range_begin = t;
+      for (; t < range_end; ++t) {
+        const int s = t % kStages;
+        mbar_wait(&full[s], unsigned(t / kStages) & 1u);
+        const int64_t k0 = int64_t(t) * kBK;
+        const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
+        const uint32_t xs = x_base + uint32_t(s * kTileBytes), ws = w_base + uint32_t(s * kTileBytes);
+        if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
+          wgmma_fence();
 #pragma unroll
-        for (int i = 0; i < 64; ++i) {
-          total[i] += acc[i];
-          acc[i] = 0.f;
+          for (int kk = 0; kk < kBK / 16; ++kk)
+            wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
+        } else {  // the tile holding K's end
+          wgmma_fence();
+          for (int kk = 0; kk < steps; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
         }
+        wgmma_commit();
+        // k tile t - 1's multiplies are done: its stage may be refilled. (No instruction may touch
+        // acc here: tile t's multiplies still write it, and the compiler would wait for them.)
+        wgmma_wait<1>();
+        if (t > range_begin) release((t - 1) % kStages);
       }
+      // The range ended: add its partial into the total in range order.
+      wgmma_wait<0>();
+      pin(acc);
+      release((t - 1) % kStages);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) total[i] += acc[i];
     }
 
     // Accumulator layout (as mma.sync's per 8 columns): register 4j + 2h + e holds row
