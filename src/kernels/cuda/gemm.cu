@@ -656,7 +656,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 8: launch_stream<4, 3>(k, stream); return;
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    case 11: case 12: case 13: case 14: gemm_detail::launch_gemm_wgmma(k, config - 11, stream); return;
+    case 11: case 12: case 13: case 14: gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, stream); return;
     default: throw_error("[matmul] GEMM tile configuration must be 1..14");
   }
 }

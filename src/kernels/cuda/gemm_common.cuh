@@ -94,9 +94,9 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 }
 
 /// Launches the warpgroup (wgmma + tensor-copy) kernel for a fold-schedule GEMM (gemm_wgmma.cu):
-/// variant 0 one CTA a tile, 1 / 2 / 3 clusters of 2 × 1 / 1 × 2 / 2 × 2 tiles (rows × columns)
-/// sharing their x and w tiles by multicast copies (configurations 11-14; same bits).
-void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, cudaStream_t stream);
+/// variant 0 / 1: 5 stages, one CTA a tile / persistent CTAs (one an SM); 2 / 3: the same with 6
+/// stages (configurations 11-14; same bits).
+void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, cudaStream_t stream);
 /// Whether this build carries the sm_90a warpgroup kernel and the device runs it (probed once).
 bool gemm_wgmma_available();
 

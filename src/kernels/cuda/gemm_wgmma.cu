@@ -33,11 +33,11 @@
 namespace rill::cuda::gemm_detail {
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 5;
+constexpr int kBM = 128, kBN = 128, kBK = 64;
 constexpr int kConsumers = 2;                      // warpgroups of 64 output rows each
 constexpr int kThreads = 128 * (1 + kConsumers);   // warpgroup 0 produces
 constexpr int kTileBytes = kBM * kBK * 2;          // one x or w stage (kBM == kBN)
-constexpr size_t kSmemBytes = size_t(kStages) * 2 * kTileBytes + 1024;  // + alignment slack
+constexpr size_t smem_bytes(int stages) { return size_t(stages) * 2 * kTileBytes + 1024; }  // + alignment slack
 [[maybe_unused]] constexpr int kGroupM = 8;  // raster: 8 row tiles walk the column tiles together (L2 reuse)
 static_assert(kBM == kBN, "one tile size for x and w stages");
 
@@ -74,77 +74,37 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
       : "memory");
 }
-__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
-                                                      uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-      "[%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "h"(mask)
-      : "memory");
-}
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
-// Arrives on the barrier at the same shared-memory offset in CTA `cta` of the cluster.
-__device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, int cta) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(bar)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-// mbar_wait with cluster scope: orders the wait after arrivals made by other CTAs' threads.
-__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, unsigned parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAITC_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAITC_%=;\n"
-      "}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ int cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return int(r);
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 #endif
 
-// A cluster of CM × CN CTAs computes CM × CN neighbouring output tiles: the CN CTAs of a row tile
-// share its x tile and the CM CTAs of a column tile share its w tile. Each CTA loads 1 / CN of its
-// x tile and 1 / CM of its w tile and multicasts them to the CTAs sharing them, so L2 serves
-// (1 / CN + 1 / CM) / 2 of the bytes a lone CTA would fetch (at 128 × 128 tiles a lone CTA's
-// kernel is bound by L2 bandwidth: 32 KB a 64-wide k step). A stage is refilled once the
-// consumers of every CTA of the cluster have released it.
-template <int CM, int CN>
+// kPersistent: one CTA an SM walks output tiles blockIdx.x, + gridDim.x, ...; its producer runs
+// into the next tile while the consumers write the last one out. Otherwise one CTA a tile.
+template <int kStages, bool kPersistent>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                       GemmKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
-  constexpr int CS = CM * CN;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
-  // The swizzle pattern repeats every 1024 bytes: stages start on such a boundary (the same offset
-  // in every CTA of the cluster, which multicast copies rely on).
+  // The swizzle pattern repeats every 1024 bytes: stages start on such a boundary.
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* sx = base;
   unsigned char* sw = base + kStages * kTileBytes;
 
-  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kBN - 1) / kBN;
-  const int64_t super_m = (tiles_m + CM - 1) / CM, super_n = (tiles_n + CN - 1) / CN;
-  const int rank = CS == 1 ? 0 : cluster_rank();
-  const int ci = rank % CM, cj = rank / CM;
-  // Clusters in groups of kGroupM row tiles walking the column tiles together (L2 reuse).
-  const int64_t cluster = blockIdx.x / CS, group = kGroupM / CM > 0 ? kGroupM / CM : 1;
-  const int64_t per_group = group * super_n;
-  const int64_t first = cluster / per_group * group, in_group = cluster % per_group;
-  const int64_t group_rows = std::min<int64_t>(group, super_m - first);
-  const int64_t m0 = ((first + in_group % group_rows) * CM + ci) * kBM;
-  const int64_t n0 = (in_group / group_rows * CN + cj) * kBN;
+  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kBN - 1) / kBN, num_tiles = tiles_m * tiles_n;
   const int ktiles = int((a.k + kBK - 1) / kBK);
+  // Output tile → origin: groups of kGroupM row tiles walk the column tiles together (x and w
+  // reused in L2).
+  auto origin = [&](int64_t tile, int64_t& m0, int64_t& n0) {
+    const int64_t per_group = int64_t(kGroupM) * tiles_n;
+    const int64_t first_m = tile / per_group * kGroupM, in_group = tile % per_group;
+    const int64_t group_rows = std::min<int64_t>(kGroupM, tiles_m - first_m);
+    m0 = (first_m + in_group % group_rows) * kBM;
+    n0 = in_group / group_rows * kBN;
+  };
+  const int64_t tile_step = kPersistent ? gridDim.x : num_tiles;
   // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform, and the
   // consumers' wgmma sit on no divergent path (else it serializes them, warning C7520).
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
@@ -152,65 +112,62 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumers * 4 * CS);  // one arrival a consumer warp of each CTA
+      mbar_init(&empty[s], kConsumers * 4);  // one arrival a consumer warp
     }
     mbar_init_fence();
   }
-  if constexpr (CS > 1) cluster_sync();  // every barrier of the cluster exists before any copy
-  else __syncthreads();
+  __syncthreads();
 
+  // Stage use number `it` counts k tiles across the CTA's output tiles: stage it % kStages in its
+  // (it / kStages)-th round.
   if (wg == 0) {
     if (threadIdx.x == 0) {
-      // This CTA's share: x rows [m0 + cj·128/CN, +128/CN) for the CTAs of its row tile, w rows
-      // [n0 + ci·128/CM, +128/CM) for the CTAs of its column tile.
-      uint16_t x_mask = 0, w_mask = 0;
-      for (int c = 0; c < CN; ++c) x_mask |= uint16_t(1u << (ci + CM * c));
-      for (int c = 0; c < CM; ++c) w_mask |= uint16_t(1u << (c + CM * cj));
-      const int x_row = int(m0) + cj * (kBM / CN), w_row = int(n0) + ci * (kBN / CM);
-      const int x_off = cj * (kBM / CN) * 128, w_off = ci * (kBN / CM) * 128;
-      auto load_x = [&](int t, int s) {
-        if constexpr (CN == 1) tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, x_row, &full[s]);
-        else tma_load_2d_multicast(sx + s * kTileBytes + x_off, &tx, t * kBK, x_row, &full[s], x_mask);
-      };
-      auto load_w = [&](int t, int s) {
-        if constexpr (CM == 1) tma_load_2d(sw + s * kTileBytes, &tw, t * kBK, w_row, &full[s]);
-        else tma_load_2d_multicast(sw + s * kTileBytes + w_off, &tw, t * kBK, w_row, &full[s], w_mask);
-      };
-      // The first stages' weights are requested before waiting for the previous kernel (launch.h).
-      const int pro = ktiles < kStages ? ktiles : kStages;
-      for (int t = 0; t < pro; ++t) {
-        mbar_arrive_expect_tx(&full[t], 2 * kTileBytes);  // the whole x and w tiles land here
-        load_w(t, t);
-      }
-      pdl_wait();
-      pdl_trigger();
-      for (int t = 0; t < pro; ++t) load_x(t, t);
-      for (int t = kStages; t < ktiles; ++t) {
-        const int s = t % kStages;
-        mbar_wait_cluster(&empty[s], unsigned(t / kStages - 1) & 1u);
-        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
-        load_w(t, s);
-        load_x(t, s);
+      int64_t it = 0;
+      for (int64_t tile = blockIdx.x; tile < num_tiles; tile += tile_step) {
+        int64_t m0, n0;
+        origin(tile, m0, n0);
+        int t = 0;
+        if (tile == blockIdx.x) {
+          // The first stages' weights are requested before waiting for the previous kernel (launch.h).
+          const int pro = ktiles < kStages ? ktiles : kStages;
+          for (; t < pro; ++t) {
+            mbar_arrive_expect_tx(&full[t], 2 * kTileBytes);
+            tma_load_2d(sw + t * kTileBytes, &tw, t * kBK, int(n0), &full[t]);
+          }
+          pdl_wait();
+          pdl_trigger();
+          for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * kTileBytes, &tx, p * kBK, int(m0), &full[p]);
+          it = pro;
+        }
+        for (; t < ktiles; ++t, ++it) {
+          const int s = int(it % kStages);
+          if (it >= kStages) mbar_wait(&empty[s], unsigned(it / kStages - 1) & 1u);
+          mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
+          tma_load_2d(sw + s * kTileBytes, &tw, t * kBK, int(n0), &full[s]);
+          tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, int(m0), &full[s]);
+        }
       }
     } else {
       pdl_trigger();
     }
-  } else {
-    pdl_wait();  // before the first global write (an earlier kernel may still read y)
-    pdl_trigger();
-    const int c = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-    const uint32_t x_base = smem_addr(sx) + uint32_t(c * 64 * 128), w_base = smem_addr(sw);
-    // A stage is released to the producers of every CTA whose copies land in it.
-    auto release = [&](int s) {
-      if (lane != 0) return;
-      if constexpr (CS == 1) mbar_arrive(&empty[s]);
-      else
-        for (int r = 0; r < CS; ++r) mbar_arrive_remote(&empty[s], r);
-    };
-    float acc[64], total[64];
+    return;
+  }
+
+  pdl_wait();  // before the first global write (an earlier kernel may still read y)
+  pdl_trigger();
+  const int c = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, tig = lane % 4;
+  const uint32_t x_base = smem_addr(sx) + uint32_t(c * 64 * 128), w_base = smem_addr(sw);
+  auto release = [&](int64_t it) {
+    if (lane == 0) mbar_arrive(&empty[it % kStages]);
+  };
+  float acc[64], total[64];
+  int64_t it = 0;
+  for (int64_t tile = blockIdx.x; tile < num_tiles; tile += tile_step) {
+    int64_t m0, n0;
+    origin(tile, m0, n0);
 #pragma unroll
     for (int i = 0; i < 64; ++i) total[i] = 0.f;
-
     // One split range at a time: the inner loop's only writer of acc is the wgmma chain, so the
     // compiler inserts no wait of its own there (a range's fold and reset sit outside it).
     int t = 0;
@@ -219,9 +176,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = 0.f;
       const int range_begin = t;
-      for (; t < range_end; ++t) {
-        const int s = t % kStages;
-        mbar_wait(&full[s], unsigned(t / kStages) & 1u);
+      for (; t < range_end; ++t, ++it) {
+        const int s = int(it % kStages);
+        mbar_wait(&full[s], unsigned(it / kStages) & 1u);
         const int64_t k0 = int64_t(t) * kBK;
         const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
         const uint32_t xs = x_base + uint32_t(s * kTileBytes), ws = w_base + uint32_t(s * kTileBytes);
@@ -238,20 +195,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         // k tile t - 1's multiplies are done: its stage may be refilled. (No instruction may touch
         // acc here: tile t's multiplies still write it, and the compiler would wait for them.)
         wgmma_wait<1>();
-        if (t > range_begin) release((t - 1) % kStages);
+        if (t > range_begin) release(it - 1);
       }
       // The range ended: add its partial into the total in range order.
       wgmma_wait<0>();
       pin(acc);
-      release((t - 1) % kStages);
+      release(it - 1);
 #pragma unroll
       for (int i = 0; i < 64; ++i) total[i] += acc[i];
     }
 
     // Accumulator layout (as mma.sync's per 8 columns): register 4j + 2h + e holds row
-    // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile. Tiles of the
-    // cluster past M or N write nothing.
-    const int g = lane / 4, tig = lane % 4;
+    // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile.
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
@@ -272,10 +227,6 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
         }
       }
-  }
-  if constexpr (CS > 1) {
-    __syncwarp();
-    cluster_sync();  // no CTA leaves while a peer may still copy into it or arrive on its barriers
   }
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
@@ -345,42 +296,25 @@ bool gemm_wgmma_available() {
 
 namespace {
 
-template <int CM, int CN>
-void launch_clustered(const GemmKernelArgs& a, cudaStream_t stream) {
+template <int kStages, bool kPersistent>
+void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_kernel<CM, CN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(kSmemBytes)));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_kernel<kStages, kPersistent>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes(kStages))));
     return true;
   }();
   (void)attr_set;
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM / CN), tw = tile_map(a.w, a.n, a.k, kBN / CM);
-  const int64_t super_m = ((a.m + kBM - 1) / kBM + CM - 1) / CM, super_n = ((a.n + kBN - 1) / kBN + CN - 1) / CN;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(super_m * super_n * CM * CN));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2] = {};
-  int n = 0;
-  if (pdl_enabled()) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (CM * CN > 1) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = CM * CN;
-    attr[n].val.clusterDim.y = 1;
-    attr[n++].val.clusterDim.z = 1;
-  }
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  RILL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_wgmma_kernel<CM, CN>, tx, tw, a));
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kBN);
+  const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
+  const int64_t ctas = kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
+  launch_pdl(gemm_wgmma_kernel<kStages, kPersistent>, dim3(unsigned(ctas)), dim3(kThreads), smem_bytes(kStages),
+             stream, tx, tw, a);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, cudaStream_t stream) {
+void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, cudaStream_t stream) {
   if (!gemm_wgmma_available())
     throw_error("[matmul] GEMM configurations 11-14 need an sm_90 GPU and a build for sm_90a "
                 "(RILL_CUDA_ARCHITECTURES=90a)");
@@ -389,10 +323,10 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, cudaStream_t stream
   a.split_schedule = false;
   a.counters = nullptr;
   switch (variant) {
-    case 0: launch_clustered<1, 1>(a, stream); return;
-    case 1: launch_clustered<2, 1>(a, stream); return;
-    case 2: launch_clustered<1, 2>(a, stream); return;
-    case 3: launch_clustered<2, 2>(a, stream); return;
+    case 0: launch_variant<5, false>(a, num_sms, stream); return;
+    case 1: launch_variant<5, true>(a, num_sms, stream); return;
+    case 2: launch_variant<6, false>(a, num_sms, stream); return;
+    case 3: launch_variant<6, true>(a, num_sms, stream); return;
     default: throw_error("[matmul] warpgroup GEMM variant must be 0..3");
   }
 }

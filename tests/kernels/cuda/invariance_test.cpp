@@ -321,7 +321,7 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
 }
 
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
-// warpgroup, 5 stages; alone or in clusters sharing tiles by multicast) gives the bits of the mma.sync kernel's fold schedule (configuration 2):
+// warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs) gives the bits of the mma.sync kernel's fold schedule (configuration 2):
 // M not a multiple of 128 (rows past M arrive as zeros), N not a multiple of 8, K tails of 8 and
 // 24 (a half 16-wide step; steps wholly past K skipped), K past one split range, 1-8 ranges,
 // with and without bias, and fused outputs. On GPUs or builds without it the test is skipped.
@@ -352,7 +352,7 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
         return download_bf16(dy);
       };
       const std::vector<float> want = run(2);
-      for (int config : {11, 12, 13, 14}) {  // one CTA a tile; clusters of 2 × 1, 1 × 2, 2 × 2 tiles
+      for (int config : {11, 12, 13, 14}) {  // 5 / 6 stages, one CTA a tile / persistent
         const std::vector<float> got = run(config);
         for (float v : got) ASSERT_FALSE(std::isnan(v)) << "unwritten output, configuration " << config;
         size_t differ = 0;
