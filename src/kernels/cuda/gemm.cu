@@ -637,13 +637,14 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     RILL_CUDA_CHECK_LAUNCH();
     return;
   }
-  // M > 16: the warpgroup kernel (sm_90a) once its 128 × 128 tiles fill the GPU, else the 64×128
-  // mma.sync tiles (2 CTAs per SM; 160-177 TFLOP/s at M = 512 and 4096 on the 8B shapes against
-  // 133-147 for 128×128 mma.sync tiles). Same bits, any configuration.
+  // M > 16: the warpgroup kernel (sm_90a; persistent, 5 stages: 410-500 TFLOP/s at M = 512 and
+  // 4096 on the 8B shapes) once its 128 × 128 tiles fill half the SMs, else the 64×128 mma.sync
+  // tiles (2 CTAs per SM, split ranges across CTAs at small M; 160-177 TFLOP/s). Same bits, any
+  // configuration.
   const int64_t wgmma_tiles = ceil_div(a.m, int64_t(128)) * ceil_div(a.n, int64_t(128));
   const int config = a.config > 0   ? a.config
                      : a.m <= 16    ? 1
-                     : g_wgmma && wgmma_tiles >= a.num_sms ? 11
+                     : g_wgmma && 2 * wgmma_tiles >= a.num_sms ? 12
                                     : 2;
   switch (config) {
     case 1: launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;

@@ -118,11 +118,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
-  // Stage use number `it` counts k tiles across the CTA's output tiles: stage it % kStages in its
-  // (it / kStages)-th round.
+  // Stages are used in turn across the CTA's output tiles: stage s in its round of parity
+  // `phase` (the producer's first round waits for nothing: a fresh barrier's phase of parity 1
+  // counts as complete).
   if (wg == 0) {
     if (threadIdx.x == 0) {
-      int64_t it = 0;
+      int s = 0;
+      unsigned phase = 0;
       for (int64_t tile = blockIdx.x; tile < num_tiles; tile += tile_step) {
         int64_t m0, n0;
         origin(tile, m0, n0);
@@ -137,14 +139,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           pdl_wait();
           pdl_trigger();
           for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * kTileBytes, &tx, p * kBK, int(m0), &full[p]);
-          it = pro;
+          s = pro % kStages;
+          phase = pro == kStages ? 1u : 0u;
         }
-        for (; t < ktiles; ++t, ++it) {
-          const int s = int(it % kStages);
-          if (it >= kStages) mbar_wait(&empty[s], unsigned(it / kStages - 1) & 1u);
+        for (; t < ktiles; ++t) {
+          mbar_wait(&empty[s], phase ^ 1u);
           mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
           tma_load_2d(sw + s * kTileBytes, &tw, t * kBK, int(n0), &full[s]);
           tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, int(m0), &full[s]);
+          if (++s == kStages) s = 0, phase ^= 1u;
         }
       }
     } else {
@@ -158,11 +161,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int c = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx) + uint32_t(c * 64 * 128), w_base = smem_addr(sw);
-  auto release = [&](int64_t it) {
-    if (lane == 0) mbar_arrive(&empty[it % kStages]);
+  auto release = [&](int stage) {
+    if (lane == 0) mbar_arrive(&empty[stage]);
   };
   float acc[64], total[64];
-  int64_t it = 0;
+  int s = 0, prev = 0;
+  unsigned phase = 0;
   for (int64_t tile = blockIdx.x; tile < num_tiles; tile += tile_step) {
     int64_t m0, n0;
     origin(tile, m0, n0);
@@ -176,9 +180,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = 0.f;
       const int range_begin = t;
-      for (; t < range_end; ++t, ++it) {
-        const int s = int(it % kStages);
-        mbar_wait(&full[s], unsigned(it / kStages) & 1u);
+      for (; t < range_end; ++t) {
+        mbar_wait(&full[s], phase);
         const int64_t k0 = int64_t(t) * kBK;
         const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
         const uint32_t xs = x_base + uint32_t(s * kTileBytes), ws = w_base + uint32_t(s * kTileBytes);
@@ -195,12 +198,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         // k tile t - 1's multiplies are done: its stage may be refilled. (No instruction may touch
         // acc here: tile t's multiplies still write it, and the compiler would wait for them.)
         wgmma_wait<1>();
-        if (t > range_begin) release(it - 1);
+        if (t > range_begin) release(prev);
+        prev = s;
+        if (++s == kStages) s = 0, phase ^= 1u;
       }
       // The range ended: add its partial into the total in range order.
       wgmma_wait<0>();
       pin(acc);
-      release(it - 1);
+      release(prev);
 #pragma unroll
       for (int i = 0; i < 64; ++i) total[i] += acc[i];
     }
