@@ -9,7 +9,7 @@
 #   mode's decode at batch 1/16/64 with and without programmatic dependent launch, and the
 #   per-kernel breakdown; sweep: quick + batch-1 decode under each decode-GEMM configuration and
 #   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
-#   M > 16, prefill at 512/4096/16384 (and 4096 without the warpgroup GEMM), decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
+#   M > 16, prefill at 512/4096/16384 (and with 4-warp attention blocks), decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call).
 set -uo pipefail
@@ -124,7 +124,8 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
   RILL_GEMM_CONFIGS=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
   bench "invariant" --model /tmp/q8 --prompt-len 512,4096,16384 --decode-tokens 16
-  RILL_GEMM_WGMMA=0 bench "invariant no-wgmma" --model /tmp/q8 --prompt-len 4096 --decode-tokens 16
+  RILL_ATTENTION_WARPS=4 bench "invariant attention-4-warps" --model /tmp/q8 --prompt-len 4096,16384 --decode-tokens 16
+  [[ -n "${RILL_PROBE:-}" ]] && RILL_GEMM_WGMMA=0 bench "invariant no-wgmma" --model /tmp/q8 --prompt-len 4096 --decode-tokens 16
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,16,64,256 --decode-tokens 32
   if [[ -n "${RILL_PROBE:-}" ]] && command -v ncu > /dev/null; then  # where a 4096-token prefill's time goes
     log "per-kernel prefill breakdown (ncu, one 4096-token prompt)"

@@ -652,7 +652,11 @@ void dispatch_invariant(const AttentionArgs& a, int warps, cudaStream_t stream) 
     case 1: run_attention_invariant<D, 1, kBN>(a, stream); return;
     case 2: run_attention_invariant<D, 2, kBN>(a, stream); return;
     case 4: run_attention_invariant<D, 4, kBN>(a, stream); return;
-    default: throw_error("[attention] batch-invariant attention runs 1, 2 or 4 warps per block");
+    case 8:  // head_dim 16: a K/V tile has too few 16-byte chunks for 8 warps; 4 do the same rows' math
+      if constexpr (variant_fits(D, 8, kBN)) run_attention_invariant<D, 8, kBN>(a, stream);
+      else run_attention_invariant<D, 4, kBN>(a, stream);
+      return;
+    default: throw_error("[attention] batch-invariant attention runs 1, 2, 4 or 8 warps per block");
   }
 }
 
@@ -663,12 +667,15 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   const int64_t packed = int64_t(a.max_seqlen_q) * (a.hq / a.hkv);
   const int warps = a.force_warps > 0 ? a.force_warps : packed <= 16 ? 1 : packed <= 32 ? 2 : 4;
   if (a.invariant) {
+    // Prefill (more than 64 packed query rows): 8 warps, 128 rows sharing each K/V tile (half the
+    // tile loads per row of 4 warps; rows are independent, so the bits do not change).
+    const int inv_warps = a.force_warps > 0 ? a.force_warps : packed > 64 ? 8 : warps;
     switch (a.head_dim) {
-      case 16: dispatch_invariant<16>(a, warps, stream); return;
-      case 32: dispatch_invariant<32>(a, warps, stream); return;
-      case 64: dispatch_invariant<64>(a, warps, stream); return;
-      case 128: dispatch_invariant<128>(a, warps, stream); return;
-      case 256: dispatch_invariant<256>(a, warps, stream); return;
+      case 16: dispatch_invariant<16>(a, inv_warps, stream); return;
+      case 32: dispatch_invariant<32>(a, inv_warps, stream); return;
+      case 64: dispatch_invariant<64>(a, inv_warps, stream); return;
+      case 128: dispatch_invariant<128>(a, inv_warps, stream); return;
+      case 256: dispatch_invariant<256>(a, inv_warps, stream); return;
       default: throw_error("[attention] head_dim must be 16, 32, 64, 128 or 256");
     }
   }

@@ -87,6 +87,14 @@ int parse_gemm_l2_prefetch(const char* value) {
   fail("RILL_GEMM_L2_PREFETCH: must be 0..32 (weight tiles), got '{}'", v);
 }
 
+int parse_attention_warps(const char* value) {
+  if (!value) return 0;
+  const std::string_view v(value);
+  for (int w : {1, 2, 4, 8})
+    if (v == std::to_string(w)) return w;
+  fail("RILL_ATTENTION_WARPS: must be 1, 2, 4 or 8 (warps per attention block), got '{}'", v);
+}
+
 int parse_gemm_wgmma(const char* value) {
   if (!value) return -1;
   const std::string_view v(value);
@@ -111,6 +119,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
   set_batch_invariant(!(inv && std::string_view(inv) == "0"));
   attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
+  attention_warps_ = parse_attention_warps(std::getenv("RILL_ATTENTION_WARPS"));
   matmul_->set_bulk_copies(info_.cc_major >= 9);
   const int decode_config = parse_decode_gemm_config(std::getenv("RILL_DECODE_GEMM_CONFIG"));
   if (decode_config >= 9 && info_.cc_major < 9)

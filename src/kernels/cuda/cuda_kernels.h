@@ -127,5 +127,8 @@ int parse_gemm_l2_prefetch(const char* value);
 /// RILL_GEMM_WGMMA: null → -1 (the warpgroup GEMM wherever supported); "0" → 0 (off); "1" → 1
 /// (required: an error at start when unsupported); anything else → an error naming the variable.
 int parse_gemm_wgmma(const char* value);
+/// RILL_ATTENTION_WARPS: null → 0 (chosen by the query rows); 1, 2, 4, 8 → warps per attention
+/// block for every call (a measurement knob: rows are independent, the bits do not change).
+int parse_attention_warps(const char* value);
 
 }  // namespace rill::cuda
