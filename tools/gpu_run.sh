@@ -3,13 +3,15 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|dense|serve|full]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|final|dense|serve|full]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + the decode GEMM per shape and configuration, the default
 #   mode's decode at batch 1/16/64 with and without programmatic dependent launch, and the
 #   per-kernel breakdown; sweep: quick + batch-1 decode under each decode-GEMM configuration and
 #   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
-#   M > 16, prefill at 512/4096/16384 (and with 4-warp attention blocks), decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
+#   M > 16, prefill at 512/4096/16384 (and with 4-warp attention blocks), decode at batch 1-256;
+#   final: quick + the ceilings, the GEMMs for M > 16, every rill bench figure of RESULTS.md in
+#   both modes (no 16384 autotuned) and a batch-64 decode breakdown; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call).
 set -uo pipefail
@@ -73,7 +75,7 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill|final) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
@@ -134,6 +136,25 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
     python3 tools/ncu_summary.py /tmp/ncu_prefill.log | tee -a "$out/summary.txt"
   fi
   log "done (prefill)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == final ]]; then  # the figures of bench/RESULTS.md in one run: ceilings, GEMMs, rill bench
+  log "kernel bench: the ceilings (HBM copy, cuBLASLt GEMM) first"
+  timeout 60 build-gpu/bench/cuda_kernels_bench > "$out/kernels_bench.log" 2>&1
+  grep -E "HBM copy|GEMM (square|qkv|o_proj|gate_up|down) M=4096" "$out/kernels_bench.log" | sed "s/^/  ceiling: /" | tee -a "$out/summary.txt"
+  RILL_GEMM_CONFIGS=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
+    --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM config (2|12)" | tee -a "$out/summary.txt"
+  bench "invariant" --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64
+  bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
+  RILL_BATCH_INVARIANT=0 bench "autotuned" --model /tmp/q8 --prompt-len 512,4096,8192 --decode-tokens 64
+  if command -v ncu > /dev/null; then  # where a batch-64 decode step's time goes (invariant mode)
+    log "per-kernel decode breakdown at batch 64 (ncu, ~10 layers)"
+    timeout 90 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --launch-skip 3000 \
+      --launch-count 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --batch 64 --decode-tokens 4 \
+      > /tmp/ncu64.log 2>&1
+    python3 tools/ncu_summary.py /tmp/ncu64.log | head -16 | tee -a "$out/summary.txt"
+  fi
+  log "done (final)"
   exit $ctest_rc
 fi
 if [[ "$mode" == lite ]]; then

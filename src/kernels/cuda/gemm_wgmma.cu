@@ -1,6 +1,14 @@
 // kernels/cuda/gemm_wgmma.cu — the batch-invariant GEMM's prefill kernel for Hopper (sm_90a):
 // warpgroup MMA (wgmma) from shared memory fed by the tensor copy engine (TMA), one producer
-// warpgroup and two consumer warpgroups, a 128 × 128 output tile, 64-wide k stages, 5 stages.
+// warpgroup and two consumer warpgroups, a 128 × 128 output tile, 64-wide k stages, 5 or 6
+// stages, one CTA a tile or persistent CTAs (configurations 11-14; 12, persistent with 5 stages,
+// is the default above M = 16: 437-578 TFLOP/s on the 8B shapes at M = 512 and 4096 on the H200,
+// against 158-176 for the mma.sync kernel and ~786 for cuBLASLt; bench/RESULTS.md).
+//
+// Measured and dropped: clusters of 2 × 1, 1 × 2 and 2 × 2 tiles sharing x / w tiles by multicast
+// copies (2.3x slower: not understood yet). A trap found on the way: any instruction touching
+// the accumulators between a wgmma's issue and its wait makes the compiler wait for the whole
+// chain (ptxas C7517), so the fold and reset of a split range live outside the k loop.
 //
 // Same arithmetic as gemm.cu (see its header): each output's split ranges (gemm_split) are walked
 // in order; within a range an accumulator starts at 0 and takes the range's 16-wide k steps in
