@@ -3,7 +3,7 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|final|dense|serve|full]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|batches|final|dense|serve|full]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + the decode GEMM per shape and configuration, the default
 #   mode's decode at batch 1/16/64 with and without programmatic dependent launch, and the
@@ -11,7 +11,8 @@
 #   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
 #   M > 16, prefill at 512/4096/16384 (and with 4-warp attention blocks), decode at batch 1-256;
 #   final: quick + the ceilings, the GEMMs for M > 16, every rill bench figure of RESULTS.md in
-#   both modes (no 16384 autotuned) and a batch-64 decode breakdown; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
+#   both modes (no 16384 autotuned) and a batch-64 decode breakdown; batches: the warpgroup GEMM's
+#   tests, quick, decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call).
 set -uo pipefail
@@ -41,7 +42,7 @@ fi
 log "build ok"
 
 if [[ "$mode" == serve ]]; then log "serve phase: tests skipped (run by the dense phase)"; fi
-if [[ "$mode" == prefill ]]; then  # the warpgroup GEMM's own tests first, with a short leash (a hang costs little)
+if [[ "$mode" == prefill || "$mode" == batches ]]; then  # the warpgroup GEMM's own tests first, with a short leash (a hang costs little)
   timeout 120 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.WgmmaGemmEqualsTiled:CudaInvariance.GemmConfigurationsAgree:CudaInvariance.MatmulRowAloneEqualsRowInBatches' \
     > "$out/wgmma_tests.log" 2>&1
   log "wgmma tests rc=$?"
@@ -75,7 +76,7 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill|final) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill|final|batches) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
@@ -136,6 +137,11 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
     python3 tools/ncu_summary.py /tmp/ncu_prefill.log | tee -a "$out/summary.txt"
   fi
   log "done (prefill)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == batches ]]; then  # decode batches 32-256 (the GEMMs with few output tiles)
+  bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,32,64,128,256 --decode-tokens 32
+  log "done (batches)"
   exit $ctest_rc
 fi
 if [[ "$mode" == final ]]; then  # the figures of bench/RESULTS.md in one run: ceilings, GEMMs, rill bench

@@ -641,10 +641,15 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   // 4096 on the 8B shapes) once its 128 × 128 tiles fill half the SMs, else the 64×128 mma.sync
   // tiles (2 CTAs per SM, split ranges across CTAs at small M; 160-177 TFLOP/s). Same bits, any
   // configuration.
+  // Fewer tiles (decode batches of 17-256 rows): the warpgroup kernel with the split ranges spread
+  // over CTAs, when the partials fit the workspace.
   const int64_t wgmma_tiles = ceil_div(a.m, int64_t(128)) * ceil_div(a.n, int64_t(128));
+  const bool wgmma_split = g_wgmma && sp.splits > 1 && a.workspace &&
+                           size_t(sp.splits) * size_t(a.m * a.n) * sizeof(float) <= a.workspace_bytes;
   const int config = a.config > 0   ? a.config
                      : a.m <= 16    ? 1
                      : g_wgmma && 2 * wgmma_tiles >= a.num_sms ? 12
+                     : wgmma_split  ? 15
                                     : 2;
   switch (config) {
     case 1: launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
@@ -657,8 +662,20 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 8: launch_stream<4, 3>(k, stream); return;
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    case 11: case 12: case 13: case 14: gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, stream); return;
-    default: throw_error("[matmul] GEMM tile configuration must be 1..14");
+    case 11: case 12: case 13: case 14:
+      gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);
+      return;
+    case 15: {  // split ranges over CTAs, then the reduction kernel folds them in order
+      if (sp.splits == 1) {
+        gemm_detail::launch_gemm_wgmma(k, 0, a.num_sms, a.workspace_bytes, stream);
+        return;
+      }
+      gemm_detail::launch_gemm_wgmma(k, 4, a.num_sms, a.workspace_bytes, stream);
+      launch_pdl(gemm_reduce_kernel, dim3(unsigned(ceil_div(a.m * a.n, int64_t(256)))), dim3(256), 0, stream, k);
+      RILL_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    default: throw_error("[matmul] GEMM tile configuration must be 1..15");
   }
 }
 

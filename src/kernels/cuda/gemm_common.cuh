@@ -95,8 +95,9 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 
 /// Launches the warpgroup (wgmma + tensor-copy) kernel for a fold-schedule GEMM (gemm_wgmma.cu):
 /// variant 0 / 1: 5 stages, one CTA a tile / persistent CTAs (one an SM); 2 / 3: the same with 6
-/// stages (configurations 11-14; same bits).
-void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, cudaStream_t stream);
+/// stages; 4: one split range a CTA, its partial written to a.ws (ws_bytes), which the caller
+/// then folds with gemm_reduce_kernel (configurations 11-15; same bits).
+void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream);
 /// Whether this build carries the sm_90a warpgroup kernel and the device runs it (probed once).
 bool gemm_wgmma_available();
 

@@ -89,7 +89,11 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 
 // kPersistent: one CTA an SM walks output tiles blockIdx.x, + gridDim.x, ...; its producer runs
 // into the next tile while the consumers write the last one out. Otherwise one CTA a tile.
-template <int kStages, bool kPersistent>
+// kSplit (one CTA a tile and range; the split schedule of gemm.cu for GEMMs with too few output
+// tiles to fill the GPU, decode batches): CTA b computes range b / tiles of tile b % tiles alone
+// and writes its partial (0 + p, f32) to the workspace; gemm.cu's reduction kernel then adds the
+// ranges in order, the bias and the rounding: the fold schedule's additions.
+template <int kStages, bool kPersistent, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                       GemmKernelArgs a) {
@@ -113,6 +117,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     n0 = in_group / group_rows * kBN;
   };
   const int64_t tile_step = kPersistent ? gridDim.x : num_tiles;
+  // This CTA's first output tile and its k tiles [kt_begin, kt_end) (every range but in kSplit).
+  const int64_t first_tile = kSplit ? blockIdx.x % num_tiles : blockIdx.x;
+  const int range = kSplit ? int(blockIdx.x / num_tiles) : 0;
+  const int kt_begin = kSplit ? range * a.tiles_per_split : 0;
+  const int kt_end = kSplit ? std::min(ktiles, kt_begin + a.tiles_per_split) : ktiles;
   // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform, and the
   // consumers' wgmma sit on no divergent path (else it serializes them, warning C7520).
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
@@ -133,24 +142,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       int s = 0;
       unsigned phase = 0;
-      for (int64_t tile = blockIdx.x; tile < num_tiles; tile += tile_step) {
+      for (int64_t tile = first_tile; tile < num_tiles; tile += tile_step) {
         int64_t m0, n0;
         origin(tile, m0, n0);
-        int t = 0;
-        if (tile == blockIdx.x) {
+        int t = kt_begin;
+        if (tile == first_tile) {
           // The first stages' weights are requested before waiting for the previous kernel (launch.h).
-          const int pro = ktiles < kStages ? ktiles : kStages;
-          for (; t < pro; ++t) {
-            mbar_arrive_expect_tx(&full[t], 2 * kTileBytes);
-            tma_load_2d(sw + t * kTileBytes, &tw, t * kBK, int(n0), &full[t]);
+          const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
+          for (int p = 0; p < pro; ++p) {
+            mbar_arrive_expect_tx(&full[p], 2 * kTileBytes);
+            tma_load_2d(sw + p * kTileBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
           }
           pdl_wait();
           pdl_trigger();
-          for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * kTileBytes, &tx, p * kBK, int(m0), &full[p]);
+          for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * kTileBytes, &tx, (kt_begin + p) * kBK, int(m0), &full[p]);
+          t += pro;
           s = pro % kStages;
           phase = pro == kStages ? 1u : 0u;
         }
-        for (; t < ktiles; ++t) {
+        for (; t < kt_end; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);
           mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
           tma_load_2d(sw + s * kTileBytes, &tw, t * kBK, int(n0), &full[s]);
@@ -175,16 +185,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[64], total[64];
   int s = 0, prev = 0;
   unsigned phase = 0;
-  for (int64_t tile = blockIdx.x; tile < num_tiles; tile += tile_step) {
+  // (kSplit and one CTA a tile: one pass, visibly so to the compiler: the split epilogue's
+  // barriers and branches then sit after the last wgmma, not on a path back to one.)
+  const int64_t tile_end = kPersistent ? num_tiles : first_tile + 1;
+  for (int64_t tile = first_tile; tile < tile_end; tile += tile_step) {
     int64_t m0, n0;
     origin(tile, m0, n0);
 #pragma unroll
     for (int i = 0; i < 64; ++i) total[i] = 0.f;
     // One split range at a time: the inner loop's only writer of acc is the wgmma chain, so the
     // compiler inserts no wait of its own there (a range's fold and reset sit outside it).
-    int t = 0;
-    for (int range_end = 0; t < ktiles;) {
-      range_end = std::min(ktiles, range_end + a.tiles_per_split);
+    int t = kt_begin;
+    for (int range_end = kt_begin; t < kt_end;) {
+      range_end = std::min(kt_end, range_end + a.tiles_per_split);
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc[i] = 0.f;
       const int range_begin = t;
@@ -220,26 +233,50 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // Accumulator layout (as mma.sync's per 8 columns): register 4j + 2h + e holds row
     // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile.
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
-        const int64_t col = n0 + j * 8 + tig * 2;
-        if (row >= a.m || col >= a.n) continue;
-        float v0 = total[4 * j + 2 * h], v1 = total[4 * j + 2 * h + 1];
-        if (a.bias) {
-          v0 += __bfloat162float(a.bias[col]);
-          if (col + 1 < a.n) v1 += __bfloat162float(a.bias[col + 1]);
-        }
-        bf16* dst = a.ny == 1 ? a.ys[0] + row * a.n + col : out_at(a, row, col);
-        if (a.pairs) {
-          *reinterpret_cast<uint32_t*>(dst) = float2_to_bf16x2(v0, v1);
-        } else {
-          dst[0] = __float2bfloat16_rn(v0);
-          if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
-        }
+    // Output (row, col) and (row, col + 1): the bias, one rounding to bf16, the store.
+    auto write_out = [&](int64_t row, int64_t col, float v0, float v1) {
+      if (a.bias) {
+        v0 += __bfloat162float(a.bias[col]);
+        if (col + 1 < a.n) v1 += __bfloat162float(a.bias[col + 1]);
       }
+      bf16* dst = a.ny == 1 ? a.ys[0] + row * a.n + col : out_at(a, row, col);
+      if (a.pairs) {
+        *reinterpret_cast<uint32_t*>(dst) = float2_to_bf16x2(v0, v1);
+      } else {
+        dst[0] = __float2bfloat16_rn(v0);
+        if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
+      }
+    };
+    if constexpr (kSplit) {
+      // This range's partial to the workspace [splits, m, n]; gemm_reduce_kernel (gemm.cu) folds
+      // them in range order. (Folding here, in the tile's last CTA, made the compiler serialize
+      // every wgmma of the kernel: warning C7520.)
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
+          const int64_t col = n0 + j * 8 + tig * 2;
+          if (row >= a.m || col >= a.n) continue;
+          float* dst = a.ws + (int64_t(range) * a.m + row) * a.n + col;
+          if (col + 1 < a.n && a.n % 2 == 0) {
+            *reinterpret_cast<float2*>(dst) = make_float2(total[4 * j + 2 * h], total[4 * j + 2 * h + 1]);
+          } else {
+            dst[0] = total[4 * j + 2 * h];
+            if (col + 1 < a.n) dst[1] = total[4 * j + 2 * h + 1];
+          }
+        }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
+          const int64_t col = n0 + j * 8 + tig * 2;
+          if (row >= a.m || col >= a.n) continue;
+          write_out(row, col, total[4 * j + 2 * h], total[4 * j + 2 * h + 1]);
+        }
+    }
   }
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
@@ -309,25 +346,25 @@ bool gemm_wgmma_available() {
 
 namespace {
 
-template <int kStages, bool kPersistent>
+template <int kStages, bool kPersistent, bool kSplit = false>
 void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_kernel<kStages, kPersistent>,
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_kernel<kStages, kPersistent, kSplit>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes(kStages))));
     return true;
   }();
   (void)attr_set;
   const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kBN);
   const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
-  const int64_t ctas = kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
-  launch_pdl(gemm_wgmma_kernel<kStages, kPersistent>, dim3(unsigned(ctas)), dim3(kThreads), smem_bytes(kStages),
-             stream, tx, tw, a);
+  const int64_t ctas = kSplit ? tiles * a.splits : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
+  launch_pdl(gemm_wgmma_kernel<kStages, kPersistent, kSplit>, dim3(unsigned(ctas)), dim3(kThreads),
+             smem_bytes(kStages), stream, tx, tw, a);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, cudaStream_t stream) {
+void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {
   if (!gemm_wgmma_available())
     throw_error("[matmul] GEMM configurations 11-14 need an sm_90 GPU and a build for sm_90a "
                 "(RILL_CUDA_ARCHITECTURES=90a)");
@@ -340,7 +377,13 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, cudaSt
     case 1: launch_variant<5, true>(a, num_sms, stream); return;
     case 2: launch_variant<6, false>(a, num_sms, stream); return;
     case 3: launch_variant<6, true>(a, num_sms, stream); return;
-    default: throw_error("[matmul] warpgroup GEMM variant must be 0..3");
+    case 4:  // the caller checked the workspace and runs the reduction (gemm.cu)
+      if (!a.ws || a.splits < 2 || size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) > ws_bytes)
+        throw_error("[matmul] GEMM configuration 15 (split ranges across CTAs) needs 2+ ranges and a workspace "
+                    "of splits x M x N floats");
+      launch_variant<5, false, true>(a, num_sms, stream);
+      return;
+    default: throw_error("[matmul] warpgroup GEMM variant must be 0..4");
   }
 }
 

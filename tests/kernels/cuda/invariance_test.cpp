@@ -321,7 +321,8 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
 }
 
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
-// warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs) gives the bits of the mma.sync kernel's fold schedule (configuration 2):
+// warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs, or one split range a CTA folded by
+// the reduction kernel) gives the bits of the mma.sync kernel's fold schedule (configuration 2):
 // M not a multiple of 128 (rows past M arrive as zeros), N not a multiple of 8, K tails of 8 and
 // 24 (a half 16-wide step; steps wholly past K skipped), K past one split range, 1-8 ranges,
 // with and without bias, and fused outputs. On GPUs or builds without it the test is skipped.
@@ -346,13 +347,22 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
       auto run = [&](int config) {
         DevTensor dy(DType::bf16, {sh.m, sh.n});
         dy.poison();
-        cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), sh.m,
-                                     sh.n, sh.k, config),
-                          backend().stream());
+        cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), sh.m,
+                                       sh.n, sh.k, config);
+        if (config == 15) {  // the engine's split workspace
+          const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
+          ga.workspace = ws.workspace;
+          ga.workspace_bytes = ws.workspace_bytes;
+        }
+        cuda::launch_gemm(ga, backend().stream());
         return download_bf16(dy);
       };
       const std::vector<float> want = run(2);
-      for (int config : {11, 12, 13, 14}) {  // 5 / 6 stages, one CTA a tile / persistent
+      for (int config : {11, 12, 13, 14, 15}) {  // 5 / 6 stages, one CTA a tile / persistent; split ranges
+        if (config == 15) {  // the ranges over CTAs: the partials must fit the engine's workspace
+          const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
+          if (size_t(split.splits) * size_t(sh.m * sh.n) * sizeof(float) > ws.workspace_bytes) continue;
+        }
         const std::vector<float> got = run(config);
         for (float v : got) ASSERT_FALSE(std::isnan(v)) << "unwritten output, configuration " << config;
         size_t differ = 0;
