@@ -1,9 +1,11 @@
-// kernels/cuda/gemm_wgmma.cu — the batch-invariant GEMM's prefill kernel for Hopper (sm_90a):
+// kernels/cuda/gemm_wgmma.cu — the batch-invariant GEMM's kernel for M > 16 on Hopper (sm_90a):
 // warpgroup MMA (wgmma) from shared memory fed by the tensor copy engine (TMA), one producer
 // warpgroup and two consumer warpgroups, a 128 × 128 output tile, 64-wide k stages, 5 or 6
 // stages, one CTA a tile or persistent CTAs (configurations 11-14; 12, persistent with 5 stages,
-// is the default above M = 16: 437-578 TFLOP/s on the 8B shapes at M = 512 and 4096 on the H200,
-// against 158-176 for the mma.sync kernel and ~786 for cuBLASLt; bench/RESULTS.md).
+// is the default once the tiles fill half the SMs: 446-581 TFLOP/s on the 8B shapes at M = 512
+// and 4096 on the H200, against 158-176 for the mma.sync kernel and ~795 for cuBLASLt), or one
+// split range a CTA with the partials folded by gemm.cu's reduction kernel (configuration 15, the
+// default for fewer tiles: decode batches of 17-256 rows). bench/RESULTS.md has the figures.
 //
 // Measured and dropped: clusters of 2 × 1, 1 × 2 and 2 × 2 tiles sharing x / w tiles by multicast
 // copies (2.3x slower: not understood yet). A trap found on the way: any instruction touching
