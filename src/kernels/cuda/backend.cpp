@@ -144,6 +144,12 @@ CudaKernels::CudaKernels(int device_ordinal)
   }
   logger().info("CUDA backend on device {} ({}, sm_{}{}, {} SMs, {:.1f} GiB)", info_.ordinal, info_.name,
                 info_.cc_major, info_.cc_minor, info_.num_sms, double(info_.total_memory) / double(1 << 30));
+  if (info_.cc_major == 9 && info_.cc_minor == 0 && !gemm_wgmma_supported())
+    logger().warn("this build has no sm_90a code: prefill and large batches run the mma.sync GEMM (~3x slower than "
+                  "the warpgroup GEMM); build with RILL_CUDA_ARCHITECTURES=90a-real;90-virtual (the default)");
+  else
+    logger().debug("batch-invariant GEMM for M > 16: {}", gemm_wgmma_enabled() ? "warpgroup (wgmma) kernel"
+                                                                                 : "mma.sync kernel");
 }
 
 CudaKernels::~CudaKernels() {

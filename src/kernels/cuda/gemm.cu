@@ -637,12 +637,11 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     RILL_CUDA_CHECK_LAUNCH();
     return;
   }
-  // M > 16: the warpgroup kernel (sm_90a; persistent, 5 stages: 410-500 TFLOP/s at M = 512 and
-  // 4096 on the 8B shapes) once its 128 × 128 tiles fill half the SMs, else the 64×128 mma.sync
-  // tiles (2 CTAs per SM, split ranges across CTAs at small M; 160-177 TFLOP/s). Same bits, any
-  // configuration.
-  // Fewer tiles (decode batches of 17-256 rows): the warpgroup kernel with the split ranges spread
-  // over CTAs, when the partials fit the workspace.
+  // M > 16 (same bits, any configuration): the warpgroup kernel (sm_90a) with persistent CTAs once
+  // its 128 × 128 tiles fill half the SMs (446-581 TFLOP/s at M = 512 and 4096 on the 8B shapes);
+  // with fewer tiles (decode batches of 17-256 rows) one split range a CTA and the reduction
+  // kernel, when the partials fit the workspace; otherwise, and without sm_90a code, the 64×128
+  // mma.sync tiles (2 CTAs per SM, split ranges across CTAs at small M; 158-176 TFLOP/s).
   const int64_t wgmma_tiles = ceil_div(a.m, int64_t(128)) * ceil_div(a.n, int64_t(128));
   const bool wgmma_split = g_wgmma && sp.splits > 1 && a.workspace &&
                            size_t(sp.splits) * size_t(a.m * a.n) * sizeof(float) <= a.workspace_bytes;
