@@ -147,7 +147,10 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
 
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode tokens/s of a model");
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Measure prefill and decode tokens/s of a model (prefill timed after one untimed prompt of the same "
+      "length, also printed as prefill_cold_tokens_per_s; decode after two untimed steps)");
   cmd->add_option("--model", args->model, "Model directory (default: the built-in default model)");
   cmd->add_option("--device", args->device, "auto, cpu or cuda")->capture_default_str();
   cmd->add_option("--prompt-len", args->prompt_lens, "Prompt tokens per row (a comma list runs each)")
