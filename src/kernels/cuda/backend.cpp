@@ -5,7 +5,9 @@
 
 #include <cuda_runtime.h>
 
+#include <charconv>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -63,44 +65,51 @@ int parse_attention_span_keys(const char* value) {
   return int(v);
 }
 
+namespace {
+
+// v as an int when it is exactly that int's decimal spelling ("7"; not "07", "+7", "7x" or "").
+std::optional<int> exact_int(std::string_view v) {
+  int x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size() || std::to_string(x) != v) return std::nullopt;
+  return x;
+}
+
+}  // namespace
+
 int parse_decode_gemm_config(const char* value) {
   if (!value) return 0;
-  const std::string_view v(value);
-  for (int c : {1, 5, 6, 7, 8, 9, 10})
-    if (v == std::to_string(c)) return c;
-  fail("RILL_DECODE_GEMM_CONFIG: must be 1, 5, 6, 7, 8, 9 or 10, got '{}'", v);
+  const auto c = exact_int(value);
+  if (c && (*c == 1 || (*c >= 5 && *c <= 10))) return *c;
+  fail("RILL_DECODE_GEMM_CONFIG: must be 1, 5, 6, 7, 8, 9 or 10, got '{}'", value);
 }
 
 int parse_gemm_split_ctas(const char* value) {
   if (!value) return 2;
-  const std::string_view v(value);
-  for (int c = 1; c <= 8; ++c)
-    if (v == std::to_string(c)) return c;
-  fail("RILL_GEMM_SPLIT_CTAS: must be 1..8, got '{}'", v);
+  const auto c = exact_int(value);
+  if (c && *c >= 1 && *c <= 8) return *c;
+  fail("RILL_GEMM_SPLIT_CTAS: must be 1..8, got '{}'", value);
 }
 
 int parse_gemm_l2_prefetch(const char* value) {
   if (!value) return kDefaultL2PrefetchTiles;
-  const std::string_view v(value);
-  for (int c = 0; c <= 32; ++c)
-    if (v == std::to_string(c)) return c;
-  fail("RILL_GEMM_L2_PREFETCH: must be 0..32 (weight tiles), got '{}'", v);
+  const auto c = exact_int(value);
+  if (c && *c >= 0 && *c <= 32) return *c;
+  fail("RILL_GEMM_L2_PREFETCH: must be 0..32 (weight tiles), got '{}'", value);
 }
 
 int parse_attention_warps(const char* value) {
   if (!value) return 0;
-  const std::string_view v(value);
-  for (int w : {1, 2, 4, 8})
-    if (v == std::to_string(w)) return w;
-  fail("RILL_ATTENTION_WARPS: must be 1, 2, 4 or 8 (warps per attention block), got '{}'", v);
+  const auto w = exact_int(value);
+  if (w && (*w == 1 || *w == 2 || *w == 4 || *w == 8)) return *w;
+  fail("RILL_ATTENTION_WARPS: must be 1, 2, 4 or 8 (warps per attention block), got '{}'", value);
 }
 
 int parse_gemm_wgmma(const char* value) {
   if (!value) return -1;
-  const std::string_view v(value);
-  if (v == "0") return 0;
-  if (v == "1") return 1;
-  fail("RILL_GEMM_WGMMA: must be 0 or 1, got '{}'", v);
+  const auto on = exact_int(value);
+  if (on && (*on == 0 || *on == 1)) return *on;
+  fail("RILL_GEMM_WGMMA: must be 0 or 1, got '{}'", value);
 }
 
 CudaKernels::CudaKernels(int device_ordinal)
