@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <csignal>
 #include <optional>
 #include <thread>
 
@@ -256,7 +257,8 @@ void HttpServer::stop() {
 void HttpServer::run(double grace_s, std::function<void()> on_drain) {
   auto state = state_;
   accept(state);
-  net::signal_set signals(state->ioc, SIGINT, SIGTERM);
+  std::optional<net::signal_set> signals(std::in_place, state->ioc, SIGINT, SIGTERM);
+  bool signalled = false;
   net::steady_timer drain(state->ioc);
   std::chrono::steady_clock::time_point deadline;
   std::function<void()> check = [&] {
@@ -266,8 +268,9 @@ void HttpServer::run(double grace_s, std::function<void()> on_drain) {
       if (!ec) check();
     });
   };
-  signals.async_wait([&](beast::error_code ec, int sig) {
+  signals->async_wait([&](beast::error_code ec, int sig) {
     if (ec) return;
+    signalled = true;
     logger().info("server: signal {}: taking no new work; finishing {} running request(s)", sig, state->jobs.load());
     state->stopping = true;
     if (on_drain) {
@@ -284,6 +287,14 @@ void HttpServer::run(double grace_s, std::function<void()> on_drain) {
   state->ioc.run();
   state->ioc.stop();
   for (std::thread& t : threads) t.join();
+  if (signalled) {
+    // Shutting down on a signal: the signal set's end restores the default action, under which
+    // a repeated SIGINT/SIGTERM during the rest of the orderly shutdown (engine stop, freeing the
+    // model) would kill the process instead of letting it exit 0. Ignore them from here on.
+    signals.reset();
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
+  }
 }
 
 }  // namespace rill::server
