@@ -3,7 +3,7 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|batches|final|dense|serve|full]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|batches|final|dense|serve|full|profile]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + the decode GEMM per shape and configuration, the default
 #   mode's decode at batch 1/16/64 with and without programmatic dependent launch, and the
@@ -14,7 +14,8 @@
 #   both modes (no 16384 autotuned) and a batch-64 decode breakdown; batches: the warpgroup GEMM's
 #   tests, quick, decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
-#   figures (no tests); full: dense then serve (longer than one 10-minute device call).
+#   figures (no tests); full: dense then serve (longer than one 10-minute device call); profile:
+#   Nsight Compute sections of the prefill GEMM and attention kernels, per-kernel prefill and decode times.
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -76,7 +77,7 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill|final|batches) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill|final|batches|profile) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
@@ -137,6 +138,24 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
     python3 tools/ncu_summary.py /tmp/ncu_prefill.log | tee -a "$out/summary.txt"
   fi
   log "done (prefill)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == profile ]]; then  # Nsight Compute sections of the prefill GEMM and attention, and per-kernel times
+  sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats"
+  # The 2nd launch of configuration 12 at M = N = K = 4096 (after 4 configurations x 16 launches at M = 512 and 16 of 11).
+  RILL_GEMM_CONFIGS=1 timeout 150 ncu --clock-control none $sections --kernel-name regex:gemm_wgmma_kernel --launch-skip 81 \
+    --launch-count 1 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
+    --gtest_also_run_disabled_tests > "$out/ncu_gemm.txt" 2>&1
+  log "gemm profile: $(grep -cE 'Throughput|Stall' "$out/ncu_gemm.txt") lines"
+  timeout 120 ncu --clock-control none $sections --kernel-name regex:attention_kernel --launch-skip 40 --launch-count 1 \
+    build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 4096 --decode-tokens 1 > "$out/ncu_attn.txt" 2>&1
+  log "attention profile: $(grep -cE 'Throughput|Stall' "$out/ncu_attn.txt") lines"
+  log "per-kernel prefill breakdown (ncu, two 4096-token prompts: untimed then timed)"
+  timeout 170 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 800 \
+    build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 4096 --decode-tokens 1 > /tmp/ncu_prefill.log 2>&1
+  python3 tools/ncu_summary.py /tmp/ncu_prefill.log | tee -a "$out/summary.txt"
+  ncu_breakdown
+  log "done (profile)"
   exit $ctest_rc
 fi
 if [[ "$mode" == batches ]]; then  # decode batches 32-256 (the GEMMs with few output tiles)
