@@ -9,7 +9,7 @@
 #   mode's decode at batch 1/16/64 with and without programmatic dependent launch, and the
 #   per-kernel breakdown; sweep: quick + batch-1 decode under each decode-GEMM configuration and
 #   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
-#   M > 16, prefill at 512/4096/16384 (and with 4-warp attention blocks), decode at batch 1-256;
+#   M > 16, prefill at 512/4096/16384 (and with the mma.sync attention), decode at batch 1-256;
 #   final: quick + the ceilings, the GEMMs for M > 16, every rill bench figure of RESULTS.md in
 #   both modes (no 16384 autotuned) and a batch-64 decode breakdown; batches: the warpgroup GEMM's
 #   tests, quick, decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
@@ -44,7 +44,7 @@ log "build ok"
 
 if [[ "$mode" == serve ]]; then log "serve phase: tests skipped (run by the dense phase)"; fi
 if [[ "$mode" == prefill || "$mode" == batches ]]; then  # the warpgroup GEMM's own tests first, with a short leash (a hang costs little)
-  timeout 120 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.WgmmaGemmEqualsTiled:CudaInvariance.GemmConfigurationsAgree:CudaInvariance.MatmulRowAloneEqualsRowInBatches' \
+  timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.Wgmma*:CudaInvariance.GemmConfigurationsAgree:CudaInvariance.MatmulRowAloneEqualsRowInBatches:CudaInvariance.Attention*:CudaAttention.*' \
     > "$out/wgmma_tests.log" 2>&1
   log "wgmma tests rc=$?"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differing|Expected|Which is|seed" "$out/wgmma_tests.log" | head -30 | tee -a "$out/summary.txt"
@@ -128,7 +128,7 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
   RILL_GEMM_CONFIGS=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
   bench "invariant" --model /tmp/q8 --prompt-len 512,4096,16384 --decode-tokens 16
-  RILL_ATTENTION_WARPS=4 bench "invariant attention-4-warps" --model /tmp/q8 --prompt-len 4096,16384 --decode-tokens 16
+  RILL_ATTENTION_WGMMA=0 bench "invariant mma.sync attention" --model /tmp/q8 --prompt-len 4096,16384 --decode-tokens 16
   [[ -n "${RILL_PROBE:-}" ]] && RILL_GEMM_WGMMA=0 bench "invariant no-wgmma" --model /tmp/q8 --prompt-len 4096 --decode-tokens 16
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,16,64,256 --decode-tokens 32
   if [[ -n "${RILL_PROBE:-}" ]] && command -v ncu > /dev/null; then  # where a 4096-token prefill's time goes

@@ -5,7 +5,7 @@ import collections
 import re
 import sys
 
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 totals = collections.defaultdict(list)
 name = None
 for line in open(sys.argv[1], errors="replace"):

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
@@ -37,100 +38,9 @@
 namespace rill::cuda {
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-// Invariant mode: KV positions per span (a multiple of every tile): 64 (one tile) at head_dim
-// ≤ 128, 256 at head_dim 256 (see run_attention_invariant); AttentionArgs::span_keys overrides.
-constexpr int kSpanKeys = 64;  // the default; AttentionArgs::span_keys (a multiple of it) overrides
+using namespace attention_detail;
 
-// Folds one span's partial (o, m, l) of a row into the running (acc_o, acc_m, acc_l), the span
-// skipped when it saw no key (m = -inf). Explicitly rounded ops: the attention kernel (fold
-// schedule) and the combine kernel (split schedule) must produce the same bits.
-struct SpanMerge {
-  float a, b;
-  __device__ __forceinline__ static SpanMerge make(float& acc_m, float& acc_l, float m, float l) {
-    const float m_new = fmaxf(acc_m, m);
-    SpanMerge w{exp2f(acc_m - m_new), exp2f(m - m_new)};
-    acc_l = __fadd_rn(__fmul_rn(acc_l, w.a), __fmul_rn(l, w.b));
-    acc_m = m_new;
-    return w;
-  }
-  __device__ __forceinline__ float apply(float acc_o, float o) const {
-    return __fadd_rn(__fmul_rn(acc_o, a), __fmul_rn(o, b));
-  }
-};
-__device__ __forceinline__ float span_result(float acc_o, float acc_l) {
-  return acc_l > 0.f ? __fdiv_rn(acc_o, acc_l) : 0.f;
-}
-
-struct AttnKernelArgs {
-  const bf16* q;
-  const bf16* k_cache;
-  const bf16* v_cache;
-  bf16* out;
-  const int32_t* cu_seqlens_q;
-  const int32_t* context_lens;
-  const int32_t* block_tables;
-  int64_t tokens;
-  int hq, hkv, group;
-  int block_size, block_shift, max_blocks_per_row;  // block_shift: log2(block_size) or -1
-  float scale;
-  float softcap;
-  int window;
-  int splits;
-  int span_tiles;  // invariant mode: tiles per span (0: legacy equal splits of the row's tiles)
-  float* part_o;   // [splits, tokens, hq, D] when splits > 1
-  float* part_ml;  // [splits, tokens, hq, 2]
-};
-
-template <int D, int kWarps, int kBN>
-struct AttnConfig {
-  static constexpr int kBM = 16 * kWarps;
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kStride = D + 8;  // +16 bytes per row: conflict-free ldmatrix
-  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  static constexpr bool kQInRegs = D <= 128;
-  static constexpr size_t kSmemBytes = size_t(kBM + 2 * kBN) * kStride * sizeof(bf16);
-};
-
-// The cache slots of the key rows this thread copies for one tile (-1: past kv_end, zero-fill).
-// All block-table reads are issued before any copy, so a tile costs one table round trip. A
-// thread always copies the same 16-byte chunk column (kThreads is a multiple of kChunks), so its
-// source offset inside a slot is fixed; power-of-two block sizes avoid integer division.
-template <int D, int kBN, int kThreads>
-struct TileSlots {
-  static constexpr int kChunks = D / 8;
-  static constexpr int kIters = kBN * kChunks / kThreads;
-  static constexpr int kRowsPerIter = kThreads / kChunks;
-  static_assert(kBN * kChunks % kThreads == 0 && kThreads % kChunks == 0, "tile chunks must divide over the threads");
-  int32_t slot[kIters];
-
-  __device__ __forceinline__ void load(const int32_t* table, int block_size, int block_shift, int tile_start,
-                                       int kv_end) {
-    const int r0 = int(threadIdx.x) / kChunks;
-#pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      int kp = tile_start + r0 + it * kRowsPerIter;
-      int32_t s = -1;
-      if (kp < kv_end) {
-        if (block_shift >= 0) s = (__ldg(table + (kp >> block_shift)) << block_shift) | (kp & (block_size - 1));
-        else s = __ldg(table + kp / block_size) * block_size + kp % block_size;
-      }
-      slot[it] = s;
-    }
-  }
-
-  // Copies the tile of one kv head from `cache` into smem rows of D + 8 elements.
-  __device__ __forceinline__ void copy(bf16* smem, const bf16* cache, int64_t slot_stride, int kvh) const {
-    const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
-    const bf16* base = cache + kvh * D + c * 8;
-    bf16* dst = smem + r0 * (D + 8) + c * 8;
-#pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      bool ok = slot[it] >= 0;
-      cp_async16(dst + it * kRowsPerIter * (D + 8), ok ? base + slot[it] * slot_stride : cache, ok);
-    }
-  }
-};
+bool g_attention_wgmma = false;  // set_attention_wgmma (the backend turns it on where supported)
 
 template <int D, int kWarps, int kBN, bool kFold>
 __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a) {
@@ -202,13 +112,12 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
   }
 
   // This thread's two rows (g and g + 8 of the warp's 16) and their query positions.
-  int qpos[2];
-  bool row_ok[2];
+  RowPos rp;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     int m = m0 + warp * 16 + g + h * 8;
-    row_ok[h] = m < packed;
-    qpos[h] = pos0 + (row_ok[h] ? m / a.group : 0);
+    rp.ok[h] = m < packed;
+    rp.qpos[h] = pos0 + (rp.ok[h] ? m / a.group : 0);
   }
   const bool warp_active = m0 + warp * 16 < packed;
 
@@ -238,7 +147,6 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
     for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], q_frag_base + kk * 16);
   }
 
-  const float scale_log2 = a.scale * kLog2e;
   for (int t = 0; t < n_tiles; ++t) {
     const int tile_start = (my_lo + t) * kBN;
     if (t > 0) {
@@ -277,53 +185,12 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
     }
 
     if (warp_active) {
-      // Scale, cap, mask; track the running max per row.
       const bool full = tile_start + kBN <= pos0 + qi_first + 1 && tile_start + kBN <= ctx &&
                         (a.window <= 0 || tile_start > pos0 + qi_last - a.window);
-#pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x;
-          if (a.softcap > 0.f) x = a.softcap * tanhf(s[nt][e] * a.scale / a.softcap) * kLog2e;
-          else x = s[nt][e] * scale_log2;
-          if (!full) {
-            int h = e / 2;
-            int kp = tile_start + nt * 8 + tig * 2 + (e % 2);
-            bool ok = row_ok[h] && kp <= qpos[h] && kp < ctx && (a.window <= 0 || kp > qpos[h] - a.window);
-            x = ok ? x : -INFINITY;
-          }
-          s[nt][e] = x;
-        }
-      }
+      scale_and_mask<kBN>(s, a, rp, tile_start, ctx, full, tig);
       float alpha[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < kBN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        float m_new = fmaxf(row_max[h], mx);
-        float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha[h] = exp2f(row_max[h] - m_use);
-        row_max[h] = m_new;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < kBN / 8; ++nt) {
-          s[nt][2 * h] = exp2f(s[nt][2 * h] - m_use);
-          s[nt][2 * h + 1] = exp2f(s[nt][2 * h + 1] - m_use);
-          sum += s[nt][2 * h] + s[nt][2 * h + 1];
-        }
-        row_sum[h] = row_sum[h] * alpha[h] + sum;
-      }
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][0] *= alpha[0];
-        o[dt][1] *= alpha[0];
-        o[dt][2] *= alpha[1];
-        o[dt][3] *= alpha[1];
-      }
+      softmax_tile<kBN>(s, row_max, row_sum, alpha);
+      rescale<D>(o, alpha);
     }
 
     // V of this tile: the newest outstanding group may be K of the next tile.
@@ -336,10 +203,8 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
     if (warp_active) {
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk) {
-        // P as the A fragment: the C layout of two adjacent n-tiles is the A layout of one k-step.
-        uint32_t pf[4] = {float2_to_bf16x2(s[2 * kk][0], s[2 * kk][1]), float2_to_bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                          float2_to_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                          float2_to_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        uint32_t pf[4];
+        p_fragment<kBN>(pf, s, kk);
 #pragma unroll
         for (int dt2 = 0; dt2 < D / 16; ++dt2) {
           // V stored [key][dim] is row-major B: load transposed.
@@ -357,43 +222,14 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
       cp_async_commit();
     }
     if constexpr (kFold) {
-      if (warp_active && ((my_lo + t + 1) % a.span_tiles == 0 || t + 1 == n_tiles)) {
-        // A span ended: merge it (the same row-sum reduction as a split partial's) and restart.
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-          row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-          if (row_max[h] != -INFINITY) {
-            SpanMerge w = SpanMerge::make(acc_m[h], acc_l[h], row_max[h], row_sum[h]);
-#pragma unroll
-            for (int dt = 0; dt < D / 8; ++dt) {
-              acc_o[dt][2 * h] = w.apply(acc_o[dt][2 * h], o[dt][2 * h]);
-              acc_o[dt][2 * h + 1] = w.apply(acc_o[dt][2 * h + 1], o[dt][2 * h + 1]);
-            }
-          }
-          row_max[h] = -INFINITY;
-          row_sum[h] = 0.f;
-        }
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
-      }
+      if (warp_active && ((my_lo + t + 1) % a.span_tiles == 0 || t + 1 == n_tiles))
+        fold_span<D>(acc_o, acc_m, acc_l, o, row_max, row_sum);  // a span ended: merge it and restart
     }
   }
 
   if (!warp_active) return;
   if constexpr (kFold) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (!row_ok[h]) continue;
-      int m = m0 + warp * 16 + g + h * 8;
-      int64_t token = q_begin + m / a.group;
-      int head = kvh * a.group + m % a.group;
-      bf16* dst = a.out + (token * a.hq + head) * D + tig * 2;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt)
-        *reinterpret_cast<uint32_t*>(dst + dt * 8) = float2_to_bf16x2(span_result(acc_o[dt][2 * h], acc_l[h]),
-                                                                      span_result(acc_o[dt][2 * h + 1], acc_l[h]));
-    }
+    store_folded<D>(a, acc_o, acc_l, rp, m0 + warp * 16 + g, q_begin, kvh, tig);
   } else {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -402,7 +238,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (!row_ok[h]) continue;
+      if (!rp.ok[h]) continue;
       int m = m0 + warp * 16 + g + h * 8;
       int64_t token = q_begin + m / a.group;
       int head = kvh * a.group + m % a.group;
@@ -604,8 +440,14 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
         k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys);
     RILL_CUDA_CHECK_LAUNCH();
   } else {
-    blocks_per_sm<D, kWarps, kBN, true>();  // sets the shared-memory attribute once
     k.splits = 1;
+    if constexpr (D == 128 && kWarps == 8) {
+      if (g_attention_wgmma) {  // the same bits on warpgroup MMA (attention_wgmma.cu)
+        launch_attention_wgmma(k, m_tiles, a.hkv, a.num_rows, stream);
+        return;
+      }
+    }
+    blocks_per_sm<D, kWarps, kBN, true>();  // sets the shared-memory attribute once
     dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows));
     launch_pdl(attention_kernel<D, kWarps, kBN, true>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
     RILL_CUDA_CHECK_LAUNCH();
@@ -661,6 +503,10 @@ void dispatch_invariant(const AttentionArgs& a, int warps, cudaStream_t stream) 
 }
 
 }  // namespace
+
+bool attention_wgmma_supported() { return attention_wgmma_available(); }
+void set_attention_wgmma(bool on) { g_attention_wgmma = on && attention_wgmma_available(); }
+bool attention_wgmma_enabled() { return g_attention_wgmma; }
 
 void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tokens == 0 || a.num_rows == 0) return;

@@ -105,12 +105,18 @@ int parse_attention_warps(const char* value) {
   fail("RILL_ATTENTION_WARPS: must be 1, 2, 4 or 8 (warps per attention block), got '{}'", value);
 }
 
-int parse_gemm_wgmma(const char* value) {
+namespace {
+// A warpgroup-kernel switch: null → -1 (on wherever supported), "0" → 0, "1" → 1 (required).
+int parse_wgmma_switch(std::string_view name, const char* value) {
   if (!value) return -1;
   const auto on = exact_int(value);
   if (on && (*on == 0 || *on == 1)) return *on;
-  fail("RILL_GEMM_WGMMA: must be 0 or 1, got '{}'", value);
+  fail("{}: must be 0 or 1, got '{}'", name, value);
 }
+}  // namespace
+
+int parse_gemm_wgmma(const char* value) { return parse_wgmma_switch("RILL_GEMM_WGMMA", value); }
+int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
 
 CudaKernels::CudaKernels(int device_ordinal)
     : info_(open_device(device_ordinal)), allocator_(device_ordinal), stream_(Stream::create()), lt_(CublasLtHandle::create()) {
@@ -143,6 +149,12 @@ CudaKernels::CudaKernels(int device_ordinal)
     fail("RILL_GEMM_WGMMA=1 needs an sm_90 GPU and a build for sm_90a (RILL_CUDA_ARCHITECTURES=90a); this GPU is "
          "sm_{}{}", info_.cc_major, info_.cc_minor);
   set_gemm_wgmma(wgmma != 0);
+  // The warpgroup attention kernel for the invariant fold schedule at head_dim 128 (prefill).
+  const int attn_wgmma = parse_attention_wgmma(std::getenv("RILL_ATTENTION_WGMMA"));
+  if (attn_wgmma == 1 && !attention_wgmma_supported())
+    fail("RILL_ATTENTION_WGMMA=1 needs an sm_90 GPU and a build for sm_90a (RILL_CUDA_ARCHITECTURES=90a); this GPU "
+         "is sm_{}{}", info_.cc_major, info_.cc_minor);
+  set_attention_wgmma(attn_wgmma != 0);
   // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
@@ -157,8 +169,9 @@ CudaKernels::CudaKernels(int device_ordinal)
     logger().warn("this build has no sm_90a code: prefill and large batches run the mma.sync GEMM (~3x slower than "
                   "the warpgroup GEMM); build with RILL_CUDA_ARCHITECTURES=90a-real;90-virtual (the default)");
   else
-    logger().debug("batch-invariant GEMM for M > 16: {}", gemm_wgmma_enabled() ? "warpgroup (wgmma) kernel"
-                                                                                 : "mma.sync kernel");
+    logger().debug("batch-invariant GEMM for M > 16: {}; prefill attention at head_dim 128: {}",
+                   gemm_wgmma_enabled() ? "warpgroup (wgmma) kernel" : "mma.sync kernel",
+                   attention_wgmma_enabled() ? "warpgroup (wgmma) kernel" : "mma.sync kernel");
 }
 
 CudaKernels::~CudaKernels() {

@@ -84,6 +84,10 @@ class CudaKernels final : public Kernels {
   bool batch_invariant() const override { return batch_invariant_; }
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
   void set_attention_splits(int splits) { attention_splits_ = splits; }
+  /// Batch-invariant attention's span in keys (a multiple of 64; 0 = the default for the head_dim).
+  /// Part of the arithmetic, like RILL_ATTENTION_SPAN_KEYS: tests and benchmarks only.
+  void set_attention_span_keys(int keys) { attention_span_keys_ = keys; }
+  int attention_span_keys() const { return attention_span_keys_; }
   /// Attention with a forced kernel variant (tests, benchmarks; 0 = automatic): warps per block
   /// 1/2/4/8 and keys per tile 32/64 (head_dim 256: 32 only; 32 only with 1 or 2 warps below 256).
   void set_attention_variant(int warps, int keys_per_tile) {
@@ -127,6 +131,9 @@ int parse_gemm_l2_prefetch(const char* value);
 /// RILL_GEMM_WGMMA: null → -1 (the warpgroup GEMM wherever supported); "0" → 0 (off); "1" → 1
 /// (required: an error at start when unsupported); anything else → an error naming the variable.
 int parse_gemm_wgmma(const char* value);
+/// RILL_ATTENTION_WGMMA: the same for the warpgroup attention kernel (the invariant fold schedule
+/// at head_dim 128, prefill; attention_wgmma.cu).
+int parse_attention_wgmma(const char* value);
 /// RILL_ATTENTION_WARPS: null → 0 (chosen by the query rows); 1, 2, 4, 8 → warps per attention
 /// block for every call (a measurement knob: rows are independent, the bits do not change).
 int parse_attention_warps(const char* value);

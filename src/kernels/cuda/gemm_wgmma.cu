@@ -35,10 +35,8 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/wgmma.cuh"
 
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define RILL_WGMMA_DEVICE 1
-#endif
 
 namespace rill::cuda::gemm_detail {
 namespace {
@@ -52,31 +50,6 @@ constexpr size_t smem_bytes(int stages) { return size_t(stages) * 2 * kTileBytes
 static_assert(kBM == kBN, "one tile size for x and w stages");
 
 #if defined(RILL_WGMMA_DEVICE)
-// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t wgmma_desc(uint32_t saddr) {
-  return uint64_t((saddr & 0x3FFFFu) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Ties the accumulators to this point of the instruction stream: the compiler may not move their
-// reads or writes across it (they are written asynchronously between issue and wait).
-__device__ __forceinline__ void pin(float (&d)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-// d[64 × 128] += a[64 × 16] · b[128 × 16]ᵀ (both from shared memory), f32 accumulators.
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db));
-}
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
@@ -184,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto release = [&](int stage) {
     if (lane == 0) mbar_arrive(&empty[stage]);
   };
-  float acc[64], total[64];
+  float acc[kBN / 8][4], total[kBN / 8][4];
   int s = 0, prev = 0;
   unsigned phase = 0;
   // (kSplit and one CTA a tile: one pass, visibly so to the compiler: the split epilogue's
@@ -194,14 +167,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     int64_t m0, n0;
     origin(tile, m0, n0);
 #pragma unroll
-    for (int i = 0; i < 64; ++i) total[i] = 0.f;
+    for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
     // One split range at a time: the inner loop's only writer of acc is the wgmma chain, so the
     // compiler inserts no wait of its own there (a range's fold and reset sit outside it).
     int t = kt_begin;
     for (int range_end = kt_begin; t < kt_end;) {
       range_end = std::min(kt_end, range_end + a.tiles_per_split);
 #pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+      for (int j = 0; j < kBN / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
       const int range_begin = t;
       for (; t < range_end; ++t) {
         mbar_wait(&full[s], phase);
@@ -209,31 +182,34 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
         const uint32_t xs = x_base + uint32_t(s * kTileBytes), ws = w_base + uint32_t(s * kTileBytes);
         if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
-          wgmma_fence();
+          wgmma::fence();
 #pragma unroll
           for (int kk = 0; kk < kBK / 16; ++kk)
-            wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
+            wgmma::m64n128k16_ss(acc, wgmma::desc_k_major(xs + kk * 32), wgmma::desc_k_major(ws + kk * 32));
         } else {  // the tile holding K's end
-          wgmma_fence();
-          for (int kk = 0; kk < steps; ++kk) wgmma_m64n128k16(acc, wgmma_desc(xs + kk * 32), wgmma_desc(ws + kk * 32));
+          wgmma::fence();
+          for (int kk = 0; kk < steps; ++kk)
+            wgmma::m64n128k16_ss(acc, wgmma::desc_k_major(xs + kk * 32), wgmma::desc_k_major(ws + kk * 32));
         }
-        wgmma_commit();
+        wgmma::commit();
         // k tile t - 1's multiplies are done: its stage may be refilled. (No instruction may touch
         // acc here: tile t's multiplies still write it, and the compiler would wait for them.)
-        wgmma_wait<1>();
+        wgmma::wait<1>();
         if (t > range_begin) release(prev);
         prev = s;
         if (++s == kStages) s = 0, phase ^= 1u;
       }
       // The range ended: add its partial into the total in range order.
-      wgmma_wait<0>();
-      pin(acc);
+      wgmma::wait<0>();
+      wgmma::pin(acc);
       release(prev);
 #pragma unroll
-      for (int i = 0; i < 64; ++i) total[i] += acc[i];
+      for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
     }
 
-    // Accumulator layout (as mma.sync's per 8 columns): register 4j + 2h + e holds row
+    // Accumulator layout (wgmma.cuh; as mma.sync's per 8 columns): total[j][2h + e] holds row
     // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile.
     // Output (row, col) and (row, col + 1): the bias, one rounding to bf16, the store.
     auto write_out = [&](int64_t row, int64_t col, float v0, float v1) {
@@ -262,10 +238,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (row >= a.m || col >= a.n) continue;
           float* dst = a.ws + (int64_t(range) * a.m + row) * a.n + col;
           if (col + 1 < a.n && a.n % 2 == 0) {
-            *reinterpret_cast<float2*>(dst) = make_float2(total[4 * j + 2 * h], total[4 * j + 2 * h + 1]);
+            *reinterpret_cast<float2*>(dst) = make_float2(total[j][2 * h], total[j][2 * h + 1]);
           } else {
-            dst[0] = total[4 * j + 2 * h];
-            if (col + 1 < a.n) dst[1] = total[4 * j + 2 * h + 1];
+            dst[0] = total[j][2 * h];
+            if (col + 1 < a.n) dst[1] = total[j][2 * h + 1];
           }
         }
     } else {
@@ -276,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
           const int64_t col = n0 + j * 8 + tig * 2;
           if (row >= a.m || col >= a.n) continue;
-          write_out(row, col, total[4 * j + 2 * h], total[4 * j + 2 * h + 1]);
+          write_out(row, col, total[j][2 * h], total[j][2 * h + 1]);
         }
     }
   }

@@ -221,6 +221,12 @@ void set_gemm_l2_prefetch_tiles(int tiles);
 bool gemm_wgmma_supported();
 void set_gemm_wgmma(bool on);
 bool gemm_wgmma_enabled();
+/// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
+/// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled
+/// (RILL_ATTENTION_WGMMA; on when supported). Same bits as the mma.sync kernel.
+bool attention_wgmma_supported();
+void set_attention_wgmma(bool on);
+bool attention_wgmma_enabled();
 /// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
 /// position of row i in x.
 void launch_gemm(const GemmArgs& a, cudaStream_t stream);

@@ -253,6 +253,65 @@ TEST(CudaInvariance, AttentionPromptInOneChunkEqualsChunks) {
   }
 }
 
+// The warpgroup attention kernel (the fold schedule at head_dim 128, 128-row blocks) gives the bits
+// of the mma.sync kernel's fold and split schedules: prompts of 1-1500 tokens, some over a cached
+// prefix (queries only for the last positions), GQA 4 and 8, block sizes 16 and 32, a sliding
+// window, a softcap and a span of 256 keys.
+TEST(CudaInvariance, WgmmaAttentionEqualsMmaSync) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant());
+  if (!cuda::attention_wgmma_supported()) GTEST_SKIP() << "no sm_90a code for this GPU";
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct Case {
+    const char* name;
+    int hq, hkv, bs, window;
+    float softcap;
+    int span_keys;
+  };
+  const Case cases[] = {{"g4 block 16", 32, 8, 16, 0, 0.f, 0},
+                        {"g8 block 32 window 300", 16, 2, 32, 300, 0.f, 0},
+                        {"g4 softcap, 256-key spans", 8, 2, 16, 0, 30.f, 256}};
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.name);
+    std::uniform_int_distribution<int> len(1, 1500);
+    std::vector<int> lens = {1500, 777, 64, 65, 1};
+    for (int i = 0; i < 3; ++i) lens.push_back(len(rng));
+    Cache c(rng, cs.hq, cs.hkv, 128, cs.bs, lens);
+    c.window = cs.window;
+    c.softcap = cs.softcap;
+    auto q = random_queries(rng, c, 1500);
+    std::vector<Cache::Part> parts;
+    for (size_t r = 0; r < lens.size(); ++r) {  // whole prompts, or the last 1..600 positions over a prefix
+      const int l = lens[r];
+      const int n = r % 2 ? std::min(l, 1 + int(rng() % 600)) : l;
+      parts.push_back({int(r), l - n, l});
+    }
+    int width = 0;
+    for (auto& t : c.table) width = std::max(width, int(t.size()));
+    const int span_before = backend().attention_span_keys();
+    backend().set_attention_span_keys(cs.span_keys);
+    backend().set_attention_variant(8, 0);  // 128-row blocks: the warpgroup kernel's shape
+    cuda::set_attention_wgmma(true);
+    auto wg = c.run(parts, q, width + 2, 1);
+    cuda::set_attention_wgmma(false);
+    auto mma_fold = c.run(parts, q, width + 2, 1), mma_split = c.run(parts, q, width + 2, 2);
+    cuda::set_attention_wgmma(true);
+    backend().set_attention_variant(0, 0);
+    backend().set_attention_span_keys(span_before);
+    size_t differ = 0, nan = 0;
+    for (size_t i = 0; i < wg.size(); ++i) {
+      differ += std::memcmp(&wg[i], &mma_fold[i], sizeof(float)) != 0;
+      nan += std::isnan(wg[i]);
+    }
+    EXPECT_EQ(nan, 0u) << "outputs left unwritten (poisoned)";
+    EXPECT_EQ(differ, 0u) << differ << " of " << wg.size() << " outputs differ from the mma.sync fold schedule";
+    // (The split schedule where every span's partials fit the workspace; the fold one otherwise.)
+    EXPECT_TRUE(same_bits(wg.data(), mma_split.data(), wg.size())) << "differs from the split schedule";
+  }
+}
+
 // Every tile configuration gives the same bits (the automatic choice depends on M only).
 TEST(CudaInvariance, GemmConfigurationsAgree) {
   RILL_REQUIRE_GPU();

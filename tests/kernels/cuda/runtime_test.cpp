@@ -57,6 +57,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_wgmma("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_wgmma("1"), 1);
   expect_rejects(cuda::parse_gemm_wgmma, {"", "2", "on", "1x", "-1"}, "RILL_GEMM_WGMMA");
+  EXPECT_EQ(cuda::parse_attention_wgmma(nullptr), -1);
+  EXPECT_EQ(cuda::parse_attention_wgmma("0"), 0);
+  EXPECT_EQ(cuda::parse_attention_wgmma("1"), 1);
+  expect_rejects(cuda::parse_attention_wgmma, {"", "2", "yes", "0x"}, "RILL_ATTENTION_WGMMA");
   EXPECT_EQ(cuda::parse_attention_warps(nullptr), 0);
   EXPECT_EQ(cuda::parse_attention_warps("8"), 8);
   expect_rejects(cuda::parse_attention_warps, {"", "0", "3", "16", "4x"}, "RILL_ATTENTION_WARPS");

@@ -1,0 +1,261 @@
+// kernels/cuda/attention_common.cuh — what the paged attention kernels share (attention.cu: the
+// mma.sync kernels of every schedule; attention_wgmma.cu: the Hopper fold schedule at head_dim
+// 128): kernel arguments, the span merge whose explicitly rounded operations make the schedules
+// agree bit for bit, and the gather of K/V tiles through the block table.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace rill::cuda::attention_detail {
+
+// Byte offset of row r, 16-byte chunk c (8 dims) in a [rows × D] bf16 tile kept as 64-dim blocks of
+// rows × 128 bytes with the 128-byte swizzle (wgmma.cuh): chunk c % 8 of the row sits at (c % 8) ^ (r % 8).
+__host__ __device__ constexpr uint32_t swizzled_offset(int rows, int r, int c) {
+  return uint32_t((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+// Invariant mode: KV positions per span (a multiple of every tile): 64 (one tile) at head_dim
+// ≤ 128, 256 at head_dim 256 (see run_attention_invariant); AttentionArgs::span_keys overrides.
+constexpr int kSpanKeys = 64;  // the default; AttentionArgs::span_keys (a multiple of it) overrides
+
+// Folds one span's partial (o, m, l) of a row into the running (acc_o, acc_m, acc_l), the span
+// skipped when it saw no key (m = -inf). Explicitly rounded ops: the attention kernel (fold
+// schedule) and the combine kernel (split schedule) must produce the same bits.
+struct SpanMerge {
+  float a, b;
+  __device__ __forceinline__ static SpanMerge make(float& acc_m, float& acc_l, float m, float l) {
+    const float m_new = fmaxf(acc_m, m);
+    SpanMerge w{exp2f(acc_m - m_new), exp2f(m - m_new)};
+    acc_l = __fadd_rn(__fmul_rn(acc_l, w.a), __fmul_rn(l, w.b));
+    acc_m = m_new;
+    return w;
+  }
+  __device__ __forceinline__ float apply(float acc_o, float o) const {
+    return __fadd_rn(__fmul_rn(acc_o, a), __fmul_rn(o, b));
+  }
+};
+__device__ __forceinline__ float span_result(float acc_o, float acc_l) {
+  return acc_l > 0.f ? __fdiv_rn(acc_o, acc_l) : 0.f;
+}
+
+struct AttnKernelArgs {
+  const bf16* q;
+  const bf16* k_cache;
+  const bf16* v_cache;
+  bf16* out;
+  const int32_t* cu_seqlens_q;
+  const int32_t* context_lens;
+  const int32_t* block_tables;
+  int64_t tokens;
+  int hq, hkv, group;
+  int block_size, block_shift, max_blocks_per_row;  // block_shift: log2(block_size) or -1
+  float scale;
+  float softcap;
+  int window;
+  int splits;
+  int span_tiles;  // invariant mode: tiles per span (0: legacy equal splits of the row's tiles)
+  float* part_o;   // [splits, tokens, hq, D] when splits > 1
+  float* part_ml;  // [splits, tokens, hq, 2]
+};
+
+template <int D, int kWarps, int kBN>
+struct AttnConfig {
+  static constexpr int kBM = 16 * kWarps;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kStride = D + 8;  // +16 bytes per row: conflict-free ldmatrix
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static constexpr bool kQInRegs = D <= 128;
+  static constexpr size_t kSmemBytes = size_t(kBM + 2 * kBN) * kStride * sizeof(bf16);
+};
+
+// The cache slots of the key rows this thread copies for one tile (-1: past kv_end, zero-fill).
+// All block-table reads are issued before any copy, so a tile costs one table round trip. A
+// thread always copies the same 16-byte chunk column (kThreads is a multiple of kChunks), so its
+// source offset inside a slot is fixed; power-of-two block sizes avoid integer division.
+template <int D, int kBN, int kThreads>
+struct TileSlots {
+  static constexpr int kChunks = D / 8;
+  static constexpr int kIters = kBN * kChunks / kThreads;
+  static constexpr int kRowsPerIter = kThreads / kChunks;
+  static_assert(kBN * kChunks % kThreads == 0 && kThreads % kChunks == 0, "tile chunks must divide over the threads");
+  int32_t slot[kIters];
+
+  __device__ __forceinline__ void load(const int32_t* table, int block_size, int block_shift, int tile_start,
+                                       int kv_end) {
+    const int r0 = int(threadIdx.x) / kChunks;
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      int kp = tile_start + r0 + it * kRowsPerIter;
+      int32_t s = -1;
+      if (kp < kv_end) {
+        if (block_shift >= 0) s = (__ldg(table + (kp >> block_shift)) << block_shift) | (kp & (block_size - 1));
+        else s = __ldg(table + kp / block_size) * block_size + kp % block_size;
+      }
+      slot[it] = s;
+    }
+  }
+
+  // Copies the tile of one kv head from `cache` into smem rows of D + 8 elements.
+  __device__ __forceinline__ void copy(bf16* smem, const bf16* cache, int64_t slot_stride, int kvh) const {
+    const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
+    const bf16* base = cache + kvh * D + c * 8;
+    bf16* dst = smem + r0 * (D + 8) + c * 8;
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      bool ok = slot[it] >= 0;
+      cp_async16(dst + it * kRowsPerIter * (D + 8), ok ? base + slot[it] * slot_stride : cache, ok);
+    }
+  }
+
+  // The same rows into a 128-byte-swizzled tile (wgmma.cuh): 64-dim blocks of kBN rows × 128 bytes.
+  __device__ __forceinline__ void copy_swizzled(unsigned char* smem, const bf16* cache, int64_t slot_stride,
+                                                int kvh) const {
+    const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
+    const bf16* base = cache + kvh * D + c * 8;
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const bool ok = slot[it] >= 0;
+      cp_async16(smem + swizzled_offset(kBN, r0 + it * kRowsPerIter, c), ok ? base + slot[it] * slot_stride : cache,
+                 ok);
+    }
+  }
+};
+
+// ---- One K/V tile of a warp's 16 query rows (the C fragments of mma.sync m16n8k16: this thread
+// holds rows g and g + 8 — h = 0, 1 — and, per 8 keys or dims, columns 2·tig and 2·tig + 1) ----
+
+// Per-row state of a warp's rows: the query positions and whether the packed row exists.
+struct RowPos {
+  int qpos[2];
+  bool ok[2];
+};
+
+// Scores in log2 units: s·scale (or softcap·tanh(s·scale / softcap)) · log2(e), -inf where the key
+// is masked (causal, past the context, outside the window). `full`: no key of the tile is masked
+// for any row of the block.
+template <int kBN>
+__device__ __forceinline__ void scale_and_mask(float (&s)[kBN / 8][4], const AttnKernelArgs& a, const RowPos& rp,
+                                               int tile_start, int ctx, bool full, int tig) {
+  const float scale_log2 = a.scale * kLog2e;
+#pragma unroll
+  for (int nt = 0; nt < kBN / 8; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x;
+      if (a.softcap > 0.f) x = a.softcap * tanhf(s[nt][e] * a.scale / a.softcap) * kLog2e;
+      else x = s[nt][e] * scale_log2;
+      if (!full) {
+        const int h = e / 2;
+        const int kp = tile_start + nt * 8 + tig * 2 + (e % 2);
+        const bool ok = rp.ok[h] && kp <= rp.qpos[h] && kp < ctx && (a.window <= 0 || kp > rp.qpos[h] - a.window);
+        x = ok ? x : -INFINITY;
+      }
+      s[nt][e] = x;
+    }
+  }
+}
+
+// Online softmax over one tile: the rows' running max and (per-thread partial) sum advance, s
+// becomes p = 2^(s - max), and alpha is the factor for what was accumulated before this tile.
+template <int kBN>
+__device__ __forceinline__ void softmax_tile(float (&s)[kBN / 8][4], float (&row_max)[2], float (&row_sum)[2],
+                                             float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(row_max[h], mx);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;
+    alpha[h] = exp2f(row_max[h] - m_use);
+    row_max[h] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+      s[nt][2 * h] = exp2f(s[nt][2 * h] - m_use);
+      s[nt][2 * h + 1] = exp2f(s[nt][2 * h + 1] - m_use);
+      sum += s[nt][2 * h] + s[nt][2 * h + 1];
+    }
+    row_sum[h] = row_sum[h] * alpha[h] + sum;
+  }
+}
+
+template <int D>
+__device__ __forceinline__ void rescale(float (&o)[D / 8][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    o[dt][0] *= alpha[0];
+    o[dt][1] *= alpha[0];
+    o[dt][2] *= alpha[1];
+    o[dt][3] *= alpha[1];
+  }
+}
+
+// P of 16 keys (n-tiles 2kk, 2kk + 1) as the A fragment of a k16 step: the C layout of two adjacent
+// n-tiles is the A layout of one k-step.
+template <int kBN>
+__device__ __forceinline__ void p_fragment(uint32_t (&pf)[4], const float (&s)[kBN / 8][4], int kk) {
+  pf[0] = float2_to_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+  pf[1] = float2_to_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+  pf[2] = float2_to_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  pf[3] = float2_to_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// A span ended (fold schedule): its partial (o, row_max, row_sum) is merged into the running
+// (acc_o, acc_m, acc_l) with the combine kernel's operations, then restarted.
+template <int D>
+__device__ __forceinline__ void fold_span(float (&acc_o)[D / 8][4], float (&acc_m)[2], float (&acc_l)[2],
+                                          float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+    if (row_max[h] != -INFINITY) {
+      SpanMerge w = SpanMerge::make(acc_m[h], acc_l[h], row_max[h], row_sum[h]);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        acc_o[dt][2 * h] = w.apply(acc_o[dt][2 * h], o[dt][2 * h]);
+        acc_o[dt][2 * h + 1] = w.apply(acc_o[dt][2 * h + 1], o[dt][2 * h + 1]);
+      }
+    }
+    row_max[h] = -INFINITY;
+    row_sum[h] = 0.f;
+  }
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+}
+
+// The fold schedule's output: packed row m → token q_begin + m / group, head kvh · group + m % group.
+template <int D>
+__device__ __forceinline__ void store_folded(const AttnKernelArgs& a, const float (&acc_o)[D / 8][4],
+                                             const float (&acc_l)[2], const RowPos& rp, int m_row0, int q_begin,
+                                             int kvh, int tig) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (!rp.ok[h]) continue;
+    const int m = m_row0 + h * 8;
+    const int64_t token = q_begin + m / a.group;
+    const int head = kvh * a.group + m % a.group;
+    bf16* dst = a.out + (token * a.hq + head) * D + tig * 2;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+      *reinterpret_cast<uint32_t*>(dst + dt * 8) =
+          float2_to_bf16x2(span_result(acc_o[dt][2 * h], acc_l[h]), span_result(acc_o[dt][2 * h + 1], acc_l[h]));
+  }
+}
+
+// The fold schedule on warpgroup MMA (attention_wgmma.cu): head_dim 128, 128 packed query rows a
+// block (two warpgroups of 64), the same bits as attention_kernel's fold and split schedules.
+bool attention_wgmma_available();
+void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, int num_rows, cudaStream_t stream);
+
+}  // namespace rill::cuda::attention_detail

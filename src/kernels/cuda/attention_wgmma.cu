@@ -1,0 +1,195 @@
+// kernels/cuda/attention_wgmma.cu — the batch-invariant attention's fold schedule (prefill) at
+// head_dim 128 on Hopper warpgroup MMA (sm_90a): the same bits as attention.cu's mma.sync kernels,
+// whose fold schedule ran at ~120 TFLOP/s on the H200 (255 registers, two warps a scheduler).
+//
+// A block owns 128 packed query rows of one (row, kv head) — two warpgroups of 64 — and walks the
+// row's K/V tiles of 64 keys. Per tile and warpgroup: S = Q·Kᵀ as 8 wgmma m64n64k16 steps (Q and K
+// from shared memory), the scalar masking / online softmax / span merge of attention_common.cuh on
+// S's registers (laid out as mma.sync's C fragments), then O += P·V as 4 wgmma m64n128k16 steps
+// with P from registers (mma.sync's A fragments) and V read transposed from shared memory. Each
+// wgmma k16 step rounds as one mma.sync m16n8k16 step (the GEMM relies on the same fact), and the
+// steps run in the mma.sync kernel's order, so spans, their merges and the output are bit for bit
+// those of the split schedule — checked on the device (CudaInvariance.WgmmaAttentionEqualsMmaSync
+// and the schedule-agreement tests).
+//
+// K/V tiles are gathered through the block table with cp.async into 128-byte-swizzled tiles
+// (wgmma.cuh), kStages deep: tile t + kStages - 1 is requested while tile t is multiplied.
+#include <algorithm>
+
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/wgmma.cuh"
+
+namespace rill::cuda::attention_detail {
+namespace {
+
+constexpr int kD = 128, kBN = 64, kWGs = 2, kBM = 64 * kWGs, kThreads = 128 * kWGs, kStages = 3;
+constexpr int kQBytes = kBM * kD * 2;   // two 64-dim blocks of kBM rows × 128 bytes
+constexpr int kKVBytes = kBN * kD * 2;  // one K or V tile: two 64-dim blocks of kBN rows
+constexpr size_t kSmemBytes = size_t(kQBytes) + size_t(2 * kStages) * kKVBytes + 1024;  // + alignment slack
+static_assert(kBN == kSpanKeys, "a span holds whole tiles");
+
+__global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernelArgs a) {
+#if defined(RILL_WGMMA_DEVICE)
+  pdl_wait();
+  pdl_trigger();
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The swizzle pattern repeats every 1024 bytes: tiles start on such a boundary.
+  unsigned char* q_s = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  unsigned char* k_s = q_s + kQBytes;
+  unsigned char* v_s = k_s + kStages * kKVBytes;
+
+  const int row = blockIdx.z, kvh = blockIdx.y;
+  const int q_begin = a.cu_seqlens_q[row];
+  const int q_len = a.cu_seqlens_q[row + 1] - q_begin;
+  const int ctx = a.context_lens[row];
+  const int packed = q_len * a.group;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * kBM;  // heavy (late) tiles first under causality
+  if (m0 >= packed) return;
+  const int pos0 = ctx - q_len;
+  const int qi_first = m0 / a.group;
+  const int qi_last = (min(m0 + kBM, packed) - 1) / a.group;
+  const int kv_end = min(ctx, pos0 + qi_last + 1);
+  const int kv_lo = a.window > 0 ? max(0, pos0 + qi_first - a.window + 1) : 0;
+  const int t_lo = kv_lo / kBN, t_hi = kv_end > 0 ? (kv_end + kBN - 1) / kBN : t_lo;
+  const int n_tiles = max(t_hi - t_lo, 0);
+  const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
+  const int64_t slot_stride = int64_t(a.hkv) * kD;
+
+  // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform.
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
+  const bool wg_active = m0 + wg * 64 < packed;  // uniform over the warpgroup (wgmma needs all of it)
+
+  // Q tile: packed row m → token q_begin + m / group, head kvh · group + m % group (its copies join
+  // the first tile's group).
+  for (int i = threadIdx.x; i < kBM * (kD / 8); i += kThreads) {
+    const int r = i / (kD / 8), c = i % (kD / 8), m = m0 + r;
+    const bool ok = m < packed;
+    const bf16* src = ok ? a.q + ((int64_t(q_begin) + m / a.group) * a.hq + kvh * a.group + m % a.group) * kD + c * 8
+                         : a.q;
+    cp_async16(q_s + swizzled_offset(kBM, r, c), src, ok);
+  }
+  TileSlots<kD, kBN, kThreads> slots;
+  auto request = [&](int t) {  // tile t's K and V into stage t % kStages (one commit group, maybe empty)
+    if (t < n_tiles) {
+      slots.load(table, a.block_size, a.block_shift, (t_lo + t) * kBN, kv_end);
+      slots.copy_swizzled(k_s + (t % kStages) * kKVBytes, a.k_cache, slot_stride, kvh);
+      slots.copy_swizzled(v_s + (t % kStages) * kKVBytes, a.v_cache, slot_stride, kvh);
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) request(t);
+
+  RowPos rp;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int m = m0 + warp * 16 + g + h * 8;
+    rp.ok[h] = m < packed;
+    rp.qpos[h] = pos0 + (rp.ok[h] ? m / a.group : 0);
+  }
+  float o[kD / 8][4], acc_o[kD / 8][4];
+#pragma unroll
+  for (int i = 0; i < kD / 8; ++i) {
+    o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    acc_o[i][0] = acc_o[i][1] = acc_o[i][2] = acc_o[i][3] = 0.f;
+  }
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  float acc_m[2] = {-INFINITY, -INFINITY}, acc_l[2] = {0.f, 0.f};
+  const uint32_t q_addr = smem_addr(q_s) + uint32_t(wg * 64 * 128);
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int tile = t_lo + t, tile_start = tile * kBN;
+    cp_async_wait<kStages - 2>();  // tile t (and Q) landed for this thread
+    __syncthreads();               // ... for every thread; and every warpgroup is done with tile t - 1's stage
+    request(t + kStages - 1);      // into the stage tile t - 1 used
+    if (!wg_active) continue;
+    const uint32_t k_addr = smem_addr(k_s + (t % kStages) * kKVBytes);
+    const uint32_t v_addr = smem_addr(v_s + (t % kStages) * kKVBytes);
+
+    float s[kBN / 8][4];
+#pragma unroll
+    for (int i = 0; i < kBN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk)  // k16 step kk: 64-dim block kk / 4, 32 bytes a step inside it
+      wgmma::m64n64k16_ss(s, wgmma::desc_k_major(q_addr + (kk / 4) * (kBM * 128) + (kk % 4) * 32),
+                          wgmma::desc_k_major(k_addr + (kk / 4) * (kBN * 128) + (kk % 4) * 32));
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::pin(s);
+
+    const bool full = tile_start + kBN <= pos0 + qi_first + 1 && tile_start + kBN <= ctx &&
+                      (a.window <= 0 || tile_start > pos0 + qi_last - a.window);
+    scale_and_mask<kBN>(s, a, rp, tile_start, ctx, full, tig);
+    float alpha[2];
+    softmax_tile<kBN>(s, row_max, row_sum, alpha);
+    rescale<kD>(o, alpha);
+    uint32_t pf[kBN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) p_fragment<kBN>(pf[kk], s, kk);
+    wgmma::fence();  // o and pf were written by ordinary instructions
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk)  // keys 16kk..16kk+15: two 8-key groups; dims in two 64-wide blocks
+      wgmma::m64n128k16_rs_bt(o, pf[kk], wgmma::desc(v_addr + kk * 16 * 128, kBN * 128, 1024));
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::pin(o);
+    if ((tile + 1) % a.span_tiles == 0 || t + 1 == n_tiles) fold_span<kD>(acc_o, acc_m, acc_l, o, row_max, row_sum);
+  }
+  cp_async_wait<0>();  // no copy outlives the block
+  if (!wg_active) return;
+  store_folded<kD>(a, acc_o, acc_l, rp, m0 + warp * 16 + g, q_begin, kvh, tig);
+#else
+  __trap();  // not built for sm_90a: the host never launches this (attention_wgmma_available)
+#endif
+}
+
+__global__ void attention_wgmma_probe_kernel(int* out) {
+#if defined(RILL_WGMMA_DEVICE)
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
+}  // namespace
+
+bool attention_wgmma_available() {
+  static const bool available = [] {
+    int dev = 0, major = 0, minor = 0;
+    RILL_CUDA_CHECK(cudaGetDevice(&dev));
+    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major != 9 || minor != 0) return false;  // sm_90a code runs on sm_90 only
+    int* d = nullptr;
+    int h = 0;
+    RILL_CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
+    attention_wgmma_probe_kernel<<<1, 1>>>(d);
+    const cudaError_t launched = cudaGetLastError();
+    if (launched == cudaSuccess) RILL_CUDA_CHECK(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
+    RILL_CUDA_CHECK(cudaFree(d));
+    return launched == cudaSuccess && h == 1;
+  }();
+  return available;
+}
+
+void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, int num_rows, cudaStream_t stream) {
+  if (!attention_wgmma_available())
+    throw_error("[attention] the warpgroup attention kernel needs an sm_90 GPU and a build for sm_90a "
+                "(RILL_CUDA_ARCHITECTURES=90a)");
+  if (k.span_tiles < 1 || k.splits != 1) throw_error("[attention] the warpgroup kernel runs the fold schedule only");
+  static const bool attr_set = [] {
+    RILL_CUDA_CHECK(
+        cudaFuncSetAttribute(attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  launch_pdl(attention_wgmma_kernel, dim3(m_tiles, unsigned(hkv), unsigned(num_rows)), dim3(kThreads), kSmemBytes,
+             stream, k);
+  RILL_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace rill::cuda::attention_detail
