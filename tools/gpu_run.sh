@@ -3,7 +3,7 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|batches|final|dense|serve|full|profile]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|batches|final|dense|serve|full|profile|attn]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + the decode GEMM per shape and configuration, the default
 #   mode's decode at batch 1/16/64 with and without programmatic dependent launch, and the
@@ -15,7 +15,8 @@
 #   tests, quick, decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call); profile:
-#   Nsight Compute sections of the prefill GEMM and attention kernels, per-kernel prefill and decode times.
+#   Nsight Compute sections of the prefill GEMM and attention kernels, per-kernel prefill and decode times;
+#   attn: the warpgroup kernels' tests, quick, prefill with each attention kernel.
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -43,7 +44,7 @@ fi
 log "build ok"
 
 if [[ "$mode" == serve ]]; then log "serve phase: tests skipped (run by the dense phase)"; fi
-if [[ "$mode" == prefill || "$mode" == batches ]]; then  # the warpgroup GEMM's own tests first, with a short leash (a hang costs little)
+if [[ "$mode" == prefill || "$mode" == batches || "$mode" == attn ]]; then  # the warpgroup kernels' own tests first, with a short leash (a hang costs little)
   timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.Wgmma*:CudaInvariance.GemmConfigurationsAgree:CudaInvariance.MatmulRowAloneEqualsRowInBatches:CudaInvariance.Attention*:CudaAttention.*' \
     > "$out/wgmma_tests.log" 2>&1
   log "wgmma tests rc=$?"
@@ -77,7 +78,7 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill|final|batches|profile) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill|final|batches|profile|attn) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
@@ -156,6 +157,12 @@ if [[ "$mode" == profile ]]; then  # Nsight Compute sections of the prefill GEMM
   python3 tools/ncu_summary.py /tmp/ncu_prefill.log | tee -a "$out/summary.txt"
   ncu_breakdown
   log "done (profile)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == attn ]]; then  # prefill with the warpgroup and the mma.sync attention kernels
+  bench "invariant" --model /tmp/q8 --prompt-len 512,4096,16384 --decode-tokens 16
+  RILL_ATTENTION_WGMMA=0 bench "invariant mma.sync attention" --model /tmp/q8 --prompt-len 4096,16384 --decode-tokens 16
+  log "done (attn)"
   exit $ctest_rc
 fi
 if [[ "$mode" == batches ]]; then  # decode batches 32-256 (the GEMMs with few output tiles)
