@@ -162,6 +162,13 @@ fi
 if [[ "$mode" == attn ]]; then  # prefill with the warpgroup and the mma.sync attention kernels
   bench "invariant" --model /tmp/q8 --prompt-len 512,4096,16384 --decode-tokens 16
   RILL_ATTENTION_WGMMA=0 bench "invariant mma.sync attention" --model /tmp/q8 --prompt-len 4096,16384 --decode-tokens 16
+  if [[ -n "${RILL_PROBE:-}" ]]; then  # the warpgroup attention kernel of a 4096-token prefill under Nsight Compute
+    timeout 120 ncu --clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats \
+      --section SchedulerStats --section Occupancy --section LaunchStats --kernel-name regex:attention_wgmma_kernel \
+      --launch-skip 40 --launch-count 1 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 4096 \
+      --decode-tokens 1 > "$out/ncu_attn.txt" 2>&1
+    log "attention profile: $(grep -E 'Duration|Registers Per|Executed Ipc A' "$out/ncu_attn.txt" | tr -s ' ' | tr '\n' ';')"
+  fi
   log "done (attn)"
   exit $ctest_rc
 fi

@@ -13,18 +13,20 @@
 // and the schedule-agreement tests).
 //
 // K/V tiles are gathered through the block table with cp.async into 128-byte-swizzled tiles
-// (wgmma.cuh), kStages deep: tile t + kStages - 1 is requested while tile t is multiplied.
+// (wgmma.cuh), kStages deep, every thread copying its rows of each tile; a tile's block-table
+// slots are read one tile ahead of its copies, so no copy waits for a table read.
 #include <algorithm>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace rill::cuda::attention_detail {
 namespace {
 
-constexpr int kD = 128, kBN = 64, kWGs = 2, kBM = 64 * kWGs, kThreads = 128 * kWGs, kStages = 3;
+constexpr int kD = 128, kBN = 64, kWGs = 2, kBM = 64 * kWGs, kThreads = 128 * kWGs, kStages = 4;
 constexpr int kQBytes = kBM * kD * 2;   // two 64-dim blocks of kBM rows × 128 bytes
 constexpr int kKVBytes = kBN * kD * 2;  // one K or V tile: two 64-dim blocks of kBN rows
 constexpr size_t kSmemBytes = size_t(kQBytes) + size_t(2 * kStages) * kKVBytes + 1024;  // + alignment slack
@@ -39,6 +41,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
   unsigned char* q_s = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* k_s = q_s + kQBytes;
   unsigned char* v_s = k_s + kStages * kKVBytes;
+  __shared__ uint64_t full[kStages], empty[kStages];
 
   const int row = blockIdx.z, kvh = blockIdx.y;
   const int q_begin = a.cu_seqlens_q[row];
@@ -71,17 +74,28 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
                          : a.q;
     cp_async16(q_s + swizzled_offset(kBM, r, c), src, ok);
   }
-  TileSlots<kD, kBN, kThreads> slots;
-  auto request = [&](int t) {  // tile t's K and V into stage t % kStages (one commit group, maybe empty)
-    if (t < n_tiles) {
-      slots.load(table, a.block_size, a.block_shift, (t_lo + t) * kBN, kv_end);
-      slots.copy_swizzled(k_s + (t % kStages) * kKVBytes, a.k_cache, slot_stride, kvh);
-      slots.copy_swizzled(v_s + (t % kStages) * kKVBytes, a.v_cache, slot_stride, kvh);
+  // Stage s holds tiles s, s + kStages, ...: "full" completes when every thread's copies of the
+  // tile landed (one arrival a thread), "empty" when every warp is done reading it (one a warp).
+  // A warpgroup waits only for the tile it multiplies and, before refilling a stage, for the
+  // warps still reading the tile it held: the two warpgroups drift apart, and one's softmax runs
+  // while the other's multiplies occupy the tensor cores.
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < kStages; ++st) {
+      mbar_init(&full[st], kThreads);
+      mbar_init(&empty[st], kThreads / 32);
     }
-    cp_async_commit();
+    mbar_init_fence();
+  }
+  __syncthreads();
+  TileSlots<kD, kBN, kThreads> slots;  // the block-table slots of the next tile to request
+  auto request = [&](int t) {          // tile t's K and V into stage t % kStages (slots loaded)
+    slots.copy_swizzled(k_s + (t % kStages) * kKVBytes, a.k_cache, slot_stride, kvh);
+    slots.copy_swizzled(v_s + (t % kStages) * kKVBytes, a.v_cache, slot_stride, kvh);
+    mbar_arrive_on_copies(&full[t % kStages]);
+    if (t + 1 < n_tiles) slots.load(table, a.block_size, a.block_shift, (t_lo + t + 1) * kBN, kv_end);
   };
-#pragma unroll
-  for (int t = 0; t < kStages - 1; ++t) request(t);
+  if (n_tiles > 0) slots.load(table, a.block_size, a.block_shift, t_lo * kBN, kv_end);
+  for (int t = 0; t < kStages - 1 && t < n_tiles; ++t) request(t);
 
   RowPos rp;
 #pragma unroll
@@ -101,43 +115,52 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
   const uint32_t q_addr = smem_addr(q_s) + uint32_t(wg * 64 * 128);
 
   for (int t = 0; t < n_tiles; ++t) {
-    const int tile = t_lo + t, tile_start = tile * kBN;
-    cp_async_wait<kStages - 2>();  // tile t (and Q) landed for this thread
-    __syncthreads();               // ... for every thread; and every warpgroup is done with tile t - 1's stage
-    request(t + kStages - 1);      // into the stage tile t - 1 used
-    if (!wg_active) continue;
-    const uint32_t k_addr = smem_addr(k_s + (t % kStages) * kKVBytes);
-    const uint32_t v_addr = smem_addr(v_s + (t % kStages) * kKVBytes);
+    const int tile = t_lo + t, tile_start = tile * kBN, st = t % kStages;
+    if (wg_active) {
+      mbar_wait(&full[st], unsigned(t / kStages) & 1u);  // tile t (and Q, copied before tile 0) landed
+      fence_proxy_async_shared();                         // ... and is visible to wgmma
+      const uint32_t k_addr = smem_addr(k_s + st * kKVBytes), v_addr = smem_addr(v_s + st * kKVBytes);
 
-    float s[kBN / 8][4];
+      float s[kBN / 8][4];
 #pragma unroll
-    for (int i = 0; i < kBN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-    wgmma::fence();
+      for (int i = 0; i < kBN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      wgmma::fence();
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk)  // k16 step kk: 64-dim block kk / 4, 32 bytes a step inside it
-      wgmma::m64n64k16_ss(s, wgmma::desc_k_major(q_addr + (kk / 4) * (kBM * 128) + (kk % 4) * 32),
-                          wgmma::desc_k_major(k_addr + (kk / 4) * (kBN * 128) + (kk % 4) * 32));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::pin(s);
+      for (int kk = 0; kk < kD / 16; ++kk)  // k16 step kk: 64-dim block kk / 4, 32 bytes a step inside it
+        wgmma::m64n64k16_ss(s, wgmma::desc_k_major(q_addr + (kk / 4) * (kBM * 128) + (kk % 4) * 32),
+                            wgmma::desc_k_major(k_addr + (kk / 4) * (kBN * 128) + (kk % 4) * 32));
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::pin(s);
 
-    const bool full = tile_start + kBN <= pos0 + qi_first + 1 && tile_start + kBN <= ctx &&
-                      (a.window <= 0 || tile_start > pos0 + qi_last - a.window);
-    scale_and_mask<kBN>(s, a, rp, tile_start, ctx, full, tig);
-    float alpha[2];
-    softmax_tile<kBN>(s, row_max, row_sum, alpha);
-    rescale<kD>(o, alpha);
-    uint32_t pf[kBN / 16][4];
+      const bool full_tile = tile_start + kBN <= pos0 + qi_first + 1 && tile_start + kBN <= ctx &&
+                             (a.window <= 0 || tile_start > pos0 + qi_last - a.window);
+      scale_and_mask<kBN>(s, a, rp, tile_start, ctx, full_tile, tig);
+      float alpha[2];
+      softmax_tile<kBN>(s, row_max, row_sum, alpha);
+      // o is exactly +0 at a span's first tile (alpha ≥ 0 would keep it so): no rescale there.
+      if (t > 0 && tile % a.span_tiles != 0) rescale<kD>(o, alpha);
+      uint32_t pf[kBN / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) p_fragment<kBN>(pf[kk], s, kk);
-    wgmma::fence();  // o and pf were written by ordinary instructions
+      for (int kk = 0; kk < kBN / 16; ++kk) p_fragment<kBN>(pf[kk], s, kk);
+      wgmma::fence();  // o and pf were written by ordinary instructions
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk)  // keys 16kk..16kk+15: two 8-key groups; dims in two 64-wide blocks
-      wgmma::m64n128k16_rs_bt(o, pf[kk], wgmma::desc(v_addr + kk * 16 * 128, kBN * 128, 1024));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::pin(o);
-    if ((tile + 1) % a.span_tiles == 0 || t + 1 == n_tiles) fold_span<kD>(acc_o, acc_m, acc_l, o, row_max, row_sum);
+      for (int kk = 0; kk < kBN / 16; ++kk)  // keys 16kk..16kk+15: two 8-key groups; dims in two 64-wide blocks
+        wgmma::m64n128k16_rs_bt(o, pf[kk], wgmma::desc(v_addr + kk * 16 * 128, kBN * 128, 1024));
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::pin(o);
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[st]);  // this warp is done with stage st
+    // Refill the stage tile t - 1 held with tile t + kStages - 1, once every warp is done with t - 1.
+    const int next = t + kStages - 1;
+    if (next < n_tiles) {
+      if (t > 0) mbar_wait(&empty[(t - 1) % kStages], unsigned((t - 1) / kStages) & 1u);
+      request(next);
+    }
+    if (wg_active && ((tile + 1) % a.span_tiles == 0 || t + 1 == n_tiles))
+      fold_span<kD>(acc_o, acc_m, acc_l, o, row_max, row_sum);
   }
   cp_async_wait<0>();  // no copy outlives the block
   if (!wg_active) return;
