@@ -112,14 +112,16 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
   }
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
   float acc_m[2] = {-INFINITY, -INFINITY}, acc_l[2] = {0.f, 0.f};
-  const uint32_t q_addr = smem_addr(q_s) + uint32_t(wg * 64 * 128);
+  const uint64_t q_desc = wgmma::desc_k_major(smem_addr(q_s) + uint32_t(wg * 64 * 128));
 
   for (int t = 0; t < n_tiles; ++t) {
     const int tile = t_lo + t, tile_start = tile * kBN, st = t % kStages;
     if (wg_active) {
       mbar_wait(&full[st], unsigned(t / kStages) & 1u);  // tile t (and Q, copied before tile 0) landed
       fence_proxy_async_shared();                         // ... and is visible to wgmma
-      const uint32_t k_addr = smem_addr(k_s + st * kKVBytes), v_addr = smem_addr(v_s + st * kKVBytes);
+      const uint64_t k_desc = wgmma::desc_k_major(smem_addr(k_s + st * kKVBytes));
+      // V as the transposed B of P·V: 8-key groups 1024 bytes apart, its two 64-dim blocks kBN · 128.
+      const uint64_t v_desc = wgmma::desc(smem_addr(v_s + st * kKVBytes), kBN * 128, 1024);
 
       float s[kBN / 8][4];
 #pragma unroll
@@ -127,8 +129,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
       wgmma::fence();
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk)  // k16 step kk: 64-dim block kk / 4, 32 bytes a step inside it
-        wgmma::m64n64k16_ss(s, wgmma::desc_k_major(q_addr + (kk / 4) * (kBM * 128) + (kk % 4) * 32),
-                            wgmma::desc_k_major(k_addr + (kk / 4) * (kBN * 128) + (kk % 4) * 32));
+        wgmma::m64n64k16_ss(s, wgmma::desc_advance(q_desc, (kk / 4) * (kBM * 128) + (kk % 4) * 32),
+                            wgmma::desc_advance(k_desc, (kk / 4) * (kBN * 128) + (kk % 4) * 32));
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::pin(s);
@@ -146,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
       wgmma::fence();  // o and pf were written by ordinary instructions
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)  // keys 16kk..16kk+15: two 8-key groups; dims in two 64-wide blocks
-        wgmma::m64n128k16_rs_bt(o, pf[kk], wgmma::desc(v_addr + kk * 16 * 128, kBN * 128, 1024));
+        wgmma::m64n128k16_rs_bt(o, pf[kk], wgmma::desc_advance(v_desc, kk * 16 * 128));
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::pin(o);

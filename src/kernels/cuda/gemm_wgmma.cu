@@ -177,16 +177,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(&full[s], phase);
         const int64_t k0 = int64_t(t) * kBK;
         const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
-        const uint32_t xs = x_base + uint32_t(s * kTileBytes), ws = w_base + uint32_t(s * kTileBytes);
+        const uint64_t xd = wgmma::desc_k_major(x_base + uint32_t(s * kTileBytes));
+        const uint64_t wd = wgmma::desc_k_major(w_base + uint32_t(s * kTileBytes));
         if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
           wgmma::fence();
 #pragma unroll
           for (int kk = 0; kk < kBK / 16; ++kk)
-            wgmma::m64n128k16_ss(acc, wgmma::desc_k_major(xs + kk * 32), wgmma::desc_k_major(ws + kk * 32));
+            wgmma::m64n128k16_ss(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
         } else {  // the tile holding K's end
           wgmma::fence();
           for (int kk = 0; kk < steps; ++kk)
-            wgmma::m64n128k16_ss(acc, wgmma::desc_k_major(xs + kk * 32), wgmma::desc_k_major(ws + kk * 32));
+            wgmma::m64n128k16_ss(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
         }
         wgmma::commit();
         // k tile t - 1's multiplies are done: its stage may be refilled. (No instruction may touch

@@ -32,6 +32,9 @@ __device__ __forceinline__ uint64_t desc(uint32_t saddr, uint32_t lead_bytes, ui
 }
 // K-major: 8-row groups 1024 bytes apart (the leading offset is unused: 16 by convention).
 __device__ __forceinline__ uint64_t desc_k_major(uint32_t saddr) { return desc(saddr, 16, 1024); }
+// The descriptor of the same operand `bytes` further (a multiple of 16, staying inside the
+// 256 KB the address field spans): one add instead of a new encoding per instruction.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t d, uint32_t bytes) { return d + (bytes >> 4); }
 
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
