@@ -160,6 +160,10 @@ if [[ "$mode" == profile ]]; then  # Nsight Compute sections of the prefill GEMM
   exit $ctest_rc
 fi
 if [[ "$mode" == attn ]]; then  # prefill with the warpgroup and the mma.sync attention kernels
+  if [[ -n "${RILL_SASS:-}" ]]; then  # the warpgroup attention kernel's machine code
+    cuobjdump -sass build-gpu/src/CMakeFiles/rill_kernels.dir/kernels/cuda/attention_wgmma.cu.o > "$out/sass_attn.txt" 2>&1
+    log "SASS: $(wc -l < "$out/sass_attn.txt") lines"
+  fi
   bench "invariant" --model /tmp/q8 --prompt-len 512,4096,16384 --decode-tokens 16
   RILL_ATTENTION_WGMMA=0 bench "invariant mma.sync attention" --model /tmp/q8 --prompt-len 4096,16384 --decode-tokens 16
   if [[ -n "${RILL_PROBE:-}" ]]; then  # the warpgroup attention kernel of a 4096-token prefill under Nsight Compute

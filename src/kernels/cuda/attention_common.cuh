@@ -25,21 +25,28 @@ constexpr float kLog2e = 1.4426950408889634f;
 // ≤ 128, 256 at head_dim 256 (see run_attention_invariant); AttentionArgs::span_keys overrides.
 constexpr int kSpanKeys = 64;  // the default; AttentionArgs::span_keys (a multiple of it) overrides
 
+// 2^x in one instruction (MUFU.EX2, results below 2^-126 flushed to zero: softmax weights that
+// small do not matter). Every kernel of the invariant schedules uses this one, so they agree.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Folds one span's partial (o, m, l) of a row into the running (acc_o, acc_m, acc_l), the span
-// skipped when it saw no key (m = -inf). Explicitly rounded ops: the attention kernel (fold
-// schedule) and the combine kernel (split schedule) must produce the same bits.
+// skipped when it saw no key (m = -inf). Explicitly rounded ops (one product rounded, then one
+// fused multiply-add): the attention kernels (fold schedule) and the combine kernel (split
+// schedule) must produce the same bits.
 struct SpanMerge {
   float a, b;
   __device__ __forceinline__ static SpanMerge make(float& acc_m, float& acc_l, float m, float l) {
     const float m_new = fmaxf(acc_m, m);
-    SpanMerge w{exp2f(acc_m - m_new), exp2f(m - m_new)};
-    acc_l = __fadd_rn(__fmul_rn(acc_l, w.a), __fmul_rn(l, w.b));
+    SpanMerge w{exp2_ftz(acc_m - m_new), exp2_ftz(m - m_new)};
+    acc_l = __fmaf_rn(acc_l, w.a, __fmul_rn(l, w.b));
     acc_m = m_new;
     return w;
   }
-  __device__ __forceinline__ float apply(float acc_o, float o) const {
-    return __fadd_rn(__fmul_rn(acc_o, a), __fmul_rn(o, b));
-  }
+  __device__ __forceinline__ float apply(float acc_o, float o) const { return __fmaf_rn(acc_o, a, __fmul_rn(o, b)); }
 };
 __device__ __forceinline__ float span_result(float acc_o, float acc_l) {
   return acc_l > 0.f ? __fdiv_rn(acc_o, acc_l) : 0.f;
@@ -176,13 +183,13 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kBN / 8][4], float (&row
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(row_max[h], mx);
     const float m_use = m_new == -INFINITY ? 0.f : m_new;
-    alpha[h] = exp2f(row_max[h] - m_use);
+    alpha[h] = exp2_ftz(row_max[h] - m_use);
     row_max[h] = m_new;
     float sum = 0.f;
 #pragma unroll
     for (int nt = 0; nt < kBN / 8; ++nt) {
-      s[nt][2 * h] = exp2f(s[nt][2 * h] - m_use);
-      s[nt][2 * h + 1] = exp2f(s[nt][2 * h + 1] - m_use);
+      s[nt][2 * h] = exp2_ftz(s[nt][2 * h] - m_use);
+      s[nt][2 * h + 1] = exp2_ftz(s[nt][2 * h + 1] - m_use);
       sum += s[nt][2 * h] + s[nt][2 * h + 1];
     }
     row_sum[h] = row_sum[h] * alpha[h] + sum;

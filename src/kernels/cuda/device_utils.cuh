@@ -72,5 +72,6 @@ __device__ __forceinline__ uint32_t float2_to_bf16x2(float a, float b) {
 }
 
 inline unsigned ceil_div(int64_t a, int64_t b) { return unsigned((a + b - 1) / b); }
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace rill::cuda

@@ -33,7 +33,7 @@ __device__ __forceinline__ void copy_row(const bf16* src, bf16* dst, int64_t ele
 // a layer).
 constexpr int kQHeadsPerBlock = 8;
 
-__global__ void rope_kernel(RopeArgs a, bool vec) {
+__global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
   pdl_wait();
   pdl_trigger();
   __shared__ float cos_s[kMaxHalf], sin_s[kMaxHalf];
@@ -43,9 +43,11 @@ __global__ void rope_kernel(RopeArgs a, bool vec) {
   const int half = a.rotary_dim / 2;
   const float pos = float(a.positions[t]);
   for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    float ang = pos * a.inv_freq[j];
-    cos_s[j] = round_bf16(cosf(ang) * a.attention_factor);
-    sin_s[j] = round_bf16(sinf(ang) * a.attention_factor);
+    const float ang = pos * a.inv_freq[j];
+    float sn, cs;
+    sincosf(ang, &sn, &cs);  // one range reduction for both (the values of sinf and cosf)
+    cos_s[j] = round_bf16(cs * a.attention_factor);
+    sin_s[j] = round_bf16(sn * a.attention_factor);
   }
   __syncthreads();
   bf16* heads;
@@ -93,16 +95,31 @@ __global__ void rope_kernel(RopeArgs a, bool vec) {
     }
     __syncthreads();  // the normalized heads are read by other threads below
   }
-  const int pairs = count * half;
-  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
-    int h = i / half, j = i - h * half;
-    bf16* base = heads + h * a.head_dim;
-    float x1 = __bfloat162float(base[j]), x2 = __bfloat162float(base[j + half]);
-    float c = cos_s[j], s = sin_s[j];
-    float o1 = round_bf16(x1 * c) + round_bf16(-x2 * s);
-    float o2 = round_bf16(x2 * c) + round_bf16(x1 * s);
-    base[j] = __float2bfloat16_rn(o1);
-    base[j + half] = __float2bfloat16_rn(o2);
+  auto rotate = [&](bf16& e1, bf16& e2, int j) {
+    const float x1 = __bfloat162float(e1), x2 = __bfloat162float(e2);
+    const float c = cos_s[j], s = sin_s[j];
+    e1 = __float2bfloat16_rn(round_bf16(x1 * c) + round_bf16(-x2 * s));
+    e2 = __float2bfloat16_rn(round_bf16(x2 * c) + round_bf16(x1 * s));
+  };
+  if (vec_rotate) {  // 8 pairs a thread: 16-byte loads and stores of both halves
+    const int chunks = half / 8;
+    for (int i = threadIdx.x; i < count * chunks; i += blockDim.x) {
+      const int h = i / chunks, j0 = (i - h * chunks) * 8;
+      bf16* base = heads + h * a.head_dim;
+      uint4 v1 = *reinterpret_cast<const uint4*>(base + j0), v2 = *reinterpret_cast<const uint4*>(base + j0 + half);
+      bf16* x1 = reinterpret_cast<bf16*>(&v1);
+      bf16* x2 = reinterpret_cast<bf16*>(&v2);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) rotate(x1[e], x2[e], j0 + e);
+      *reinterpret_cast<uint4*>(base + j0) = v1;
+      *reinterpret_cast<uint4*>(base + j0 + half) = v2;
+    }
+  } else {
+    for (int i = threadIdx.x; i < count * half; i += blockDim.x) {
+      const int h = i / half, j = i - h * half;
+      bf16* base = heads + h * a.head_dim;
+      rotate(base[j], base[j + half], j);
+    }
   }
   if (!k_block || !a.k_cache) return;
   __syncthreads();  // the rotated k row is written by other threads of this block
@@ -124,8 +141,6 @@ __global__ void store_kv_kernel(const bf16* k, const bf16* v, const int32_t* slo
   copy_row(v + t * row, v_cache + slot * row, row, vec);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // One block per (pair, k or v): 16-byte copies of a whole KV block.
 __global__ void copy_blocks_kernel(uint4* k_cache, uint4* v_cache, const int32_t* src_dst, int64_t block_vecs,
                                    int64_t num_blocks) {
@@ -144,7 +159,9 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream) {
   int64_t row = int64_t(a.hkv) * a.head_dim;
   bool vec = row % 8 == 0 && aligned16(a.k) && aligned16(a.v) && aligned16(a.k_cache) && aligned16(a.v_cache);
   const unsigned q_groups = unsigned((a.hq + kQHeadsPerBlock - 1) / kQHeadsPerBlock);
-  launch_pdl(rope_kernel, dim3(dim3(unsigned(a.tokens), q_groups + 1)), dim3(kThreads), 0, stream, a, vec);
+  // 8 rotation pairs a thread where the halves are 16-byte aligned runs of 8.
+  const bool vec_rotate = (a.rotary_dim / 2) % 8 == 0 && a.head_dim % 8 == 0 && aligned16(a.q) && aligned16(a.k);
+  launch_pdl(rope_kernel, dim3(dim3(unsigned(a.tokens), q_groups + 1)), dim3(kThreads), 0, stream, a, vec, vec_rotate);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
