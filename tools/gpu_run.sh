@@ -200,7 +200,7 @@ if [[ "$mode" == final ]]; then  # the figures of bench/RESULTS.md in one run: c
   bench "invariant" --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
   RILL_BATCH_INVARIANT=0 bench "autotuned" --model /tmp/q8 --prompt-len 512,4096,8192 --decode-tokens 64
-  if command -v ncu > /dev/null; then  # where a batch-64 decode step's time goes (invariant mode)
+  if [[ -z "${RILL_SKIP_NCU:-}" ]] && command -v ncu > /dev/null; then  # where a batch-64 decode step's time goes (invariant mode)
     log "per-kernel decode breakdown at batch 64 (ncu, ~10 layers)"
     timeout 90 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --launch-skip 3000 \
       --launch-count 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --batch 64 --decode-tokens 4 \
