@@ -146,8 +146,9 @@ struct RowPos {
 
 // Scores in log2 units: s·scale (or softcap·tanh(s·scale / softcap)) · log2(e), -inf where the key
 // is masked (causal, past the context, outside the window). `full`: no key of the tile is masked
-// for any row of the block.
-template <int kBN>
+// for any row of the block. kCap: whether a softcap applies — 0 no, 1 yes, 2 read from the
+// arguments (a kernel compiled for one case carries no code for the other).
+template <int kBN, int kCap = 2>
 __device__ __forceinline__ void scale_and_mask(float (&s)[kBN / 8][4], const AttnKernelArgs& a, const RowPos& rp,
                                                int tile_start, int ctx, bool full, int tig) {
   const float scale_log2 = a.scale * kLog2e;
@@ -156,7 +157,7 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[kBN / 8][4], const Att
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float x;
-      if (a.softcap > 0.f) x = a.softcap * tanhf(s[nt][e] * a.scale / a.softcap) * kLog2e;
+      if (kCap == 1 || (kCap == 2 && a.softcap > 0.f)) x = a.softcap * tanhf(s[nt][e] * a.scale / a.softcap) * kLog2e;
       else x = s[nt][e] * scale_log2;
       if (!full) {
         const int h = e / 2;
@@ -171,28 +172,41 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[kBN / 8][4], const Att
 
 // Online softmax over one tile: the rows' running max and (per-thread partial) sum advance, s
 // becomes p = 2^(s - max), and alpha is the factor for what was accumulated before this tile.
+// Max and sum are pairwise trees over the thread's values (short dependency chains: a warp
+// waits less between instructions); the sum's order is part of the arithmetic, the same in
+// every kernel.
 template <int kBN>
 __device__ __forceinline__ void softmax_tile(float (&s)[kBN / 8][4], float (&row_max)[2], float (&row_sum)[2],
                                              float (&alpha)[2]) {
+  constexpr int kTiles = kBN / 8;
+  static_assert((kTiles & (kTiles - 1)) == 0, "a power-of-two number of 8-key tiles");
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float mx = -INFINITY;
+    float t[kTiles];
 #pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+    for (int nt = 0; nt < kTiles; ++nt) t[nt] = fmaxf(s[nt][2 * h], s[nt][2 * h + 1]);
+#pragma unroll
+    for (int w = kTiles / 2; w >= 1; w /= 2)
+#pragma unroll
+      for (int i = 0; i < w; ++i) t[i] = fmaxf(t[i], t[i + w]);
+    float mx = t[0];
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(row_max[h], mx);
     const float m_use = m_new == -INFINITY ? 0.f : m_new;
     alpha[h] = exp2_ftz(row_max[h] - m_use);
     row_max[h] = m_new;
-    float sum = 0.f;
 #pragma unroll
-    for (int nt = 0; nt < kBN / 8; ++nt) {
+    for (int nt = 0; nt < kTiles; ++nt) {
       s[nt][2 * h] = exp2_ftz(s[nt][2 * h] - m_use);
       s[nt][2 * h + 1] = exp2_ftz(s[nt][2 * h + 1] - m_use);
-      sum += s[nt][2 * h] + s[nt][2 * h + 1];
+      t[nt] = __fadd_rn(s[nt][2 * h], s[nt][2 * h + 1]);
     }
-    row_sum[h] = row_sum[h] * alpha[h] + sum;
+#pragma unroll
+    for (int w = kTiles / 2; w >= 1; w /= 2)
+#pragma unroll
+      for (int i = 0; i < w; ++i) t[i] = __fadd_rn(t[i], t[i + w]);
+    row_sum[h] = __fmaf_rn(row_sum[h], alpha[h], t[0]);
   }
 }
 

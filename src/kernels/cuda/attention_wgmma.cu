@@ -32,6 +32,8 @@ constexpr int kKVBytes = kBN * kD * 2;  // one K or V tile: two 64-dim blocks of
 constexpr size_t kSmemBytes = size_t(kQBytes) + size_t(2 * kStages) * kKVBytes + 1024;  // + alignment slack
 static_assert(kBN == kSpanKeys, "a span holds whole tiles");
 
+// kCap: with a softcap (1) or without (0): two kernels, neither carrying the other's code.
+template <int kCap>
 __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
   pdl_wait();
@@ -137,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
 
       const bool full_tile = tile_start + kBN <= pos0 + qi_first + 1 && tile_start + kBN <= ctx &&
                              (a.window <= 0 || tile_start > pos0 + qi_last - a.window);
-      scale_and_mask<kBN>(s, a, rp, tile_start, ctx, full_tile, tig);
+      scale_and_mask<kBN, kCap>(s, a, rp, tile_start, ctx, full_tile, tig);
       float alpha[2];
       softmax_tile<kBN>(s, row_max, row_sum, alpha);
       // o is exactly +0 at a span's first tile (alpha ≥ 0 would keep it so): no rescale there.
@@ -208,12 +210,15 @@ void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, 
   if (k.span_tiles < 1 || k.splits != 1) throw_error("[attention] the warpgroup kernel runs the fold schedule only");
   static const bool attr_set = [] {
     RILL_CUDA_CHECK(
-        cudaFuncSetAttribute(attention_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+        cudaFuncSetAttribute(attention_wgmma_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    RILL_CUDA_CHECK(
+        cudaFuncSetAttribute(attention_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
     return true;
   }();
   (void)attr_set;
-  launch_pdl(attention_wgmma_kernel, dim3(m_tiles, unsigned(hkv), unsigned(num_rows)), dim3(kThreads), kSmemBytes,
-             stream, k);
+  const dim3 grid(m_tiles, unsigned(hkv), unsigned(num_rows));
+  if (k.softcap > 0.f) launch_pdl(attention_wgmma_kernel<1>, grid, dim3(kThreads), kSmemBytes, stream, k);
+  else launch_pdl(attention_wgmma_kernel<0>, grid, dim3(kThreads), kSmemBytes, stream, k);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
