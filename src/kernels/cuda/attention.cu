@@ -55,18 +55,10 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
 
   const int row = blockIdx.z / a.splits, split = blockIdx.z % a.splits;
   const int kvh = blockIdx.y;
-  const int q_begin = a.cu_seqlens_q[row];
-  const int q_len = a.cu_seqlens_q[row + 1] - q_begin;
-  const int ctx = a.context_lens[row];
-  const int packed = q_len * a.group;
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * kBM;  // heavy (late) tiles first under causality
-  if (m0 >= packed) return;
-  const int pos0 = ctx - q_len;  // absolute position of the row's first new token
-  const int qi_first = m0 / a.group;
-  const int qi_last = (min(m0 + kBM, packed) - 1) / a.group;
-  const int kv_end = min(ctx, pos0 + qi_last + 1);
-  const int kv_lo = a.window > 0 ? max(0, pos0 + qi_first - a.window + 1) : 0;
-  const int t_lo = kv_lo / kBN, t_hi = kv_end > 0 ? (kv_end + kBN - 1) / kBN : t_lo;
+  BlockRows br;
+  if (!br.init(a, row, kBM, kBN)) return;
+  const int q_begin = br.q_begin, ctx = br.ctx, packed = br.packed, m0 = br.m0;
+  const int kv_end = br.kv_end, t_lo = br.t_lo, t_hi = br.t_hi;
   int my_lo, my_hi;
   if (kFold) {
     my_lo = t_lo;
@@ -112,13 +104,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
   }
 
   // This thread's two rows (g and g + 8 of the warp's 16) and their query positions.
-  RowPos rp;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    int m = m0 + warp * 16 + g + h * 8;
-    rp.ok[h] = m < packed;
-    rp.qpos[h] = pos0 + (rp.ok[h] ? m / a.group : 0);
-  }
+  const RowPos rp = RowPos::of(br, a, warp, g);
   const bool warp_active = m0 + warp * 16 < packed;
 
   float o[D / 8][4];
@@ -185,9 +171,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
     }
 
     if (warp_active) {
-      const bool full = tile_start + kBN <= pos0 + qi_first + 1 && tile_start + kBN <= ctx &&
-                        (a.window <= 0 || tile_start > pos0 + qi_last - a.window);
-      scale_and_mask<kBN>(s, a, rp, tile_start, ctx, full, tig);
+      scale_and_mask<kBN>(s, a, rp, tile_start, ctx, br.full_tile(a, tile_start, kBN), tig);
       float alpha[2];
       softmax_tile<kBN>(s, row_max, row_sum, alpha);
       rescale<D>(o, alpha);

@@ -138,10 +138,52 @@ struct TileSlots {
 // ---- One K/V tile of a warp's 16 query rows (the C fragments of mma.sync m16n8k16: this thread
 // holds rows g and g + 8 — h = 0, 1 — and, per 8 keys or dims, columns 2·tig and 2·tig + 1) ----
 
+// A block's share of one row: packed query rows [m0, m0 + kBM) (packed row m is query token m /
+// group; blocks in reverse order, so the heavy late rows start first under causality), the
+// positions they sit at, and the K/V tiles [t_lo, t_hi) of kBN keys they see.
+struct BlockRows {
+  int q_begin, q_len, ctx, packed, m0, pos0, qi_first, qi_last, kv_end, t_lo, t_hi;
+
+  // False when the block has no rows (m0 past the row's packed queries).
+  __device__ __forceinline__ bool init(const AttnKernelArgs& a, int row, int kBM, int kBN) {
+    q_begin = a.cu_seqlens_q[row];
+    q_len = a.cu_seqlens_q[row + 1] - q_begin;
+    ctx = a.context_lens[row];
+    packed = q_len * a.group;
+    m0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * kBM;
+    if (m0 >= packed) return false;
+    pos0 = ctx - q_len;  // absolute position of the row's first new token
+    qi_first = m0 / a.group;
+    qi_last = (min(m0 + kBM, packed) - 1) / a.group;
+    kv_end = min(ctx, pos0 + qi_last + 1);
+    const int kv_lo = a.window > 0 ? max(0, pos0 + qi_first - a.window + 1) : 0;
+    t_lo = kv_lo / kBN;
+    t_hi = kv_end > 0 ? (kv_end + kBN - 1) / kBN : t_lo;
+    return true;
+  }
+  // No key of the tile at tile_start is masked for any row of the block.
+  __device__ __forceinline__ bool full_tile(const AttnKernelArgs& a, int tile_start, int kBN) const {
+    return tile_start + kBN <= pos0 + qi_first + 1 && tile_start + kBN <= ctx &&
+           (a.window <= 0 || tile_start > pos0 + qi_last - a.window);
+  }
+};
+
 // Per-row state of a warp's rows: the query positions and whether the packed row exists.
 struct RowPos {
   int qpos[2];
   bool ok[2];
+
+  // Rows g and g + 8 of warp `warp` (16 rows a warp from the block's m0).
+  __device__ __forceinline__ static RowPos of(const BlockRows& br, const AttnKernelArgs& a, int warp, int g) {
+    RowPos rp;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = br.m0 + warp * 16 + g + h * 8;
+      rp.ok[h] = m < br.packed;
+      rp.qpos[h] = br.pos0 + (rp.ok[h] ? m / a.group : 0);
+    }
+    return rp;
+  }
 };
 
 // Scores in log2 units: s·scale (or softcap·tanh(s·scale / softcap)) · log2(e), -inf where the key

@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -46,18 +47,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
   __shared__ uint64_t full[kStages], empty[kStages];
 
   const int row = blockIdx.z, kvh = blockIdx.y;
-  const int q_begin = a.cu_seqlens_q[row];
-  const int q_len = a.cu_seqlens_q[row + 1] - q_begin;
-  const int ctx = a.context_lens[row];
-  const int packed = q_len * a.group;
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * kBM;  // heavy (late) tiles first under causality
-  if (m0 >= packed) return;
-  const int pos0 = ctx - q_len;
-  const int qi_first = m0 / a.group;
-  const int qi_last = (min(m0 + kBM, packed) - 1) / a.group;
-  const int kv_end = min(ctx, pos0 + qi_last + 1);
-  const int kv_lo = a.window > 0 ? max(0, pos0 + qi_first - a.window + 1) : 0;
-  const int t_lo = kv_lo / kBN, t_hi = kv_end > 0 ? (kv_end + kBN - 1) / kBN : t_lo;
+  BlockRows br;
+  if (!br.init(a, row, kBM, kBN)) return;
+  const int q_begin = br.q_begin, ctx = br.ctx, packed = br.packed, m0 = br.m0;
+  const int kv_end = br.kv_end, t_lo = br.t_lo, t_hi = br.t_hi;
   const int n_tiles = max(t_hi - t_lo, 0);
   const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
   const int64_t slot_stride = int64_t(a.hkv) * kD;
@@ -99,13 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
   if (n_tiles > 0) slots.load(table, a.block_size, a.block_shift, t_lo * kBN, kv_end);
   for (int t = 0; t < kStages - 1 && t < n_tiles; ++t) request(t);
 
-  RowPos rp;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int m = m0 + warp * 16 + g + h * 8;
-    rp.ok[h] = m < packed;
-    rp.qpos[h] = pos0 + (rp.ok[h] ? m / a.group : 0);
-  }
+  const RowPos rp = RowPos::of(br, a, warp, g);
   float o[kD / 8][4], acc_o[kD / 8][4];
 #pragma unroll
   for (int i = 0; i < kD / 8; ++i) {
@@ -137,9 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
       wgmma::wait<0>();
       wgmma::pin(s);
 
-      const bool full_tile = tile_start + kBN <= pos0 + qi_first + 1 && tile_start + kBN <= ctx &&
-                             (a.window <= 0 || tile_start > pos0 + qi_last - a.window);
-      scale_and_mask<kBN, kCap>(s, a, rp, tile_start, ctx, full_tile, tig);
+      scale_and_mask<kBN, kCap>(s, a, rp, tile_start, ctx, br.full_tile(a, tile_start, kBN), tig);
       float alpha[2];
       softmax_tile<kBN>(s, row_max, row_sum, alpha);
       // o is exactly +0 at a span's first tile (alpha ≥ 0 would keep it so): no rescale there.
@@ -174,34 +159,11 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
 #endif
 }
 
-__global__ void attention_wgmma_probe_kernel(int* out) {
-#if defined(RILL_WGMMA_DEVICE)
-  *out = 1;
-#else
-  *out = 0;
-#endif
-}
-
 }  // namespace
 
-bool attention_wgmma_available() {
-  static const bool available = [] {
-    int dev = 0, major = 0, minor = 0;
-    RILL_CUDA_CHECK(cudaGetDevice(&dev));
-    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major != 9 || minor != 0) return false;  // sm_90a code runs on sm_90 only
-    int* d = nullptr;
-    int h = 0;
-    RILL_CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
-    attention_wgmma_probe_kernel<<<1, 1>>>(d);
-    const cudaError_t launched = cudaGetLastError();
-    if (launched == cudaSuccess) RILL_CUDA_CHECK(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
-    RILL_CUDA_CHECK(cudaFree(d));
-    return launched == cudaSuccess && h == 1;
-  }();
-  return available;
-}
+// Every CUDA source is built for the same architectures: the GEMM's probe of the sm_90a code
+// answers for this file too.
+bool attention_wgmma_available() { return gemm_detail::gemm_wgmma_available(); }
 
 void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, int num_rows, cudaStream_t stream) {
   if (!attention_wgmma_available())
