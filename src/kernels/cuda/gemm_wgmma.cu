@@ -223,17 +223,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
       }
     };
-    if constexpr (kSplit) {
-      // This range's partial to the workspace [splits, m, n]; gemm_reduce_kernel (gemm.cu) folds
-      // them in range order. (Folding here, in the tile's last CTA, made the compiler serialize
-      // every wgmma of the kernel: warning C7520.)
+    // kSplit: this range's partial to the workspace [splits, m, n]; gemm_reduce_kernel (gemm.cu)
+    // folds them in range order. (Folding here, in the tile's last CTA, made the compiler
+    // serialize every wgmma of the kernel: warning C7520.) Otherwise the outputs.
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j)
+    for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
-          const int64_t col = n0 + j * 8 + tig * 2;
-          if (row >= a.m || col >= a.n) continue;
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
+        const int64_t col = n0 + j * 8 + tig * 2;
+        if (row >= a.m || col >= a.n) continue;
+        if constexpr (kSplit) {
           float* dst = a.ws + (int64_t(range) * a.m + row) * a.n + col;
           if (col + 1 < a.n && a.n % 2 == 0) {
             *reinterpret_cast<float2*>(dst) = make_float2(total[j][2 * h], total[j][2 * h + 1]);
@@ -241,18 +241,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             dst[0] = total[j][2 * h];
             if (col + 1 < a.n) dst[1] = total[j][2 * h + 1];
           }
-        }
-    } else {
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
-          const int64_t col = n0 + j * 8 + tig * 2;
-          if (row >= a.m || col >= a.n) continue;
+        } else {
           write_out(row, col, total[j][2 * h], total[j][2 * h + 1]);
         }
-    }
+      }
   }
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
