@@ -72,8 +72,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
   // Stage s holds tiles s, s + kStages, ...: "full" completes when every thread's copies of the
   // tile landed (one arrival a thread), "empty" when every warp is done reading it (one a warp).
   // A warpgroup waits only for the tile it multiplies and, before refilling a stage, for the
-  // warps still reading the tile it held: the two warpgroups drift apart, and one's softmax runs
-  // while the other's multiplies occupy the tensor cores.
+  // warps still reading the tile it held, so the two warpgroups may drift apart (measured: no
+  // gain over one block barrier a tile, which it matched within 2-4%; docs/design-notes.md).
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) {
       mbar_init(&full[st], kThreads);
