@@ -28,6 +28,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -440,77 +441,42 @@ __device__ __forceinline__ uint32_t x_pair(const bf16* row, int64_t k, bool ok) 
   return ok ? *reinterpret_cast<const uint32_t*>(row + k) : 0u;
 }
 
-// kRows16: M > 8 (the mma's rows g + 8 hold rows of x too). kChunks 32-k chunks a batch; the next
-// batch is requested before this one multiplies. kMinBlocks CTAs per SM (registers capped to
-// fit): configuration 7 two, 8 three.
-template <bool kRows16, int kChunks, int kMinBlocks>
-__global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_kernel(GemmKernelArgs a) {
-  constexpr int kStreamChunks = kChunks;
-  __shared__ float part[kStreamWarps][32][4];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int S = a.splits, groups = kStreamWarps / S;
-  const int lc = warp / S, s = warp % S;
-  const int64_t col0 = (int64_t(blockIdx.x) * groups + lc) * 8;
-  const bool active = lc < groups && col0 < a.n;  // uniform over the warp
-  const int64_t kb = int64_t(s) * a.ks, ke = std::min(a.k, kb + a.ks);
-  const int64_t wrow = col0 + g;
-  const bool wok = active && wrow < a.n;
-  const bf16* wp = a.w + (wok ? wrow : 0) * a.k + 8 * t;
-
-  uint4 cur[kStreamChunks], nxt[kStreamChunks];
-  auto load = [&](auto& buf, int64_t kc) {
-#pragma unroll
-    for (int i = 0; i < kStreamChunks; ++i)
-      buf[i] = wok && kc + 32 * i + 8 * t < ke ? load_stream16(wp + kc + 32 * i) : make_uint4(0u, 0u, 0u, 0u);
-  };
-  if (active) load(cur, kb);  // constant data: requested before the wait
-  pdl_wait();
-  pdl_trigger();
-
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  if (active) {
-    const bf16* x0 = a.x + int64_t(g) * a.k + 2 * t;
-    const bf16* x1 = a.x + int64_t(kRows16 ? g + 8 : g) * a.k + 2 * t;
-    const bool ok0 = g < a.m, ok1 = kRows16 && g + 8 < a.m;
-    for (int64_t kc = kb; kc < ke; kc += 32 * kStreamChunks) {
-      const bool more = kc + 32 * kStreamChunks < ke;
-      if (more) load(nxt, kc + 32 * kStreamChunks);
-      // Row g's A fragments for the whole batch first (L1 hits, all in flight at once; the mma
-      // chain would otherwise wait an L1 round trip per chunk). K % 8 == 0: an 8-wide block of k
-      // is all in or all out. Rows g + 8 (M > 8) are read chunk by chunk (fewer registers).
-      uint32_t xa[kStreamChunks][4];
-#pragma unroll
-      for (int i = 0; i < kStreamChunks; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) xa[i][j] = x_pair(x0, kc + 32 * i + 8 * j, ok0 && kc + 32 * i + 8 * j < ke);
-#pragma unroll
-      for (int i = 0; i < kStreamChunks; ++i) {
-        const int64_t k0 = kc + 32 * i;
-        if (k0 >= ke) break;
-        uint32_t b0 = cur[i].x, b1 = cur[i].y, b2 = cur[i].z, b3 = cur[i].w;
-        quad_transpose(b0, b1, b2, b3, t);
-        const bool h0 = k0 + 8 < ke;
-        const uint32_t af[4] = {xa[i][0], kRows16 ? x_pair(x1, k0, ok1) : 0u, xa[i][1],
-                                kRows16 ? x_pair(x1, k0 + 8, ok1 && h0) : 0u};
-        mma_bf16_16816_sched(acc, af, b0, b1);
-        if (k0 + 16 < ke) {  // steps wholly past K are skipped
-          const bool h1 = k0 + 24 < ke;
-          const uint32_t af2[4] = {xa[i][2], kRows16 ? x_pair(x1, k0 + 16, ok1) : 0u, xa[i][3],
-                                   kRows16 ? x_pair(x1, k0 + 24, ok1 && h1) : 0u};
-          mma_bf16_16816_sched(acc, af2, b2, b3);
-        }
-      }
-      if (more) {
-#pragma unroll
-        for (int i = 0; i < kStreamChunks; ++i) cur[i] = nxt[i];
-      }
-    }
+// One 32-k chunk [k0, k0 + 32) of a warp's 8 columns: `w` is this lane's 16 bytes of weight row
+// g at k0 + 8t, xa row g's A pairs at k0 + {0, 8, 16, 24} + 2t; rows g + 8 of x (M > 8) are read
+// here. Steps wholly past the range's end ke are skipped.
+template <bool kRows16>
+__device__ __forceinline__ void stream_chunk(float (&acc)[4], uint4 w, const uint32_t (&xa)[4], const bf16* x1,
+                                             bool ok1, int64_t k0, int64_t ke, int t) {
+  uint32_t b0 = w.x, b1 = w.y, b2 = w.z, b3 = w.w;
+  quad_transpose(b0, b1, b2, b3, t);
+  const bool h0 = k0 + 8 < ke;
+  const uint32_t af[4] = {xa[0], kRows16 ? x_pair(x1, k0, ok1) : 0u, xa[1], kRows16 ? x_pair(x1, k0 + 8, ok1 && h0) : 0u};
+  mma_bf16_16816_sched(acc, af, b0, b1);
+  if (k0 + 16 < ke) {
+    const bool h1 = k0 + 24 < ke;
+    const uint32_t af2[4] = {xa[2], kRows16 ? x_pair(x1, k0 + 16, ok1) : 0u, xa[3],
+                             kRows16 ? x_pair(x1, k0 + 24, ok1 && h1) : 0u};
+    mma_bf16_16816_sched(acc, af2, b2, b3);
   }
+}
+
+// Row g's A pairs for chunks k0 + 32 i, i < kN, all requested at once (L1 hits; the mma chain
+// would otherwise wait an L1 round trip per chunk). K % 8 == 0: an 8-wide block of k is all in
+// or all out.
+template <int kN>
+__device__ __forceinline__ void stream_x_pairs(uint32_t (&xa)[kN][4], const bf16* x0, bool ok0, int64_t k0, int64_t ke) {
 #pragma unroll
-  for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[e];
-  __syncthreads();
-  // Fold: element (r, c) of a column group sat in lane (r % 8)·4 + c / 2, accumulator
-  // (r / 8)·2 + c % 2 of each of its S warps.
+  for (int i = 0; i < kN; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) xa[i][j] = x_pair(x0, k0 + 32 * i + 8 * j, ok0 && k0 + 32 * i + 8 * j < ke);
+}
+
+// The warps' partials (part[warp][lane][4]) folded per column group in range order, plus the
+// bias, one rounding: element (r, c) of a column group sat in lane (r % 8)·4 + c / 2,
+// accumulator (r / 8)·2 + c % 2 of each of its S warps. Call after a __syncthreads.
+template <bool kRows16>
+__device__ __forceinline__ void stream_fold_store(const GemmKernelArgs& a, const float (*part)[32][4], int S) {
+  const int groups = kStreamWarps / S;
   const int rows = int(std::min<int64_t>(kRows16 ? 16 : 8, a.m));
   for (int idx = threadIdx.x; idx < groups * rows * 8; idx += blockDim.x) {
     const int lg = idx / (rows * 8), r = (idx / 8) % rows, c = idx % 8;
@@ -524,6 +490,142 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_ker
   }
 }
 
+// kRows16: M > 8 (the mma's rows g + 8 hold rows of x too). kChunks 32-k chunks a batch; the next
+// batch is requested before this one multiplies. kMinBlocks CTAs per SM (registers capped to
+// fit): configuration 7 two, 8 three.
+template <bool kRows16, int kChunks, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_kernel(GemmKernelArgs a) {
+  __shared__ float part[kStreamWarps][32][4];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int S = a.splits, groups = kStreamWarps / S;
+  const int lc = warp / S, s = warp % S;
+  const int64_t col0 = (int64_t(blockIdx.x) * groups + lc) * 8;
+  const bool active = lc < groups && col0 < a.n;  // uniform over the warp
+  const int64_t kb = int64_t(s) * a.ks, ke = std::min(a.k, kb + a.ks);
+  const int64_t wrow = col0 + g;
+  const bool wok = active && wrow < a.n;
+  const bf16* wp = a.w + (wok ? wrow : 0) * a.k + 8 * t;
+
+  uint4 cur[kChunks], nxt[kChunks];
+  auto load = [&](auto& buf, int64_t kc) {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i)
+      buf[i] = wok && kc + 32 * i + 8 * t < ke ? load_stream16(wp + kc + 32 * i) : make_uint4(0u, 0u, 0u, 0u);
+  };
+  if (active) load(cur, kb);  // constant data: requested before the wait
+  pdl_wait();
+  pdl_trigger();
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if (active) {
+    const bf16* x0 = a.x + int64_t(g) * a.k + 2 * t;
+    const bf16* x1 = a.x + int64_t(kRows16 ? g + 8 : g) * a.k + 2 * t;
+    const bool ok0 = g < a.m, ok1 = kRows16 && g + 8 < a.m;
+    for (int64_t kc = kb; kc < ke; kc += 32 * kChunks) {
+      const bool more = kc + 32 * kChunks < ke;
+      if (more) load(nxt, kc + 32 * kChunks);
+      uint32_t xa[kChunks][4];
+      stream_x_pairs<kChunks>(xa, x0, ok0, kc, ke);
+#pragma unroll
+      for (int i = 0; i < kChunks; ++i) {
+        const int64_t k0 = kc + 32 * i;
+        if (k0 >= ke) break;
+        stream_chunk<kRows16>(acc, cur[i], xa[i], x1, ok1, k0, ke, t);
+      }
+      if (more) {
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i) cur[i] = nxt[i];
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[e];
+  __syncthreads();
+  stream_fold_store<kRows16>(a, part, S);
+}
+
+// Configurations 16, 17: the streaming kernel's warps and arithmetic, but the weight travels by
+// the bulk copy engine into a ring of kStages shared-memory stages per warp: lanes 0-7 each copy
+// kRun k (kRun · 2 contiguous bytes) of their row into a stage, completing on the stage's
+// mbarrier, and the warp reads its fragments back from shared memory in the streaming kernel's
+// lane pattern (row stride kRun · 2 + 64 bytes: the 16-byte reads of 8 lanes, rows g and g + 1 ×
+// 4 quads, fall in distinct banks). The bytes in flight no longer cost registers (a ring holds
+// kStages · 8 rows · kRun · 2 bytes), and every copy is a long run of one row. One CTA an SM.
+template <int kRun, int kStages>
+struct StreamBulk {
+  static constexpr int kRowBytes = kRun * 2 + 64;
+  static constexpr size_t kWarpBytes = size_t(kStages) * 8 * kRowBytes;
+  static constexpr size_t kSmemBytes = kStreamWarps * kWarpBytes;
+  static_assert(kRun % 128 == 0, "a stage holds whole sub-batches of 4 chunks");
+};
+
+template <bool kRows16, int kRun, int kStages>
+__global__ void __launch_bounds__(32 * kStreamWarps, 1) gemm_stream_bulk_kernel(GemmKernelArgs a) {
+  using B = StreamBulk<kRun, kStages>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ float part[kStreamWarps][32][4];
+  __shared__ uint64_t bars[kStreamWarps][kStages];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int S = a.splits, groups = kStreamWarps / S;
+  const int lc = warp / S, s = warp % S;
+  const int64_t col0 = (int64_t(blockIdx.x) * groups + lc) * 8;
+  const bool active = lc < groups && col0 < a.n;  // uniform over the warp
+  const int64_t kb = int64_t(s) * a.ks, ke = std::min(a.k, kb + a.ks);
+  const int rows = int(std::min<int64_t>(8, a.n - col0));
+  unsigned char* ring = smem_raw + size_t(warp) * B::kWarpBytes;
+  if (lane == 0)
+    for (int st = 0; st < kStages; ++st) mbar_init(&bars[warp][st], 1);
+  mbar_init_fence();
+  __syncwarp();
+  const int64_t batches = active && ke > kb ? (ke - kb + kRun - 1) / kRun : 0;
+  // Stage b % kStages takes batch b: one arrival with the batch's bytes, then the rows' copies.
+  auto issue = [&](int64_t b) {
+    const int st = int(b % kStages);
+    const int64_t k0 = kb + b * kRun;
+    const unsigned bytes = unsigned(std::min<int64_t>(kRun, ke - k0) * 2);
+    if (lane == 0) mbar_arrive_expect_tx(&bars[warp][st], bytes * unsigned(rows));
+    __syncwarp();
+    if (lane < rows) bulk_copy(ring + (st * 8 + lane) * B::kRowBytes, a.w + (col0 + lane) * a.k + k0, bytes, &bars[warp][st]);
+  };
+  for (int64_t b = 0; b < kStages && b < batches; ++b) issue(b);  // constant data: before the wait
+  pdl_wait();
+  pdl_trigger();
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  const bf16* x0 = a.x + int64_t(g) * a.k + 2 * t;
+  const bf16* x1 = a.x + int64_t(kRows16 ? g + 8 : g) * a.k + 2 * t;
+  const bool ok0 = g < a.m, ok1 = kRows16 && g + 8 < a.m;
+  constexpr int kSub = 4;  // chunks whose x pairs are requested together
+  for (int64_t b = 0; b < batches; ++b) {
+    const int st = int(b % kStages);
+    const int64_t kc = kb + b * kRun;
+    mbar_wait(&bars[warp][st], unsigned((b / kStages) & 1));
+    // Rows past N hold stale bytes: their columns are never stored.
+    const unsigned char* wrow = ring + (st * 8 + g) * B::kRowBytes + 16 * t;
+#pragma unroll
+    for (int i0 = 0; i0 < kRun / 32; i0 += kSub) {
+      if (kc + 32 * i0 >= ke) break;
+      uint4 w[kSub];
+      uint32_t xa[kSub][4];
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) w[i] = *reinterpret_cast<const uint4*>(wrow + 64 * (i0 + i));
+      stream_x_pairs<kSub>(xa, x0, ok0, kc + 32 * i0, ke);
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+        const int64_t k0 = kc + 32 * (i0 + i);
+        if (k0 >= ke) break;
+        stream_chunk<kRows16>(acc, w[i], xa[i], x1, ok1, k0, ke, t);
+      }
+    }
+    __syncwarp();  // every lane is done with the stage before it is refilled
+    if (b + kStages < batches) issue(b + kStages);
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[e];
+  __syncthreads();
+  stream_fold_store<kRows16>(a, part, S);
+}
+
 template <int kChunks, int kMinBlocks>
 void launch_stream(const GemmKernelArgs& a, cudaStream_t stream) {
   if (a.m > 16) throw_error("[matmul] the streaming GEMM (configurations 7, 8) takes M <= 16");
@@ -534,6 +636,25 @@ void launch_stream(const GemmKernelArgs& a, cudaStream_t stream) {
     launch_pdl(gemm_stream_kernel<true, kChunks, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
   else
     launch_pdl(gemm_stream_kernel<false, kChunks, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
+}
+
+template <int kRun, int kStages>
+void launch_stream_bulk(const GemmKernelArgs& a, cudaStream_t stream) {
+  if (a.m > 16) throw_error("[matmul] the streaming GEMM (configurations 16, 17) takes M <= 16");
+  if (a.splits > kStreamWarps) throw_error("[matmul] the streaming GEMM takes at most 8 split ranges");
+  using B = StreamBulk<kRun, kStages>;
+  static const bool attr_set = [] {
+    for (auto* f : {gemm_stream_bulk_kernel<true, kRun, kStages>, gemm_stream_bulk_kernel<false, kRun, kStages>})
+      RILL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(B::kSmemBytes)));
+    return true;
+  }();
+  (void)attr_set;
+  const int64_t groups = kStreamWarps / a.splits;
+  const unsigned grid = ceil_div(ceil_div(a.n, int64_t(8)), groups);
+  if (a.m > 8)
+    launch_pdl(gemm_stream_bulk_kernel<true, kRun, kStages>, dim3(grid), dim3(32 * kStreamWarps), B::kSmemBytes, stream, a);
+  else
+    launch_pdl(gemm_stream_bulk_kernel<false, kRun, kStages>, dim3(grid), dim3(32 * kStreamWarps), B::kSmemBytes, stream, a);
 }
 
 template <class C>
@@ -564,7 +685,31 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
   }
 }
 
+// Up to one CTA of 32 threads an SM; each thread requests 8 KiB pieces of the range (16-byte aligned
+// inside it) into L2. The bulk prefetches return at once; the kernel then waits for its
+// predecessor, so a kernel after it that waits on it also waits on that one.
+__global__ void __launch_bounds__(32) l2_prefetch_kernel(const char* begin, const char* end) {
+  pdl_trigger();
+  constexpr int64_t kPiece = 8 << 10;
+  const char* p = reinterpret_cast<const char*>((reinterpret_cast<uintptr_t>(begin) + 15) & ~uintptr_t(15));
+  const char* e = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(end) & ~uintptr_t(15));
+  const int64_t bytes = e > p ? e - p : 0;
+  for (int64_t off = (int64_t(blockIdx.x) * 32 + threadIdx.x) * kPiece; off < bytes;
+       off += int64_t(gridDim.x) * 32 * kPiece)
+    l2_prefetch(p + off, unsigned(std::min(kPiece, bytes - off)));
+  pdl_wait();
+}
+
 }  // namespace
+
+void launch_l2_prefetch(const void* p, size_t bytes, int num_sms, cudaStream_t stream) {
+  if (bytes < 4096) return;
+  const int64_t pieces = ceil_div(int64_t(bytes), int64_t(8) << 10);
+  const unsigned grid = unsigned(std::clamp<int64_t>(ceil_div(pieces, int64_t(32)), 1, std::max(num_sms, 1)));
+  const char* b = static_cast<const char*>(p);
+  launch_pdl(l2_prefetch_kernel, dim3(grid), dim3(32), 0, stream, b, b + bytes);
+  RILL_CUDA_CHECK_LAUNCH();
+}
 
 void set_gemm_split_ctas_per_sm(int ctas) { g_split_ctas_per_sm = std::max(1, ctas); }
 void set_gemm_l2_prefetch_tiles(int tiles) { g_l2_prefetch_tiles = std::max(0, tiles); }
@@ -661,6 +806,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 8: launch_stream<4, 3>(k, stream); return;
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
+    case 16: launch_stream_bulk<512, 3>(k, stream); return;
+    case 17: launch_stream_bulk<256, 5>(k, stream); return;
     case 11: case 12: case 13: case 14:
       gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);
       return;
@@ -674,7 +821,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
       RILL_CUDA_CHECK_LAUNCH();
       return;
     }
-    default: throw_error("[matmul] GEMM tile configuration must be 1..15");
+    default: throw_error("[matmul] GEMM tile configuration must be 1..17");
   }
 }
 

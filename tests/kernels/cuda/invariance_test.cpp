@@ -338,7 +338,8 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
 }
 
 // The streaming decode kernel (configurations 7, 8: weights straight into mma fragments, a quad
-// transpose, the ranges folded in shared memory) and the tiled kernel with bulk copies (9, 10:
+// transpose, the ranges folded in shared memory; 16, 17: the same through per-warp rings of bulk
+// copies, weight rows past N stale) and the tiled kernel with bulk copies (9, 10:
 // stale rows past M/N, a zeroed half step at K's end) give the bits of the tiled kernel's fold
 // schedule, for every M it takes (rows g + 8 of the mma in use or not), a K tail of 8 (a half
 // 16-wide step), N not a multiple of 8, 1 to 8 split ranges, with and without bias.
@@ -356,9 +357,10 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
     for (int64_t m : {1, 2, 5, 8, 9, 16}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
       for (bool bias : {false, true}) {
-        const int configs[] = {1, 7, 8, 9, 10};
-        std::vector<float> got[5];
-        for (int ci = 0; ci < 5; ++ci) {
+        const int configs[] = {1, 7, 8, 9, 10, 16, 17};
+        constexpr int kConfigs = int(std::size(configs));
+        std::vector<float> got[kConfigs];
+        for (int ci = 0; ci < kConfigs; ++ci) {
           const int config = configs[ci] >= 9 && backend().info().cc_major < 9 ? 1 : configs[ci];
           DevTensor dy(DType::bf16, {m, n});
           dy.poison();
@@ -368,7 +370,7 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
                             backend().stream());
           got[ci] = download_bf16(dy);
         }
-        for (int c = 1; c < 5; ++c) {
+        for (int c = 1; c < kConfigs; ++c) {
           for (float v : got[c])
             ASSERT_FALSE(std::isnan(v)) << "unwritten output, M=" << m << " configuration " << configs[c];
           EXPECT_TRUE(same_bits(got[0].data(), got[c].data(), got[0].size()))
