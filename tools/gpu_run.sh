@@ -5,8 +5,8 @@
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|batches|final|dense|serve|full|profile|attn]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
-#   in both matmul modes; decode: quick + weight read patterns (tools/read_probe.cu), the decode
-#   GEMM per shape and configuration, the default mode's decode at batch 1-256 with and without the
+#   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (tools/read_probe.cu), the decode
+#   GEMM per shape and configuration, the default mode's decode at batch 1-256, with the
 #   o-projection L2 prefetch and per decode configuration (RILL_BREAKDOWN=1: the per-kernel breakdown); sweep: quick + batch-1 decode under each decode-GEMM configuration and
 #   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
 #   M > 16, prefill at 512/4096/16384 (and with the mma.sync attention), decode at batch 1-256;
@@ -116,22 +116,20 @@ if [[ "$mode" == decode ]]; then
   fi
   # Read patterns of a decode GEMM's weight stream against the copy rate (tools/read_probe.cu).
   nvcc_bin="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-  if "$nvcc_bin" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src tools/read_probe.cu -o /tmp/read_probe \
+  if [[ -n "${RILL_READ_PROBE:-}" ]] && "$nvcc_bin" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src tools/read_probe.cu -o /tmp/read_probe \
        > /tmp/read_probe_build.log 2>&1; then
     timeout 60 /tmp/read_probe 2>&1 | sed "s/^/  read: /" | tee -a "$out/summary.txt"
-  else
+  elif [[ -n "${RILL_READ_PROBE:-}" ]]; then
     tail -5 /tmp/read_probe_build.log | tee -a "$out/summary.txt"
   fi
   RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
   bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
-  RILL_L2_PREFETCH_ROWS=0 bench "invariant b1 no o-prefetch" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
-  for c in ${RILL_DECODE_CONFIGS:-7 16 17}; do
+  RILL_L2_PREFETCH_ROWS=16 bench "invariant b1 o-prefetch" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
+  for c in ${RILL_DECODE_CONFIGS:-7 8 18 19}; do
     RILL_DECODE_GEMM_CONFIG=$c bench "b1 config $c" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
   done
-  bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
-  RILL_L2_PREFETCH_ROWS=0 bench "invariant bN no o-prefetch" --model /tmp/q8 --prompt-len 512 --batch 16,64 --decode-tokens 32
-  RILL_L2_PREFETCH_ROWS=64 bench "invariant bN o-prefetch to 64" --model /tmp/q8 --prompt-len 512 --batch 64 --decode-tokens 32
+  bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 4,8,16,64,256 --decode-tokens 32
   RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
   [[ -n "${RILL_BREAKDOWN:-}" ]] && ncu_breakdown
   log "done (decode)"

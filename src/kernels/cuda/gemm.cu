@@ -28,7 +28,6 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launch.h"
-#include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -544,88 +543,6 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_ker
   stream_fold_store<kRows16>(a, part, S);
 }
 
-// Configurations 16, 17: the streaming kernel's warps and arithmetic, but the weight travels by
-// the bulk copy engine into a ring of kStages shared-memory stages per warp: lanes 0-7 each copy
-// kRun k (kRun · 2 contiguous bytes) of their row into a stage, completing on the stage's
-// mbarrier, and the warp reads its fragments back from shared memory in the streaming kernel's
-// lane pattern (row stride kRun · 2 + 64 bytes: the 16-byte reads of 8 lanes, rows g and g + 1 ×
-// 4 quads, fall in distinct banks). The bytes in flight no longer cost registers (a ring holds
-// kStages · 8 rows · kRun · 2 bytes), and every copy is a long run of one row. One CTA an SM.
-template <int kRun, int kStages>
-struct StreamBulk {
-  static constexpr int kRowBytes = kRun * 2 + 64;
-  static constexpr size_t kWarpBytes = size_t(kStages) * 8 * kRowBytes;
-  static constexpr size_t kSmemBytes = kStreamWarps * kWarpBytes;
-  static_assert(kRun % 128 == 0, "a stage holds whole sub-batches of 4 chunks");
-};
-
-template <bool kRows16, int kRun, int kStages>
-__global__ void __launch_bounds__(32 * kStreamWarps, 1) gemm_stream_bulk_kernel(GemmKernelArgs a) {
-  using B = StreamBulk<kRun, kStages>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ float part[kStreamWarps][32][4];
-  __shared__ uint64_t bars[kStreamWarps][kStages];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int S = a.splits, groups = kStreamWarps / S;
-  const int lc = warp / S, s = warp % S;
-  const int64_t col0 = (int64_t(blockIdx.x) * groups + lc) * 8;
-  const bool active = lc < groups && col0 < a.n;  // uniform over the warp
-  const int64_t kb = int64_t(s) * a.ks, ke = std::min(a.k, kb + a.ks);
-  const int rows = int(std::min<int64_t>(8, a.n - col0));
-  unsigned char* ring = smem_raw + size_t(warp) * B::kWarpBytes;
-  if (lane == 0)
-    for (int st = 0; st < kStages; ++st) mbar_init(&bars[warp][st], 1);
-  mbar_init_fence();
-  __syncwarp();
-  const int64_t batches = active && ke > kb ? (ke - kb + kRun - 1) / kRun : 0;
-  // Stage b % kStages takes batch b: one arrival with the batch's bytes, then the rows' copies.
-  auto issue = [&](int64_t b) {
-    const int st = int(b % kStages);
-    const int64_t k0 = kb + b * kRun;
-    const unsigned bytes = unsigned(std::min<int64_t>(kRun, ke - k0) * 2);
-    if (lane == 0) mbar_arrive_expect_tx(&bars[warp][st], bytes * unsigned(rows));
-    __syncwarp();
-    if (lane < rows) bulk_copy(ring + (st * 8 + lane) * B::kRowBytes, a.w + (col0 + lane) * a.k + k0, bytes, &bars[warp][st]);
-  };
-  for (int64_t b = 0; b < kStages && b < batches; ++b) issue(b);  // constant data: before the wait
-  pdl_wait();
-  pdl_trigger();
-
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  const bf16* x0 = a.x + int64_t(g) * a.k + 2 * t;
-  const bf16* x1 = a.x + int64_t(kRows16 ? g + 8 : g) * a.k + 2 * t;
-  const bool ok0 = g < a.m, ok1 = kRows16 && g + 8 < a.m;
-  constexpr int kSub = 4;  // chunks whose x pairs are requested together
-  for (int64_t b = 0; b < batches; ++b) {
-    const int st = int(b % kStages);
-    const int64_t kc = kb + b * kRun;
-    mbar_wait(&bars[warp][st], unsigned((b / kStages) & 1));
-    // Rows past N hold stale bytes: their columns are never stored.
-    const unsigned char* wrow = ring + (st * 8 + g) * B::kRowBytes + 16 * t;
-#pragma unroll
-    for (int i0 = 0; i0 < kRun / 32; i0 += kSub) {
-      if (kc + 32 * i0 >= ke) break;
-      uint4 w[kSub];
-      uint32_t xa[kSub][4];
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) w[i] = *reinterpret_cast<const uint4*>(wrow + 64 * (i0 + i));
-      stream_x_pairs<kSub>(xa, x0, ok0, kc + 32 * i0, ke);
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) {
-        const int64_t k0 = kc + 32 * (i0 + i);
-        if (k0 >= ke) break;
-        stream_chunk<kRows16>(acc, w[i], xa[i], x1, ok1, k0, ke, t);
-      }
-    }
-    __syncwarp();  // every lane is done with the stage before it is refilled
-    if (b + kStages < batches) issue(b + kStages);
-  }
-#pragma unroll
-  for (int e = 0; e < 4; ++e) part[warp][lane][e] = acc[e];
-  __syncthreads();
-  stream_fold_store<kRows16>(a, part, S);
-}
-
 template <int kChunks, int kMinBlocks>
 void launch_stream(const GemmKernelArgs& a, cudaStream_t stream) {
   if (a.m > 16) throw_error("[matmul] the streaming GEMM (configurations 7, 8) takes M <= 16");
@@ -636,25 +553,6 @@ void launch_stream(const GemmKernelArgs& a, cudaStream_t stream) {
     launch_pdl(gemm_stream_kernel<true, kChunks, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
   else
     launch_pdl(gemm_stream_kernel<false, kChunks, kMinBlocks>, dim3(grid), dim3(32 * kStreamWarps), 0, stream, a);
-}
-
-template <int kRun, int kStages>
-void launch_stream_bulk(const GemmKernelArgs& a, cudaStream_t stream) {
-  if (a.m > 16) throw_error("[matmul] the streaming GEMM (configurations 16, 17) takes M <= 16");
-  if (a.splits > kStreamWarps) throw_error("[matmul] the streaming GEMM takes at most 8 split ranges");
-  using B = StreamBulk<kRun, kStages>;
-  static const bool attr_set = [] {
-    for (auto* f : {gemm_stream_bulk_kernel<true, kRun, kStages>, gemm_stream_bulk_kernel<false, kRun, kStages>})
-      RILL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(B::kSmemBytes)));
-    return true;
-  }();
-  (void)attr_set;
-  const int64_t groups = kStreamWarps / a.splits;
-  const unsigned grid = ceil_div(ceil_div(a.n, int64_t(8)), groups);
-  if (a.m > 8)
-    launch_pdl(gemm_stream_bulk_kernel<true, kRun, kStages>, dim3(grid), dim3(32 * kStreamWarps), B::kSmemBytes, stream, a);
-  else
-    launch_pdl(gemm_stream_bulk_kernel<false, kRun, kStages>, dim3(grid), dim3(32 * kStreamWarps), B::kSmemBytes, stream, a);
 }
 
 template <class C>
@@ -806,8 +704,9 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 8: launch_stream<4, 3>(k, stream); return;
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    case 16: launch_stream_bulk<512, 3>(k, stream); return;
-    case 17: launch_stream_bulk<256, 5>(k, stream); return;
+    case 18: case 19:
+      gemm_detail::launch_gemm_wgmma_decode(k, config - 18, a.workspace_bytes, a.num_counters, stream);
+      return;
     case 11: case 12: case 13: case 14:
       gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);
       return;
@@ -821,7 +720,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
       RILL_CUDA_CHECK_LAUNCH();
       return;
     }
-    default: throw_error("[matmul] GEMM tile configuration must be 1..17");
+    default: throw_error("[matmul] GEMM tile configuration must be 1..19");
   }
 }
 

@@ -251,6 +251,181 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+// ---- Decode (M ≤ 8) on warpgroup MMA: configurations 18 (64 columns a tile) and 19 (32) ----
+// The same arithmetic with x as A and w as B, as above, but shaped for a weight stream: a CTA owns
+// kBN output columns and one split range (split schedule) or every range in turn (fold
+// schedule, when no workspace or counters are given); its producer thread keeps kStages w tiles
+// (kBN rows × 64 k, 128-byte swizzle) in flight through the tensor copy engine, and one consumer
+// warpgroup issues wgmma m64n{kBN}k16 from them. The x stage is 8 rows × 64 k (1 KB, rows past M
+// zero-filled by the copy engine); the A operand spans 64 rows, so rows 8-63 read the bytes that
+// follow it in shared memory — whatever they hold, those rows' outputs are never stored, and a
+// row of an MMA's output depends on its own row of A only. Split schedule: each CTA writes its
+// range's f32 partial to the workspace, and the last CTA of a column tile to arrive (per-tile
+// counters, reset by it) adds the partials in range order, then the bias, then one rounding: the
+// additions of the fold schedule and of gemm.cu's kernels.
+template <int kBN>
+struct DecodeTile {
+  static constexpr int kXBytes = 8 * 128, kWBytes = kBN * 128;
+};
+
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+
+template <int kBN>
+__device__ __forceinline__ void decode_mma(float (&acc)[kBN / 8][4], uint64_t xd, uint64_t wd) {
+#if defined(RILL_WGMMA_DEVICE)
+  if constexpr (kBN == 64) wgmma::m64n64k16_ss(acc, xd, wd);
+  else wgmma::m64n32k16_ss(acc, xd, wd);
+#endif
+}
+
+template <int kBN, int kStages>
+__global__ void __launch_bounds__(256, 1)
+    gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
+                             GemmKernelArgs a) {
+#if defined(RILL_WGMMA_DEVICE)
+  using T = DecodeTile<kBN>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ uint64_t full[kStages], empty[kStages];
+  __shared__ unsigned is_last;
+  unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  unsigned char* sx = base;                         // kStages × 1 KB, then
+  unsigned char* sw = base + kStages * T::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
+
+  const int64_t n0 = int64_t(blockIdx.x) * kBN;
+  const int ktiles = int((a.k + kBK - 1) / kBK);
+  const bool split = gridDim.y > 1;
+  const int range = int(blockIdx.y);
+  const int kt_begin = split ? range * a.tiles_per_split : 0;
+  const int kt_end = split ? std::min(ktiles, kt_begin + a.tiles_per_split) : ktiles;
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 4);  // one arrival a consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    if (threadIdx.x == 0) {
+      const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
+      for (int p = 0; p < pro; ++p) {  // the weights: requested before waiting for the previous kernel
+        mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
+        tma_load_2d(sw + p * T::kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
+      }
+      pdl_wait();
+      pdl_trigger();
+      for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
+      int s = pro % kStages;
+      unsigned phase = pro == kStages ? 1u : 0u;
+      for (int t = kt_begin + pro; t < kt_end; ++t) {
+        mbar_wait(&empty[s], phase ^ 1u);
+        mbar_arrive_expect_tx(&full[s], T::kXBytes + T::kWBytes);
+        tma_load_2d(sw + s * T::kWBytes, &tw, t * kBK, int(n0), &full[s]);
+        tma_load_2d(sx + s * T::kXBytes, &tx, t * kBK, 0, &full[s]);
+        if (++s == kStages) s = 0, phase ^= 1u;
+      }
+    } else {
+      pdl_trigger();
+    }
+    return;
+  }
+
+  pdl_wait();  // before the first global write
+  pdl_trigger();
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
+  const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
+  float acc[kBN / 8][4], total[kBN / 8][4];
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
+  int s = 0, prev = 0;
+  unsigned phase = 0;
+  int t = kt_begin;
+  for (int range_end = kt_begin; t < kt_end;) {
+    range_end = std::min(kt_end, range_end + a.tiles_per_split);
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    const int range_begin = t;
+    for (; t < range_end; ++t) {
+      mbar_wait(&full[s], phase);
+      const int64_t k0 = int64_t(t) * kBK;
+      const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
+      const uint64_t xd = wgmma::desc_k_major(x_base + uint32_t(s * T::kXBytes));
+      const uint64_t wd = wgmma::desc_k_major(w_base + uint32_t(s * T::kWBytes));
+      wgmma::fence();
+      if (steps == kBK / 16) {
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk)
+          decode_mma<kBN>(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
+      } else {
+        for (int kk = 0; kk < steps; ++kk)
+          decode_mma<kBN>(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
+      }
+      wgmma::commit();
+      wgmma::wait<1>();
+      if (t > range_begin && lane == 0) mbar_arrive(&empty[prev]);
+      prev = s;
+      if (++s == kStages) s = 0, phase ^= 1u;
+    }
+    wgmma::wait<0>();
+    wgmma::pin(acc);
+    if (lane == 0) mbar_arrive(&empty[prev]);
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
+  }
+
+  // Rows 0-7 (x's rows; M ≤ 8) sit in warp 0, lanes g = row, accumulators [j][0..1]: columns
+  // n0 + 8j + 2·tig + e.
+  const bool holds_row = warp == 0 && g < a.m;
+  if (!split) {
+    if (holds_row)
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t col = n0 + 8 * j + 2 * tig + e;
+          if (col >= a.n) continue;
+          float v = total[j][e];
+          if (a.bias) v += __bfloat162float(a.bias[col]);
+          *out_at(a, g, col) = __float2bfloat16_rn(v);
+        }
+    return;
+  }
+  if (holds_row)
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t col = n0 + 8 * j + 2 * tig + e;
+        if (col < a.n) a.ws[(int64_t(range) * a.m + g) * a.n + col] = total[j][e];
+      }
+  __threadfence();  // this CTA's partial is visible device-wide before it is counted
+  consumer_sync();
+  if (threadIdx.x == 128) {
+    unsigned* counter = a.counters + blockIdx.x;
+    is_last = atomicAdd(counter, 1u) == gridDim.y - 1;
+    if (is_last) *counter = 0;  // every range arrived: ready for the next launch
+  }
+  consumer_sync();
+  if (!is_last) return;
+  __threadfence();
+  for (int idx = threadIdx.x - 128; idx < int(a.m) * kBN; idx += 128) {
+    const int64_t row = idx / kBN, col = n0 + idx % kBN;
+    if (col >= a.n) continue;
+    float v = 0.f;
+    for (int p = 0; p < a.splits; ++p) v += __ldcg(a.ws + (int64_t(p) * a.m + row) * a.n + col);
+    if (a.bias) v += __bfloat162float(a.bias[col]);
+    *out_at(a, row, col) = __float2bfloat16_rn(v);
+  }
+#else
+  __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
+#endif
+}
+
 __global__ void wgmma_probe_kernel(int* out) {
 #if defined(RILL_WGMMA_DEVICE)
   *out = 1;
@@ -331,6 +506,37 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
 }
 
 }  // namespace
+
+template <int kBN, int kStages>
+void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, cudaStream_t stream) {
+  constexpr size_t smem = size_t(kStages) * (DecodeTile<kBN>::kXBytes + DecodeTile<kBN>::kWBytes) + 1024;
+  static const bool attr_set = [] {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_decode_kernel<kBN, kStages>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    return true;
+  }();
+  (void)attr_set;
+  if (a.m > 8) throw_error("[matmul] GEMM configurations 18, 19 (warpgroup decode) take M <= 8");
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k, 8), tw = tile_map(a.w, a.n, a.k, kBN);
+  const int64_t tiles = (a.n + kBN - 1) / kBN;
+  // Split schedule when the partials and the per-tile counters fit; else one CTA walks every range.
+  const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
+                     size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
+  launch_pdl(gemm_wgmma_decode_kernel<kBN, kStages>, dim3(unsigned(tiles), split ? unsigned(a.splits) : 1u),
+             dim3(256), smem, stream, tx, tw, a);
+  RILL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_bytes, int64_t num_counters,
+                              cudaStream_t stream) {
+  if (!gemm_wgmma_available())
+    throw_error("[matmul] GEMM configurations 18, 19 need an sm_90 GPU and a build for sm_90a "
+                "(RILL_CUDA_ARCHITECTURES=90a)");
+  GemmKernelArgs a = k;
+  a.tiles_per_split = int(a.ks / kBK);
+  if (variant == 0) launch_decode_variant<64, 8>(a, ws_bytes, num_counters, stream);
+  else launch_decode_variant<32, 12>(a, ws_bytes, num_counters, stream);
+}
 
 void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {
   if (!gemm_wgmma_available())

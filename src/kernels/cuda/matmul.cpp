@@ -215,13 +215,14 @@ GemmArgs MatmulEngine::gemm_args(const void* x, const void* w, const void* bias,
 
 std::vector<int> MatmulEngine::decode_configs() const {
   std::vector<int> c{1, 5, 6, 7, 8};
-  if (bulk_copies_) c.insert(c.end(), {9, 10, 16, 17});
+  if (bulk_copies_) c.insert(c.end(), {9, 10});
+  if (gemm_wgmma_enabled()) c.insert(c.end(), {18, 19});
   return c;
 }
 
 std::vector<int> MatmulEngine::decode_candidates(int64_t m) const {
   if (m <= 8) {
-    if (bulk_copies_) return {7, 8, 16, 17};
+    if (gemm_wgmma_enabled()) return {7, 8, 18, 19};
     return {7, 8};
   }
   return {1, 5, 6};
@@ -252,8 +253,8 @@ std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a
   return times;
 }
 
-// The decode configurations (1, 5, 6: tiled; 7, 8: streaming; 9, 10: bulk copies; 16, 17: streaming through
-// bulk copies) give the same bits, so the fastest may
+// The decode configurations (1, 5, 6: tiled; 7, 8: streaming; 9, 10: bulk copies; 18, 19: warpgroup MMA,
+// sm_90a) give the same bits, so the fastest may
 // be chosen per (N, K): timed once on the first eager call of a shape (never while a graph is
 // recorded; the model's first decode step is eager), rewriting y with identical values.
 int MatmulEngine::decode_config(const GemmArgs& a) {

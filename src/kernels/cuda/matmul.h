@@ -86,8 +86,8 @@ class MatmulEngine {
   /// The candidates of the automatic choice for m rows, the preferred first (H200, in the decode
   /// graph): m ≤ 8 the streaming kernels (7, 8: 161-162 tok/s batch-1 against 158 for the tiled
   /// configuration 1); m 9..16 the tiled ones (1, 5, 6: batch 16 at 1,985 tok/s against 1,512
-  /// with the streaming kernels, whose rows 9-16 of x are read chunk by chunk); on sm_90 also the
-  /// streaming kernels fed by bulk copies (16, 17).
+  /// with the streaming kernels, whose rows 9-16 of x are read chunk by chunk); m ≤ 8 with the
+  /// warpgroup GEMM also its decode configurations (18, 19).
   std::vector<int> decode_candidates(int64_t m) const;
   /// Batch-invariant mode: run() always takes the invariant GEMM (no timing, no per-M choice).
   void set_batch_invariant(bool on) { batch_invariant_ = on; }

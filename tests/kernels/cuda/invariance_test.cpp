@@ -338,8 +338,9 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
 }
 
 // The streaming decode kernel (configurations 7, 8: weights straight into mma fragments, a quad
-// transpose, the ranges folded in shared memory; 16, 17: the same through per-warp rings of bulk
-// copies, weight rows past N stale) and the tiled kernel with bulk copies (9, 10:
+// transpose, the ranges folded in shared memory), the warpgroup decode kernel (18, 19: wgmma with
+// x as a 64-row A whose rows 8-63 are stale shared memory; its fold and split schedules) and the
+// tiled kernel with bulk copies (9, 10:
 // stale rows past M/N, a zeroed half step at K's end) give the bits of the tiled kernel's fold
 // schedule, for every M it takes (rows g + 8 of the mma in use or not), a K tail of 8 (a half
 // 16-wide step), N not a multiple of 8, 1 to 8 split ranges, with and without bias.
@@ -357,17 +358,27 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
     for (int64_t m : {1, 2, 5, 8, 9, 16}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
       for (bool bias : {false, true}) {
-        const int configs[] = {1, 7, 8, 9, 10, 16, 17};
+        // 18, 19 twice: without a workspace (one CTA walks every range) and with the engine's
+        // workspace and counters (one range a CTA, folded by each tile's last CTA).
+        const int configs[] = {1, 7, 8, 9, 10, 18, 19, 18, 19};
         constexpr int kConfigs = int(std::size(configs));
         std::vector<float> got[kConfigs];
+        const bool wgmma = cuda::gemm_wgmma_supported();
         for (int ci = 0; ci < kConfigs; ++ci) {
-          const int config = configs[ci] >= 9 && backend().info().cc_major < 9 ? 1 : configs[ci];
+          int config = configs[ci];
+          if (config >= 9 && config <= 10 && backend().info().cc_major < 9) config = 1;
+          if (config >= 18 && (!wgmma || m > 8)) config = 1;
           DevTensor dy(DType::bf16, {m, n});
           dy.poison();
           // Configuration 1 without a workspace: the tiled kernel's fold schedule.
-          cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), m, n, k,
-                                       config),
-                            backend().stream());
+          cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), m, n, k,
+                                         config);
+          if (ci >= 7) {
+            ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, m, n, k);
+            ga.y = dy.t.data();
+            ga.config = config;
+          }
+          cuda::launch_gemm(ga, backend().stream());
           got[ci] = download_bf16(dy);
         }
         for (int c = 1; c < kConfigs; ++c) {

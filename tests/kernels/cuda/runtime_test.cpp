@@ -48,12 +48,12 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_split_ctas(nullptr), 2);
   EXPECT_EQ(cuda::parse_gemm_split_ctas("4"), 4);
   EXPECT_EQ(cuda::parse_decode_gemm_config("10"), 10);
-  EXPECT_EQ(cuda::parse_decode_gemm_config("17"), 17);
-  expect_rejects(cuda::parse_decode_gemm_config, {"", "0", "2", "11", "15", "18", "1x", "-1"}, "RILL_DECODE_GEMM_CONFIG");
+  EXPECT_EQ(cuda::parse_decode_gemm_config("19"), 19);
+  expect_rejects(cuda::parse_decode_gemm_config, {"", "0", "2", "11", "15", "17", "20", "1x", "-1"}, "RILL_DECODE_GEMM_CONFIG");
   EXPECT_EQ(cuda::parse_gemm_l2_prefetch("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_l2_prefetch("8"), 8);
   expect_rejects(cuda::parse_gemm_l2_prefetch, {"", "33", "-1", "8x"}, "RILL_GEMM_L2_PREFETCH");
-  EXPECT_EQ(cuda::parse_l2_prefetch_rows(nullptr), 16);
+  EXPECT_EQ(cuda::parse_l2_prefetch_rows(nullptr), 0);
   EXPECT_EQ(cuda::parse_l2_prefetch_rows("0"), 0);
   EXPECT_EQ(cuda::parse_l2_prefetch_rows("64"), 64);
   expect_rejects(cuda::parse_l2_prefetch_rows, {"", "4097", "-1", "16 ", "x"}, "RILL_L2_PREFETCH_ROWS");
