@@ -6,12 +6,12 @@
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|batches|final|dense|serve|full|profile|attn]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (tools/read_probe.cu), the decode
-#   GEMM per shape and configuration, the default mode's decode at batch 1-256, with the
-#   o-projection L2 prefetch and per decode configuration (RILL_BREAKDOWN=1: the per-kernel breakdown); sweep: quick + batch-1 decode under each decode-GEMM configuration and
+#   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
+#   configuration (RILL_BREAKDOWN=1: the per-kernel breakdown); sweep: quick + batch-1 decode under each decode-GEMM configuration and
 #   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
 #   M > 16, prefill at 512/4096/16384 (and with the mma.sync attention), decode at batch 1-256;
 #   final: quick + the ceilings, the GEMMs for M > 16, every rill bench figure of RESULTS.md in
-#   both modes (no 16384 autotuned) and a batch-64 decode breakdown; batches: the warpgroup GEMM's
+#   both modes (no 16384 autotuned) and a batch-1 decode breakdown (RILL_BREAKDOWN64=1: also batch 64); batches: the warpgroup GEMM's
 #   tests, quick, decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call); profile:
@@ -125,7 +125,6 @@ if [[ "$mode" == decode ]]; then
   RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
   bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
-  RILL_L2_PREFETCH_ROWS=16 bench "invariant b1 o-prefetch" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
   for c in ${RILL_DECODE_CONFIGS:-7 8 18 19}; do
     RILL_DECODE_GEMM_CONFIG=$c bench "b1 config $c" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
   done
@@ -211,7 +210,8 @@ if [[ "$mode" == final ]]; then  # the figures of bench/RESULTS.md in one run: c
   bench "invariant" --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
   RILL_BATCH_INVARIANT=0 bench "autotuned" --model /tmp/q8 --prompt-len 512,4096,8192 --decode-tokens 64
-  if [[ -z "${RILL_SKIP_NCU:-}" ]] && command -v ncu > /dev/null; then  # where a batch-64 decode step's time goes (invariant mode)
+  [[ -z "${RILL_SKIP_NCU:-}" ]] && ncu_breakdown  # where a batch-1 decode step's time goes
+  if [[ -n "${RILL_BREAKDOWN64:-}" ]] && command -v ncu > /dev/null; then  # where a batch-64 decode step's time goes (invariant mode)
     log "per-kernel decode breakdown at batch 64 (ncu, ~10 layers)"
     timeout 90 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --launch-skip 3000 \
       --launch-count 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --batch 64 --decode-tokens 4 \

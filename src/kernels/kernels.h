@@ -153,13 +153,6 @@ class Kernels {
   /// ranges consecutive with the widths of the outputs. The default runs one matmul per range
   /// over row slices of w; a backend may run it as one launch (CUDA: one batch-invariant GEMM).
   virtual void matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys);
-  /// A hint, no data changes: a matmul with `rows` rows will read the weight w after the kernels
-  /// queued in between (e.g. attention, which leaves memory bandwidth idle). A backend may start
-  /// bringing w into its cache now (CUDA: an L2 prefetch when the product is weight-bound).
-  virtual void prefetch_weight(const Tensor& w, int64_t rows) {
-    (void)w;
-    (void)rows;
-  }
   /// y[M,D] = rmsnorm(x[M,D]) * w[D] per row. x and y may alias.
   virtual void rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) = 0;
   /// residual[M,D] += x; y = rmsnorm(residual) * w. The fused pre-norm of a decoder layer.

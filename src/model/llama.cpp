@@ -218,7 +218,6 @@ Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits
     }
     Tensor* const qkv_out[] = {&q2, &k2, &v2};
     k.matmul_outputs(h, L.qkv, opt(L.qkv_bias), qkv_out);
-    k.prefetch_weight(L.o, T);  // RoPE and attention leave memory idle: bring the o projection in
     if (family_ == Family::qwen3) k.norm_rope_store_kv(q, kk, v, L.q_norm, L.k_norm, norm_, ab, rope_, cache[i]);
     else k.rope_store_kv(q, kk, v, ab, rope_, cache[i]);
     ap.sliding_window = c.layer_types[i] == "sliding_attention" ? int32_t(c.sliding_window) : 0;

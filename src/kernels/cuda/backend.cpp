@@ -32,13 +32,6 @@ constexpr int64_t kGemmCounters = 8192;  // output tiles of one split GEMM launc
 // decode_candidates) do not prefetch; batch 9-16, which runs the tiled kernels, was measured
 // without it.
 constexpr int kDefaultL2PrefetchTiles = 0;
-// RILL_L2_PREFETCH_ROWS: a decode step's attention leaves HBM idle while the next projection's
-// weight waits; prefetch_weight can fill L2 with it meanwhile for products of up to this many
-// rows. Off: with the streaming decode GEMM the H200 measured 155.4 vs 157.9 tok/s batch-1 at
-// context 512 and 131.4 vs 135.8 at 8192 with it on (16 rows).
-constexpr int kDefaultL2PrefetchRows = 0;
-// At most this share of L2 is prefetched (the rest keeps the step's activations and K/V).
-constexpr double kL2PrefetchShare = 0.6;
 
 void expect_on_device(const Tensor& t, const char* op, const char* name) {
   RILL_ENSURE(t.defined(), "[{}] {} is not set", op, name);
@@ -105,13 +98,6 @@ int parse_gemm_l2_prefetch(const char* value) {
   fail("RILL_GEMM_L2_PREFETCH: must be 0..32 (weight tiles), got '{}'", value);
 }
 
-int parse_l2_prefetch_rows(const char* value) {
-  if (!value) return kDefaultL2PrefetchRows;
-  const auto c = exact_int(value);
-  if (c && *c >= 0 && *c <= 4096) return *c;
-  fail("RILL_L2_PREFETCH_ROWS: must be 0..4096 (rows of the product; 0: off), got '{}'", value);
-}
-
 int parse_attention_warps(const char* value) {
   if (!value) return 0;
   const auto w = exact_int(value);
@@ -171,7 +157,6 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_attention_wgmma(attn_wgmma != 0);
   // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
-  prefetch_rows_ = info_.cc_major >= 9 ? parse_l2_prefetch_rows(std::getenv("RILL_L2_PREFETCH_ROWS")) : 0;
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
     const std::string_view v(impl);
     if (v == "cublaslt") matmul_->set_invariant_impl(MatmulEngine::InvariantImpl::cublaslt);
@@ -545,12 +530,6 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   a.invariant = batch_invariant_;
   a.span_keys = attention_span_keys_;
   launch_attention(a, stream_.get());
-}
-
-void CudaKernels::prefetch_weight(const Tensor& w, int64_t rows) {
-  if (rows > prefetch_rows_ || !w.defined() || w.device() != Device::cuda) return;
-  const size_t cap = size_t(double(info_.l2_bytes) * kL2PrefetchShare);
-  launch_l2_prefetch(w.data(), std::min(w.nbytes(), cap), info_.num_sms, stream_.get());
 }
 
 void CudaKernels::swiglu(const Tensor& x, Tensor& y) {

@@ -49,7 +49,6 @@ class CudaKernels final : public Kernels {
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& index, Tensor& out) override;
   void argmax(const Tensor& x, Tensor& out) override;
-  void prefetch_weight(const Tensor& w, int64_t rows) override;
   void softmax(const Tensor& x, Tensor& out) override;
   void convert(const Tensor& x, Tensor& out) override;
   /// Defined in sampling.cu.
@@ -113,7 +112,6 @@ class CudaKernels final : public Kernels {
   int attention_span_keys_ = 0;  // RILL_ATTENTION_SPAN_KEYS, 0: the kernel's default (64)
   int attention_warps_ = 0;
   int attention_bn_ = 0;
-  int64_t prefetch_rows_ = 0;  // RILL_L2_PREFETCH_ROWS: prefetch_weight acts for products of up to this many rows
 };
 
 /// RILL_ATTENTION_SPAN_KEYS: the invariant attention's span (KV positions folded as one partial;
@@ -130,9 +128,6 @@ int parse_gemm_split_ctas(const char* value);
 /// RILL_GEMM_L2_PREFETCH: null → the default; 0..32 → weight tiles the decode GEMM prefetches
 /// into L2 ahead of its shared-memory stages; anything else → an error naming the variable.
 int parse_gemm_l2_prefetch(const char* value);
-/// RILL_L2_PREFETCH_ROWS: the largest product (rows) whose weight prefetch_weight brings into L2
-/// ahead of time; 0 turns it off.
-int parse_l2_prefetch_rows(const char* value);
 /// RILL_GEMM_WGMMA: null → -1 (the warpgroup GEMM wherever supported); "0" → 0 (off); "1" → 1
 /// (required: an error at start when unsupported); anything else → an error naming the variable.
 int parse_gemm_wgmma(const char* value);

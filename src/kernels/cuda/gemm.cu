@@ -583,31 +583,7 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
   }
 }
 
-// Up to one CTA of 32 threads an SM; each thread requests 8 KiB pieces of the range (16-byte aligned
-// inside it) into L2. The bulk prefetches return at once; the kernel then waits for its
-// predecessor, so a kernel after it that waits on it also waits on that one.
-__global__ void __launch_bounds__(32) l2_prefetch_kernel(const char* begin, const char* end) {
-  pdl_trigger();
-  constexpr int64_t kPiece = 8 << 10;
-  const char* p = reinterpret_cast<const char*>((reinterpret_cast<uintptr_t>(begin) + 15) & ~uintptr_t(15));
-  const char* e = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(end) & ~uintptr_t(15));
-  const int64_t bytes = e > p ? e - p : 0;
-  for (int64_t off = (int64_t(blockIdx.x) * 32 + threadIdx.x) * kPiece; off < bytes;
-       off += int64_t(gridDim.x) * 32 * kPiece)
-    l2_prefetch(p + off, unsigned(std::min(kPiece, bytes - off)));
-  pdl_wait();
-}
-
 }  // namespace
-
-void launch_l2_prefetch(const void* p, size_t bytes, int num_sms, cudaStream_t stream) {
-  if (bytes < 4096) return;
-  const int64_t pieces = ceil_div(int64_t(bytes), int64_t(8) << 10);
-  const unsigned grid = unsigned(std::clamp<int64_t>(ceil_div(pieces, int64_t(32)), 1, std::max(num_sms, 1)));
-  const char* b = static_cast<const char*>(p);
-  launch_pdl(l2_prefetch_kernel, dim3(grid), dim3(32), 0, stream, b, b + bytes);
-  RILL_CUDA_CHECK_LAUNCH();
-}
 
 void set_gemm_split_ctas_per_sm(int ctas) { g_split_ctas_per_sm = std::max(1, ctas); }
 void set_gemm_l2_prefetch_tiles(int tiles) { g_l2_prefetch_tiles = std::max(0, tiles); }

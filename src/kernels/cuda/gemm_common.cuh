@@ -64,9 +64,9 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 /// stages; 4: one split range a CTA, its partial written to a.ws (ws_bytes), which the caller
 /// then folds with gemm_reduce_kernel (configurations 11-15; same bits).
 void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream);
-/// Decode (M ≤ 8) on warpgroup MMA (gemm_wgmma.cu), configurations 18 (variant 0: 64-column
-/// tiles, 8 stages) and 19 (variant 1: 32 columns, 12 stages): split ranges across CTAs folded by
-/// each tile's last CTA when the workspace and counters fit, else one CTA walks every range.
+/// Decode on warpgroup MMA (gemm_wgmma.cu): configurations 18 (variant 0, M ≤ 8) and 19 (variant
+/// 1, M ≤ 64), 64-column tiles: split ranges across CTAs folded by each tile's last CTA when the
+/// workspace and counters fit, else one CTA walks every range.
 void launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_bytes, int64_t num_counters,
                               cudaStream_t stream);
 /// Whether this build carries the sm_90a warpgroup kernel and the device runs it (probed once).

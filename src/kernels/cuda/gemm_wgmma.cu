@@ -251,21 +251,22 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// ---- Decode (M ≤ 8) on warpgroup MMA: configurations 18 (64 columns a tile) and 19 (32) ----
+// ---- Decode on warpgroup MMA: configurations 18 (M ≤ 8) and 19 (M ≤ 64) ----
 // The same arithmetic with x as A and w as B, as above, but shaped for a weight stream: a CTA owns
 // kBN output columns and one split range (split schedule) or every range in turn (fold
 // schedule, when no workspace or counters are given); its producer thread keeps kStages w tiles
 // (kBN rows × 64 k, 128-byte swizzle) in flight through the tensor copy engine, and one consumer
-// warpgroup issues wgmma m64n{kBN}k16 from them. The x stage is 8 rows × 64 k (1 KB, rows past M
-// zero-filled by the copy engine); the A operand spans 64 rows, so rows 8-63 read the bytes that
-// follow it in shared memory — whatever they hold, those rows' outputs are never stored, and a
-// row of an MMA's output depends on its own row of A only. Split schedule: each CTA writes its
+// warpgroup issues wgmma m64n{kBN}k16 from them. The x stage holds kXRows rows × 64 k (rows past
+// M zero-filled by the copy engine). With kXRows = 8 (1 KB) the A operand's 64 rows run past the
+// stage, so rows 8-63 read the bytes that follow it in shared memory — whatever they hold, those
+// rows' outputs are never stored, and a row of an MMA's output depends on its own row of A only. Split schedule: each CTA writes its
 // range's f32 partial to the workspace, and the last CTA of a column tile to arrive (per-tile
 // counters, reset by it) adds the partials in range order, then the bias, then one rounding: the
 // additions of the fold schedule and of gemm.cu's kernels.
-template <int kBN>
+template <int kBN, int kXRows>
 struct DecodeTile {
-  static constexpr int kXBytes = 8 * 128, kWBytes = kBN * 128;
+  static constexpr int kXBytes = kXRows * 128, kWBytes = kBN * 128;
+  static_assert(kXRows == 8 || kXRows == 64, "an x stage is one 8-row swizzle atom or the whole 64-row A");
 };
 
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
@@ -278,12 +279,12 @@ __device__ __forceinline__ void decode_mma(float (&acc)[kBN / 8][4], uint64_t xd
 #endif
 }
 
-template <int kBN, int kStages>
+template <int kBN, int kXRows, int kStages>
 __global__ void __launch_bounds__(256, 1)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                              GemmKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
-  using T = DecodeTile<kBN>;
+  using T = DecodeTile<kBN, kXRows>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   __shared__ unsigned is_last;
@@ -378,31 +379,27 @@ __global__ void __launch_bounds__(256, 1)
       for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
   }
 
-  // Rows 0-7 (x's rows; M ≤ 8) sit in warp 0, lanes g = row, accumulators [j][0..1]: columns
-  // n0 + 8j + 2·tig + e.
-  const bool holds_row = warp == 0 && g < a.m;
-  if (!split) {
-    if (holds_row)
+  // Accumulator [j][2h + e]: row 16·warp + g + 8h, column n0 + 8j + 2·tig + e (wgmma.cuh).
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t col = n0 + 8 * j + 2 * tig + e;
-          if (col >= a.n) continue;
-          float v = total[j][e];
-          if (a.bias) v += __bfloat162float(a.bias[col]);
-          *out_at(a, g, col) = __float2bfloat16_rn(v);
-        }
-    return;
-  }
-  if (holds_row)
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = 16 * warp + g + 8 * h;
+    if (row >= a.m) continue;
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int64_t col = n0 + 8 * j + 2 * tig + e;
-        if (col < a.n) a.ws[(int64_t(range) * a.m + g) * a.n + col] = total[j][e];
+        if (col >= a.n) continue;
+        if (split) {
+          a.ws[(int64_t(range) * a.m + row) * a.n + col] = total[j][2 * h + e];
+        } else {
+          float v = total[j][2 * h + e];
+          if (a.bias) v += __bfloat162float(a.bias[col]);
+          *out_at(a, row, col) = __float2bfloat16_rn(v);
+        }
       }
+  }
+  if (!split) return;
   __threadfence();  // this CTA's partial is visible device-wide before it is counted
   consumer_sync();
   if (threadIdx.x == 128) {
@@ -507,22 +504,25 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
 
 }  // namespace
 
-template <int kBN, int kStages>
+template <int kBN, int kXRows, int kStages>
 void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, cudaStream_t stream) {
-  constexpr size_t smem = size_t(kStages) * (DecodeTile<kBN>::kXBytes + DecodeTile<kBN>::kWBytes) + 1024;
+  using T = DecodeTile<kBN, kXRows>;
+  constexpr size_t smem = size_t(kStages) * (T::kXBytes + T::kWBytes) + 1024;
   static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_decode_kernel<kBN, kStages>,
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_decode_kernel<kBN, kXRows, kStages>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
   }();
   (void)attr_set;
-  if (a.m > 8) throw_error("[matmul] GEMM configurations 18, 19 (warpgroup decode) take M <= 8");
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, 8), tw = tile_map(a.w, a.n, a.k, kBN);
+  if (a.m > kXRows)
+    throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
+                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kXRows), tw = tile_map(a.w, a.n, a.k, kBN);
   const int64_t tiles = (a.n + kBN - 1) / kBN;
   // Split schedule when the partials and the per-tile counters fit; else one CTA walks every range.
   const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
                      size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
-  launch_pdl(gemm_wgmma_decode_kernel<kBN, kStages>, dim3(unsigned(tiles), split ? unsigned(a.splits) : 1u),
+  launch_pdl(gemm_wgmma_decode_kernel<kBN, kXRows, kStages>, dim3(unsigned(tiles), split ? unsigned(a.splits) : 1u),
              dim3(256), smem, stream, tx, tw, a);
   RILL_CUDA_CHECK_LAUNCH();
 }
@@ -534,8 +534,10 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
                 "(RILL_CUDA_ARCHITECTURES=90a)");
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
-  if (variant == 0) launch_decode_variant<64, 8>(a, ws_bytes, num_counters, stream);
-  else launch_decode_variant<32, 12>(a, ws_bytes, num_counters, stream);
+  // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
+  // M ≤ 8: 8 stages of 9 KB (three CTAs an SM); M ≤ 64: 6 stages of 16 KB (two).
+  if (variant == 0) launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, stream);
+  else launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, stream);
 }
 
 void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {

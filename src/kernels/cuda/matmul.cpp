@@ -221,12 +221,13 @@ std::vector<int> MatmulEngine::decode_configs() const {
 }
 
 std::vector<int> MatmulEngine::decode_candidates(int64_t m) const {
-  if (m <= 8) {
-    if (gemm_wgmma_enabled()) return {7, 8, 18, 19};
-    return {7, 8};
-  }
-  return {1, 5, 6};
+  const bool wgmma = gemm_wgmma_enabled();
+  if (m <= 8) return wgmma ? std::vector<int>{18, 7, 8} : std::vector<int>{7, 8};
+  if (m <= 16) return wgmma ? std::vector<int>{19, 1, 5, 6} : std::vector<int>{1, 5, 6};
+  return {19, 15};  // m ≤ 64 with the warpgroup GEMM (decode_rows)
 }
+
+int64_t MatmulEngine::decode_rows() const { return gemm_wgmma_enabled() ? 64 : 16; }
 
 std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a, std::vector<int> configs) {
   if (configs.empty()) configs = decode_configs();
@@ -254,12 +255,15 @@ std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a
 }
 
 // The decode configurations (1, 5, 6: tiled; 7, 8: streaming; 9, 10: bulk copies; 18, 19: warpgroup MMA,
-// sm_90a) give the same bits, so the fastest may
-// be chosen per (N, K): timed once on the first eager call of a shape (never while a graph is
+// sm_90a; and for M 17..64 the warpgroup split configuration 15) give the same bits, so the fastest
+// may be chosen per (N, K) and row bucket (M ≤ 8, 9..16, 17..64): timed once on the first eager call of a shape (never while a graph is
 // recorded; the model's first decode step is eager), rewriting y with identical values.
 int MatmulEngine::decode_config(const GemmArgs& a) {
-  if (forced_decode_config_ > 0) return forced_decode_config_;
-  const auto key = std::make_tuple(a.n, a.k, a.m > 8);
+  const int bucket = a.m <= 8 ? 0 : a.m <= 16 ? 1 : 2;
+  // A forced configuration applies where it runs: 18 takes M ≤ 8, 19 M ≤ 64, the rest M ≤ 16.
+  const int fc = forced_decode_config_;
+  if (fc > 0 && (fc == 18 ? bucket == 0 : fc == 19 ? true : bucket <= 1)) return fc;
+  const auto key = std::make_tuple(a.n, a.k, bucket);
   if (auto it = decode_configs_.find(key); it != decode_configs_.end()) return it->second;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   RILL_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
@@ -279,7 +283,7 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
 }
 
 void MatmulEngine::launch_invariant(GemmArgs& a) {
-  if (a.m <= 16 && a.k % 8 == 0) a.config = decode_config(a);
+  if (a.m <= decode_rows() && a.k % 8 == 0) a.config = decode_config(a);
   launch_gemm(a, stream_);
 }
 

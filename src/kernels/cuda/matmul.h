@@ -76,19 +76,21 @@ class MatmulEngine {
                                        int64_t n, int64_t k);
   void set_autotune(bool on) { autotune_ = on; }
   /// The invariant GEMM's decode configuration for every shape (1, 5, 6 tiled; 7, 8 streaming; 9,
-  /// 10 tiled through the bulk copy engine; same bits), or 0: timed per (N, K) on the first eager
-  /// call (RILL_DECODE_GEMM_CONFIG).
+  /// 10 tiled through the bulk copy engine; 18, 19 warpgroup; same bits), or 0: timed per (N, K)
+  /// on the first eager call (RILL_DECODE_GEMM_CONFIG). Applies to the M it takes (decode_config).
   void set_decode_config(int config) { forced_decode_config_ = config; }
   /// Whether the device has the bulk copy engine (sm_90+): decode configurations 9 and 10 use it.
   void set_bulk_copies(bool on) { bulk_copies_ = on; }
   /// The decode configurations this device can run (timed, or forced by set_decode_config).
   std::vector<int> decode_configs() const;
   /// The candidates of the automatic choice for m rows, the preferred first (H200, in the decode
-  /// graph): m ≤ 8 the streaming kernels (7, 8: 161-162 tok/s batch-1 against 158 for the tiled
-  /// configuration 1); m 9..16 the tiled ones (1, 5, 6: batch 16 at 1,985 tok/s against 1,512
-  /// with the streaming kernels, whose rows 9-16 of x are read chunk by chunk); m ≤ 8 with the
-  /// warpgroup GEMM also its decode configurations (18, 19).
+  /// graph): with the warpgroup GEMM (sm_90a) its decode configurations first — m ≤ 8: 18 (batch-1
+  /// 182.7 tok/s against 160.2 / 152.7 for the streaming 8 / 7), m 9..64: 19; without it m ≤ 8
+  /// the streaming kernels, m 9..16 the tiled ones (1, 5, 6: batch 16 at 1,985 tok/s against 1,512
+  /// with the streaming kernels, whose rows 9-16 of x are read chunk by chunk).
   std::vector<int> decode_candidates(int64_t m) const;
+  /// The largest M the decode configurations take: 64 with the warpgroup GEMM, else 16.
+  int64_t decode_rows() const;
   /// Batch-invariant mode: run() always takes the invariant GEMM (no timing, no per-M choice).
   void set_batch_invariant(bool on) { batch_invariant_ = on; }
   /// Which kernel the batch-invariant mode runs: our GEMM (gemm.cu), or one cuBLASLt algorithm
@@ -132,9 +134,10 @@ class MatmulEngine {
   void* flush_ = nullptr;
   size_t flush_bytes_ = 0;
   std::map<MatmulShape, std::unique_ptr<Plan>> plans_;
-  // (N, K, M > 8) → fastest decode configuration: M ≤ 8 and 9..16 are timed apart (the streaming
-  // kernel reads rows 9-16 of x chunk by chunk; picked at M = 1 it ran batch 16 at half speed).
-  std::map<std::tuple<int64_t, int64_t, bool>, int> decode_configs_;
+  // (N, K, rows bucket: M ≤ 8, 9..16, 17..64) → fastest decode configuration, each bucket timed
+  // apart (the streaming kernel reads rows 9-16 of x chunk by chunk; picked at M = 1 it ran batch
+  // 16 at half speed).
+  std::map<std::tuple<int64_t, int64_t, int>, int> decode_configs_;
   InvariantImpl invariant_impl_ = InvariantImpl::ours;
   // The fixed cuBLASLt algorithm of each (N, K, bias) in invariant mode; nullopt: none qualifies
   // (our GEMM then runs that shape for every M).

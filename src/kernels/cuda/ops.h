@@ -188,7 +188,7 @@ struct GemmArgs {
   float* workspace = nullptr;  ///< split partials (f32); may be null (then one CTA folds every split)
   size_t workspace_bytes = 0;
   int num_sms = 132;
-  int config = 0;  ///< 0 = by M; tests, benchmarks: 1, 5, 6 tiled decode, 2 mid, 3 / 4 prefill, 7, 8 streaming decode (M ≤ 16), 9, 10 bulk-copy decode, 11-15 warpgroup (sm_90a), 18, 19 warpgroup decode (M ≤ 8, sm_90a)
+  int config = 0;  ///< 0 = by M; tests, benchmarks: 1, 5, 6 tiled decode, 2 mid, 3 / 4 prefill, 7, 8 streaming decode (M ≤ 16), 9, 10 bulk-copy decode, 11-15 warpgroup (sm_90a), 18, 19 warpgroup decode (M ≤ 8 / ≤ 64, sm_90a)
   /// Outputs split by columns (fused projections): when num_outs > 0, outs[s] holds the product's
   /// columns [out_end[s - 1], out_end[s]) with that width as its row stride, and y is unused
   /// (Qwen3.5's GDN input projection has six outputs).
@@ -227,9 +227,6 @@ bool gemm_wgmma_enabled();
 bool attention_wgmma_supported();
 void set_attention_wgmma(bool on);
 bool attention_wgmma_enabled();
-/// Requests [p, p + bytes) into L2 (bulk prefetches from one CTA an SM; sm_90; a hint, no data
-/// changes). Completes after the kernel before it, so it may sit anywhere in a stream.
-void launch_l2_prefetch(const void* p, size_t bytes, int num_sms, cudaStream_t stream);
 /// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
 /// position of row i in x.
 void launch_gemm(const GemmArgs& a, cudaStream_t stream);

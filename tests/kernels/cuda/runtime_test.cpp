@@ -53,10 +53,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_l2_prefetch("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_l2_prefetch("8"), 8);
   expect_rejects(cuda::parse_gemm_l2_prefetch, {"", "33", "-1", "8x"}, "RILL_GEMM_L2_PREFETCH");
-  EXPECT_EQ(cuda::parse_l2_prefetch_rows(nullptr), 0);
-  EXPECT_EQ(cuda::parse_l2_prefetch_rows("0"), 0);
-  EXPECT_EQ(cuda::parse_l2_prefetch_rows("64"), 64);
-  expect_rejects(cuda::parse_l2_prefetch_rows, {"", "4097", "-1", "16 ", "x"}, "RILL_L2_PREFETCH_ROWS");
   expect_rejects(cuda::parse_gemm_split_ctas, {"", "0", "9", "2x", "-1"}, "RILL_GEMM_SPLIT_CTAS");
   EXPECT_EQ(cuda::parse_gemm_wgmma(nullptr), -1);
   EXPECT_EQ(cuda::parse_gemm_wgmma("0"), 0);
