@@ -5,7 +5,7 @@
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|batches|final|dense|serve|full|profile|attn]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
-#   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (tools/read_probe.cu), the decode
+#   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
 #   configuration (RILL_BREAKDOWN=1: the per-kernel breakdown); sweep: quick + batch-1 decode under each decode-GEMM configuration and
 #   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
@@ -114,9 +114,9 @@ if [[ "$mode" == decode ]]; then
     cuobjdump -sass build-gpu/tests/rill_cuda_tests 2>/dev/null | awk '/Function : .*gemm_stream_kernelILb0ELi4ELi2E/{f=1} f{print} f&&/EXIT/{n++} f&&n>=2{exit}' > "$out/sass.txt"
     log "probe: $(wc -l < "$out/ncu_gemm.txt") ncu lines, $(wc -l < "$out/sass.txt") SASS lines"
   fi
-  # Read patterns of a decode GEMM's weight stream against the copy rate (tools/read_probe.cu).
+  # Read patterns of a decode GEMM's weight stream against the copy rate (bench/kernels/read_probe.cu).
   nvcc_bin="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
-  if [[ -n "${RILL_READ_PROBE:-}" ]] && "$nvcc_bin" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src tools/read_probe.cu -o /tmp/read_probe \
+  if [[ -n "${RILL_READ_PROBE:-}" ]] && "$nvcc_bin" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src bench/kernels/read_probe.cu -o /tmp/read_probe \
        > /tmp/read_probe_build.log 2>&1; then
     timeout 60 /tmp/read_probe 2>&1 | sed "s/^/  read: /" | tee -a "$out/summary.txt"
   elif [[ -n "${RILL_READ_PROBE:-}" ]]; then

@@ -20,8 +20,10 @@
 // ranges, each written to its own tensor; the arithmetic is that of the one (N_total, K) GEMM.
 // A third schedule for decode (M ≤ 16), "stream" (gemm_stream_kernel, configurations 7 and 8):
 // no shared-memory tiles, the weight goes from HBM straight into mma fragments, the same mma
-// instructions in the same order (see there). MatmulEngine picks it for M ≤ 8 and the tiled
-// configurations for M 9..16 (measured in the decode graph, bench/RESULTS.md).
+// instructions in the same order (see there). Without the sm_90a warpgroup kernels MatmulEngine
+// picks it for M ≤ 8 and the tiled configurations for M 9..16; with them the warpgroup decode
+// configurations 18 / 19 (gemm_wgmma.cu) come first for M ≤ 64 (measured in the decode graph,
+// bench/RESULTS.md).
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
@@ -449,7 +451,8 @@ __device__ __forceinline__ void stream_chunk(float (&acc)[4], uint4 w, const uin
   uint32_t b0 = w.x, b1 = w.y, b2 = w.z, b3 = w.w;
   quad_transpose(b0, b1, b2, b3, t);
   const bool h0 = k0 + 8 < ke;
-  const uint32_t af[4] = {xa[0], kRows16 ? x_pair(x1, k0, ok1) : 0u, xa[1], kRows16 ? x_pair(x1, k0 + 8, ok1 && h0) : 0u};
+  const uint32_t af[4] = {xa[0], kRows16 ? x_pair(x1, k0, ok1) : 0u, xa[1],
+                          kRows16 ? x_pair(x1, k0 + 8, ok1 && h0) : 0u};
   mma_bf16_16816_sched(acc, af, b0, b1);
   if (k0 + 16 < ke) {
     const bool h1 = k0 + 24 < ke;
@@ -463,7 +466,8 @@ __device__ __forceinline__ void stream_chunk(float (&acc)[4], uint4 w, const uin
 // would otherwise wait an L1 round trip per chunk). K % 8 == 0: an 8-wide block of k is all in
 // or all out.
 template <int kN>
-__device__ __forceinline__ void stream_x_pairs(uint32_t (&xa)[kN][4], const bf16* x0, bool ok0, int64_t k0, int64_t ke) {
+__device__ __forceinline__ void stream_x_pairs(uint32_t (&xa)[kN][4], const bf16* x0, bool ok0, int64_t k0,
+                                               int64_t ke) {
 #pragma unroll
   for (int i = 0; i < kN; ++i)
 #pragma unroll

@@ -5,7 +5,8 @@
 // is the default once the tiles fill half the SMs: 446-581 TFLOP/s on the 8B shapes at M = 512
 // and 4096 on the H200, against 158-176 for the mma.sync kernel and ~795 for cuBLASLt), or one
 // split range a CTA with the partials folded by gemm.cu's reduction kernel (configuration 15, the
-// default for fewer tiles: decode batches of 17-256 rows). bench/RESULTS.md has the figures.
+// default for fewer tiles: decode batches of 65-256 rows), and a decode kernel shaped for a weight
+// stream (configurations 18, 19: M ≤ 8 / ≤ 64, see below). bench/RESULTS.md has the figures.
 //
 // Measured and dropped: clusters of 2 × 1, 1 × 2 and 2 × 2 tiles sharing x / w tiles by multicast
 // copies (2.3x slower: not understood yet). A trap found on the way: any instruction touching
@@ -56,6 +57,60 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "[%4];\n" ::"r"(smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
       : "memory");
+}
+#endif
+
+#if defined(RILL_WGMMA_DEVICE)
+// A consumer warpgroup's k tiles [t, kt_end) of one output tile: per split range (tiles_per_split
+// k tiles) acc starts at 0 and takes the range's 16-wide k steps in order, one `mma(acc, x
+// descriptor, w descriptor)` each, then is added into total. Stage s (of `stages`, parity
+// `phase`) holds k tile t; a stage is released (one arrival a warp on empty[]) once the wgmma of
+// the tile after it are issued and its own have completed. s, phase and prev carry over to the
+// CTA's next output tile. The inner loop's only writer of acc is the wgmma chain, so the compiler
+// inserts no wait of its own there (a range's fold and reset sit outside it).
+template <int kNT, class Mma>
+__device__ __forceinline__ void consume_ranges(float (&acc)[kNT][4], float (&total)[kNT][4], int t, int kt_end,
+                                               int tiles_per_split, int64_t k, uint64_t* full, uint64_t* empty,
+                                               int stages, int& s, unsigned& phase, int& prev, uint32_t x_base,
+                                               uint32_t x_stage_bytes, uint32_t w_base, uint32_t w_stage_bytes,
+                                               int lane, Mma mma) {
+  for (int range_end = t; t < kt_end;) {
+    range_end = std::min(kt_end, range_end + tiles_per_split);
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    const int range_begin = t;
+    for (; t < range_end; ++t) {
+      mbar_wait(&full[s], phase);
+      const int64_t k0 = int64_t(t) * kBK;
+      const int steps = int(std::min<int64_t>(kBK / 16, (k - k0 + 15) / 16));
+      const uint64_t xd = wgmma::desc_k_major(x_base + uint32_t(s) * x_stage_bytes);
+      const uint64_t wd = wgmma::desc_k_major(w_base + uint32_t(s) * w_stage_bytes);
+      if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
+        wgmma::fence();
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk)
+          mma(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
+      } else {  // the tile holding K's end
+        wgmma::fence();
+        for (int kk = 0; kk < steps; ++kk) mma(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
+      }
+      wgmma::commit();
+      // k tile t - 1's multiplies are done: its stage may be refilled. (No instruction may touch
+      // acc here: tile t's multiplies still write it, and the compiler would wait for them.)
+      wgmma::wait<1>();
+      if (t > range_begin && lane == 0) mbar_arrive(&empty[prev]);
+      prev = s;
+      if (++s == stages) s = 0, phase ^= 1u;
+    }
+    // The range ended: add its partial into the total in range order.
+    wgmma::wait<0>();
+    wgmma::pin(acc);
+    if (lane == 0) mbar_arrive(&empty[prev]);
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
+  }
 }
 #endif
 
@@ -151,9 +206,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int c = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx) + uint32_t(c * 64 * 128), w_base = smem_addr(sw);
-  auto release = [&](int stage) {
-    if (lane == 0) mbar_arrive(&empty[stage]);
-  };
   float acc[kBN / 8][4], total[kBN / 8][4];
   int s = 0, prev = 0;
   unsigned phase = 0;
@@ -165,47 +217,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     origin(tile, m0, n0);
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
-    // One split range at a time: the inner loop's only writer of acc is the wgmma chain, so the
-    // compiler inserts no wait of its own there (a range's fold and reset sit outside it).
-    int t = kt_begin;
-    for (int range_end = kt_begin; t < kt_end;) {
-      range_end = std::min(kt_end, range_end + a.tiles_per_split);
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-      const int range_begin = t;
-      for (; t < range_end; ++t) {
-        mbar_wait(&full[s], phase);
-        const int64_t k0 = int64_t(t) * kBK;
-        const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
-        const uint64_t xd = wgmma::desc_k_major(x_base + uint32_t(s * kTileBytes));
-        const uint64_t wd = wgmma::desc_k_major(w_base + uint32_t(s * kTileBytes));
-        if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
-          wgmma::fence();
-#pragma unroll
-          for (int kk = 0; kk < kBK / 16; ++kk)
-            wgmma::m64n128k16_ss(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
-        } else {  // the tile holding K's end
-          wgmma::fence();
-          for (int kk = 0; kk < steps; ++kk)
-            wgmma::m64n128k16_ss(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
-        }
-        wgmma::commit();
-        // k tile t - 1's multiplies are done: its stage may be refilled. (No instruction may touch
-        // acc here: tile t's multiplies still write it, and the compiler would wait for them.)
-        wgmma::wait<1>();
-        if (t > range_begin) release(prev);
-        prev = s;
-        if (++s == kStages) s = 0, phase ^= 1u;
-      }
-      // The range ended: add its partial into the total in range order.
-      wgmma::wait<0>();
-      wgmma::pin(acc);
-      release(prev);
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
-    }
+    consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
+                   kTileBytes, w_base, kTileBytes, lane,
+                   [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); });
 
     // Accumulator layout (wgmma.cuh; as mma.sync's per 8 columns): total[j][2h + e] holds row
     // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile.
@@ -259,10 +273,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // warpgroup issues wgmma m64n{kBN}k16 from them. The x stage holds kXRows rows × 64 k (rows past
 // M zero-filled by the copy engine). With kXRows = 8 (1 KB) the A operand's 64 rows run past the
 // stage, so rows 8-63 read the bytes that follow it in shared memory — whatever they hold, those
-// rows' outputs are never stored, and a row of an MMA's output depends on its own row of A only. Split schedule: each CTA writes its
-// range's f32 partial to the workspace, and the last CTA of a column tile to arrive (per-tile
-// counters, reset by it) adds the partials in range order, then the bias, then one rounding: the
-// additions of the fold schedule and of gemm.cu's kernels.
+// rows' outputs are never stored, and a row of an MMA's output depends on its own row of A only.
+// Split schedule: each CTA writes its range's f32 partial to the workspace, and the last CTA of a
+// column tile to arrive (per-tile counters, reset by it) adds the partials in range order, then
+// the bias, then one rounding: the additions of the fold schedule and of gemm.cu's kernels.
 template <int kBN, int kXRows>
 struct DecodeTile {
   static constexpr int kXBytes = kXRows * 128, kWBytes = kBN * 128;
@@ -343,41 +357,9 @@ __global__ void __launch_bounds__(256, 1)
   for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
   int s = 0, prev = 0;
   unsigned phase = 0;
-  int t = kt_begin;
-  for (int range_end = kt_begin; t < kt_end;) {
-    range_end = std::min(kt_end, range_end + a.tiles_per_split);
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-    const int range_begin = t;
-    for (; t < range_end; ++t) {
-      mbar_wait(&full[s], phase);
-      const int64_t k0 = int64_t(t) * kBK;
-      const int steps = int(std::min<int64_t>(kBK / 16, (a.k - k0 + 15) / 16));
-      const uint64_t xd = wgmma::desc_k_major(x_base + uint32_t(s * T::kXBytes));
-      const uint64_t wd = wgmma::desc_k_major(w_base + uint32_t(s * T::kWBytes));
-      wgmma::fence();
-      if (steps == kBK / 16) {
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk)
-          decode_mma<kBN>(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
-      } else {
-        for (int kk = 0; kk < steps; ++kk)
-          decode_mma<kBN>(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
-      }
-      wgmma::commit();
-      wgmma::wait<1>();
-      if (t > range_begin && lane == 0) mbar_arrive(&empty[prev]);
-      prev = s;
-      if (++s == kStages) s = 0, phase ^= 1u;
-    }
-    wgmma::wait<0>();
-    wgmma::pin(acc);
-    if (lane == 0) mbar_arrive(&empty[prev]);
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
-  }
+  consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
+                 T::kXBytes, w_base, T::kWBytes, lane,
+                 [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { decode_mma<kBN>(d, xd, wd); });
 
   // Accumulator [j][2h + e]: row 16·warp + g + 8h, column n0 + 8j + 2·tig + e (wgmma.cuh).
 #pragma unroll

@@ -254,10 +254,11 @@ std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a
   return times;
 }
 
-// The decode configurations (1, 5, 6: tiled; 7, 8: streaming; 9, 10: bulk copies; 18, 19: warpgroup MMA,
-// sm_90a; and for M 17..64 the warpgroup split configuration 15) give the same bits, so the fastest
-// may be chosen per (N, K) and row bucket (M ≤ 8, 9..16, 17..64): timed once on the first eager call of a shape (never while a graph is
-// recorded; the model's first decode step is eager), rewriting y with identical values.
+// The decode configurations (1, 5, 6: tiled; 7, 8: streaming; 9, 10: bulk copies; 18, 19: warpgroup
+// MMA, sm_90a; and for M 17..64 the warpgroup split configuration 15) give the same bits, so the
+// fastest may be chosen per (N, K) and row bucket (M ≤ 8, 9..16, 17..64): timed once on the first
+// eager call of a shape (never while a graph is recorded; the model's first decode step is eager),
+// rewriting y with identical values.
 int MatmulEngine::decode_config(const GemmArgs& a) {
   const int bucket = a.m <= 8 ? 0 : a.m <= 16 ? 1 : 2;
   // A forced configuration applies where it runs: 18 takes M ≤ 8, 19 M ≤ 64, the rest M ≤ 16.

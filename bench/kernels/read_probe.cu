@@ -1,6 +1,7 @@
-// tools/read_probe.cu — how fast can a batch-1 decode GEMM read its weight from HBM, by access
-// pattern? Read-only kernels over a bf16 matrix [N][K] (K = 4096), each timed with the L2 flushed
-// first (median of 15), in GB/s next to the device-to-device copy rate measured in the same run:
+// bench/kernels/read_probe.cu — a standalone lab file: how fast can a batch-1 decode GEMM read its
+// weight from HBM, by access pattern? Read-only kernels over a bf16 matrix [N][K] (K = 4096), each
+// timed with the L2 flushed first (median of 15), in GB/s next to the device-to-device copy rate
+// measured in the same run:
 //   contig      — every warp reads 512 contiguous bytes an instruction, 4 loads in flight a lane
 //   rows<R>     — the streaming decode GEMM's pattern: a warp owns 8 rows; an instruction reads
 //                 64 bytes of each of the 8; a batch is R bytes a row; the next batch is requested
@@ -8,8 +9,8 @@
 //   line<R>     — the same bytes, but each instruction reads 512 contiguous bytes of one row
 //   bulk<R,S>   — a warp owns 8 rows; 8 lanes each issue one bulk copy (R bytes of its row) into
 //                 a per-warp ring of S shared-memory stages completing on an mbarrier
-// Built and run by tools/gpu_run.sh (mode "decode2"): nvcc -O3 -arch=sm_90a -I src.
-// Not part of the library or of any test: a measurement.
+// Built and run by tools/gpu_run.sh (mode decode, RILL_READ_PROBE=1): nvcc -O3 -arch=sm_90a -I src.
+// Not part of the library or of any test: a measurement (bench/RESULTS.md, run G).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 
 namespace {
@@ -30,13 +32,6 @@ namespace {
     }                                                                                          \
   } while (0)
 
-__device__ __forceinline__ uint4 ldg16(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
 __device__ __forceinline__ uint32_t fold(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
 
 // Keeps the loads alive: a value no random matrix produces.
@@ -50,7 +45,8 @@ __global__ void __launch_bounds__(256) contig_kernel(const uint4* p, int64_t n16
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += 4 * stride) {
     uint4 v[4];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) v[u] = i + u * stride < n16 ? ldg16(p + i + u * stride) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < 4; ++u)
+      v[u] = i + u * stride < n16 ? rill::cuda::load_stream16(p + i + u * stride) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < 4; ++u) acc ^= fold(v[u]);
   }
@@ -71,13 +67,13 @@ __global__ void __launch_bounds__(256, 2) rows_kernel(const char* w, int64_t n, 
   };
   uint4 cur[kLoads], nxt[kLoads];
 #pragma unroll
-  for (int i = 0; i < kLoads; ++i) cur[i] = ldg16(addr(0, i));
+  for (int i = 0; i < kLoads; ++i) cur[i] = rill::cuda::load_stream16(addr(0, i));
   uint32_t acc = 0;
   for (int64_t b = 0; b < row_bytes; b += kRunBytes) {
     const bool more = b + kRunBytes < row_bytes;
     if (more) {
 #pragma unroll
-      for (int i = 0; i < kLoads; ++i) nxt[i] = ldg16(addr(b + kRunBytes, i));
+      for (int i = 0; i < kLoads; ++i) nxt[i] = rill::cuda::load_stream16(addr(b + kRunBytes, i));
     }
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) acc ^= fold(cur[i]);
@@ -194,10 +190,13 @@ int main() {
     row("contig", median_us([&] { contig_kernel<<<sms * 8, 256>>>(reinterpret_cast<const uint4*>(w), n16, out); },
                             flush, flush_bytes));
     const unsigned g8 = unsigned((n + 63) / 64);
-    row("rows<256>", median_us([&] { rows_kernel<256, false><<<g8, 256>>>(w, n, row_bytes, out); }, flush, flush_bytes));
-    row("rows<512>", median_us([&] { rows_kernel<512, false><<<g8, 256>>>(w, n, row_bytes, out); }, flush, flush_bytes));
+    row("rows<256>",
+        median_us([&] { rows_kernel<256, false><<<g8, 256>>>(w, n, row_bytes, out); }, flush, flush_bytes));
+    row("rows<512>",
+        median_us([&] { rows_kernel<512, false><<<g8, 256>>>(w, n, row_bytes, out); }, flush, flush_bytes));
     row("line<512>", median_us([&] { rows_kernel<512, true><<<g8, 256>>>(w, n, row_bytes, out); }, flush, flush_bytes));
-    row("line<1024>", median_us([&] { rows_kernel<1024, true><<<g8, 256>>>(w, n, row_bytes, out); }, flush, flush_bytes));
+    row("line<1024>",
+        median_us([&] { rows_kernel<1024, true><<<g8, 256>>>(w, n, row_bytes, out); }, flush, flush_bytes));
     auto bulk = [&](const char* name, auto kernel, int warps, int run, int stages) {
       const size_t smem = size_t(warps) * stages * 8 * run;
       CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
