@@ -685,7 +685,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 18: case 19:
-      gemm_detail::launch_gemm_wgmma_decode(k, config - 18, a.workspace_bytes, a.num_counters, stream);
+      gemm_detail::launch_gemm_wgmma_decode(k, config - 18, a.workspace_bytes, a.num_counters, a.num_sms, stream);
       return;
     case 11: case 12: case 13: case 14:
       gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);

@@ -65,10 +65,11 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 /// then folds with gemm_reduce_kernel (configurations 11-15; same bits).
 void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream);
 /// Decode on warpgroup MMA (gemm_wgmma.cu): configurations 18 (variant 0, M ≤ 8) and 19 (variant
-/// 1, M ≤ 64), 64-column tiles: split ranges across CTAs folded by each tile's last CTA when the
-/// workspace and counters fit, else one CTA walks every range.
+/// 1, M ≤ 64), 64-column tiles: split ranges as separate work items folded by each tile's last
+/// one when the workspace and counters fit, else one item a tile walks every range; persistent
+/// CTAs (at most a wave of them) take the items in turn.
 void launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_bytes, int64_t num_counters,
-                              cudaStream_t stream);
+                              int num_sms, cudaStream_t stream);
 /// Whether this build carries the sm_90a warpgroup kernel and the device runs it (probed once).
 bool gemm_wgmma_available();
 

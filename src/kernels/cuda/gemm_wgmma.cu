@@ -294,9 +294,9 @@ __device__ __forceinline__ void decode_mma(float (&acc)[kBN / 8][4], uint64_t xd
 }
 
 template <int kBN, int kXRows, int kStages>
-__global__ void __launch_bounds__(256, 1)
+__global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
-                             GemmKernelArgs a) {
+                             GemmKernelArgs a, int splits) {
 #if defined(RILL_WGMMA_DEVICE)
   using T = DecodeTile<kBN, kXRows>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -306,12 +306,18 @@ __global__ void __launch_bounds__(256, 1)
   unsigned char* sx = base;                         // kStages × 1 KB, then
   unsigned char* sw = base + kStages * T::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
 
-  const int64_t n0 = int64_t(blockIdx.x) * kBN;
+  // Work items: (column tile, split range) pairs, item = range · tiles + tile, or one item a tile
+  // walking every range (fold schedule, splits == 1 here). Persistent CTAs take items blockIdx.x,
+  // + gridDim.x, ...: the producer streams the next item's tiles while the consumers finish one.
+  const int tiles = int((a.n + kBN - 1) / kBN), items = tiles * splits;  // (a launch has < 2^31 items)
   const int ktiles = int((a.k + kBK - 1) / kBK);
-  const bool split = gridDim.y > 1;
-  const int range = int(blockIdx.y);
-  const int kt_begin = split ? range * a.tiles_per_split : 0;
-  const int kt_end = split ? std::min(ktiles, kt_begin + a.tiles_per_split) : ktiles;
+  const bool split = splits > 1;
+  auto item_range = [&](int item, int64_t& n0, int& range, int& kt_begin, int& kt_end) {
+    n0 = int64_t(item % tiles) * kBN;
+    range = item / tiles;
+    kt_begin = split ? range * a.tiles_per_split : 0;
+    kt_end = split ? std::min(ktiles, kt_begin + a.tiles_per_split) : ktiles;
+  };
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
 
   if (threadIdx.x == 0) {
@@ -325,22 +331,39 @@ __global__ void __launch_bounds__(256, 1)
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
-      const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
-      for (int p = 0; p < pro; ++p) {  // the weights: requested before waiting for the previous kernel
-        mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
-        tma_load_2d(sw + p * T::kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
+      int s = 0;
+      unsigned phase = 0;
+      bool waited = false;
+      for (int item = blockIdx.x; item < items; item += gridDim.x) {
+        int64_t n0;
+        int range, kt_begin, kt_end;
+        item_range(item, n0, range, kt_begin, kt_end);
+        int t = kt_begin;
+        if (!waited) {  // the first item's weights: requested before waiting for the previous kernel
+          const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
+          for (int p = 0; p < pro; ++p) {
+            mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
+            tma_load_2d(sw + p * T::kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
+          }
+          pdl_wait();
+          pdl_trigger();
+          waited = true;
+          for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
+          t += pro;
+          s = pro % kStages;
+          phase = pro == kStages ? 1u : 0u;
+        }
+        for (; t < kt_end; ++t) {
+          mbar_wait(&empty[s], phase ^ 1u);
+          mbar_arrive_expect_tx(&full[s], T::kXBytes + T::kWBytes);
+          tma_load_2d(sw + s * T::kWBytes, &tw, t * kBK, int(n0), &full[s]);
+          tma_load_2d(sx + s * T::kXBytes, &tx, t * kBK, 0, &full[s]);
+          if (++s == kStages) s = 0, phase ^= 1u;
+        }
       }
-      pdl_wait();
-      pdl_trigger();
-      for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
-      int s = pro % kStages;
-      unsigned phase = pro == kStages ? 1u : 0u;
-      for (int t = kt_begin + pro; t < kt_end; ++t) {
-        mbar_wait(&empty[s], phase ^ 1u);
-        mbar_arrive_expect_tx(&full[s], T::kXBytes + T::kWBytes);
-        tma_load_2d(sw + s * T::kWBytes, &tw, t * kBK, int(n0), &full[s]);
-        tma_load_2d(sx + s * T::kXBytes, &tx, t * kBK, 0, &full[s]);
-        if (++s == kStages) s = 0, phase ^= 1u;
+      if (!waited) {
+        pdl_wait();
+        pdl_trigger();
       }
     } else {
       pdl_trigger();
@@ -353,52 +376,57 @@ __global__ void __launch_bounds__(256, 1)
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
   float acc[kBN / 8][4], total[kBN / 8][4];
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
   int s = 0, prev = 0;
   unsigned phase = 0;
-  consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
-                 T::kXBytes, w_base, T::kWBytes, lane,
-                 [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { decode_mma<kBN>(d, xd, wd); });
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    int64_t n0;
+    int range, kt_begin, kt_end;
+    item_range(item, n0, range, kt_begin, kt_end);
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
+    consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
+                   T::kXBytes, w_base, T::kWBytes, lane,
+                   [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { decode_mma<kBN>(d, xd, wd); });
 
-  // Accumulator [j][2h + e]: row 16·warp + g + 8h, column n0 + 8j + 2·tig + e (wgmma.cuh).
+    // Accumulator [j][2h + e]: row 16·warp + g + 8h, column n0 + 8j + 2·tig + e (wgmma.cuh).
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t row = 16 * warp + g + 8 * h;
-    if (row >= a.m) continue;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = 16 * warp + g + 8 * h;
+      if (row >= a.m) continue;
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j)
+      for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t col = n0 + 8 * j + 2 * tig + e;
-        if (col >= a.n) continue;
-        if (split) {
-          a.ws[(int64_t(range) * a.m + row) * a.n + col] = total[j][2 * h + e];
-        } else {
-          float v = total[j][2 * h + e];
-          if (a.bias) v += __bfloat162float(a.bias[col]);
-          *out_at(a, row, col) = __float2bfloat16_rn(v);
+        for (int e = 0; e < 2; ++e) {
+          const int64_t col = n0 + 8 * j + 2 * tig + e;
+          if (col >= a.n) continue;
+          if (split) {
+            a.ws[(int64_t(range) * a.m + row) * a.n + col] = total[j][2 * h + e];
+          } else {
+            float v = total[j][2 * h + e];
+            if (a.bias) v += __bfloat162float(a.bias[col]);
+            *out_at(a, row, col) = __float2bfloat16_rn(v);
+          }
         }
-      }
-  }
-  if (!split) return;
-  __threadfence();  // this CTA's partial is visible device-wide before it is counted
-  consumer_sync();
-  if (threadIdx.x == 128) {
-    unsigned* counter = a.counters + blockIdx.x;
-    is_last = atomicAdd(counter, 1u) == gridDim.y - 1;
-    if (is_last) *counter = 0;  // every range arrived: ready for the next launch
-  }
-  consumer_sync();
-  if (!is_last) return;
-  __threadfence();
-  for (int idx = threadIdx.x - 128; idx < int(a.m) * kBN; idx += 128) {
-    const int64_t row = idx / kBN, col = n0 + idx % kBN;
-    if (col >= a.n) continue;
-    float v = 0.f;
-    for (int p = 0; p < a.splits; ++p) v += __ldcg(a.ws + (int64_t(p) * a.m + row) * a.n + col);
-    if (a.bias) v += __bfloat162float(a.bias[col]);
-    *out_at(a, row, col) = __float2bfloat16_rn(v);
+    }
+    if (!split) continue;
+    __threadfence();  // this item's partial is visible device-wide before it is counted
+    consumer_sync();
+    if (threadIdx.x == 128) {
+      unsigned* counter = a.counters + item % tiles;
+      is_last = atomicAdd(counter, 1u) == unsigned(splits - 1);
+      if (is_last) *counter = 0;  // every range arrived: ready for the next launch
+    }
+    consumer_sync();
+    if (!is_last) continue;  // (read by every consumer thread before the next item's first sync)
+    __threadfence();
+    for (int idx = threadIdx.x - 128; idx < int(a.m) * kBN; idx += 128) {
+      const int64_t row = idx / kBN, col = n0 + idx % kBN;
+      if (col >= a.n) continue;
+      float v = 0.f;
+      for (int p = 0; p < a.splits; ++p) v += __ldcg(a.ws + (int64_t(p) * a.m + row) * a.n + col);
+      if (a.bias) v += __bfloat162float(a.bias[col]);
+      *out_at(a, row, col) = __float2bfloat16_rn(v);
+    }
   }
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
@@ -487,7 +515,8 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
 }  // namespace
 
 template <int kBN, int kXRows, int kStages>
-void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, cudaStream_t stream) {
+void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
+                           cudaStream_t stream) {
   using T = DecodeTile<kBN, kXRows>;
   constexpr size_t smem = size_t(kStages) * (T::kXBytes + T::kWBytes) + 1024;
   static const bool attr_set = [] {
@@ -504,13 +533,21 @@ void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   // Split schedule when the partials and the per-tile counters fit; else one CTA walks every range.
   const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
                      size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
-  launch_pdl(gemm_wgmma_decode_kernel<kBN, kXRows, kStages>, dim3(unsigned(tiles), split ? unsigned(a.splits) : 1u),
-             dim3(256), smem, stream, tx, tw, a);
+  const int64_t items = tiles * (split ? a.splits : 1);
+  static const int per_sm = [] {
+    int n = 0;
+    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_wgmma_decode_kernel<kBN, kXRows, kStages>,
+                                                                256, smem));
+    return std::max(n, 1);
+  }();
+  const int64_t ctas = std::min<int64_t>(items, int64_t(per_sm) * std::max(num_sms, 1));  // persistent beyond one wave
+  launch_pdl(gemm_wgmma_decode_kernel<kBN, kXRows, kStages>, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw,
+             a, split ? a.splits : 1);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
 void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_bytes, int64_t num_counters,
-                              cudaStream_t stream) {
+                              int num_sms, cudaStream_t stream) {
   if (!gemm_wgmma_available())
     throw_error("[matmul] GEMM configurations 18, 19 need an sm_90 GPU and a build for sm_90a "
                 "(RILL_CUDA_ARCHITECTURES=90a)");
@@ -518,8 +555,8 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   a.tiles_per_split = int(a.ks / kBK);
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM); M ≤ 64: 6 stages of 16 KB (two).
-  if (variant == 0) launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, stream);
-  else launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, stream);
+  if (variant == 0) launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
+  else launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
 }
 
 void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {
