@@ -266,16 +266,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ---- Decode on warpgroup MMA: configurations 18 (M ≤ 8) and 19 (M ≤ 64) ----
-// The same arithmetic with x as A and w as B, as above, but shaped for a weight stream: a CTA owns
-// kBN output columns and one split range (split schedule) or every range in turn (fold
-// schedule, when no workspace or counters are given); its producer thread keeps kStages w tiles
+// The same arithmetic with x as A and w as B, as above, but shaped for a weight stream: a work
+// item is kBN output columns and one split range (split schedule) or every range in turn (fold
+// schedule, when no workspace or counters are given), and at most a wave of persistent CTAs takes
+// the items in turn (+4% alone where the items exceed a wave); a CTA's producer thread keeps kStages w tiles
 // (kBN rows × 64 k, 128-byte swizzle) in flight through the tensor copy engine, and one consumer
 // warpgroup issues wgmma m64n{kBN}k16 from them. The x stage holds kXRows rows × 64 k (rows past
 // M zero-filled by the copy engine). With kXRows = 8 (1 KB) the A operand's 64 rows run past the
 // stage, so rows 8-63 read the bytes that follow it in shared memory — whatever they hold, those
 // rows' outputs are never stored, and a row of an MMA's output depends on its own row of A only.
-// Split schedule: each CTA writes its range's f32 partial to the workspace, and the last CTA of a
-// column tile to arrive (per-tile counters, reset by it) adds the partials in range order, then
+// Split schedule: each item writes its range's f32 partial to the workspace, and the last item of
+// a column tile to arrive (per-tile counters, reset by it) adds the partials in range order, then
 // the bias, then one rounding: the additions of the fold schedule and of gemm.cu's kernels.
 template <int kBN, int kXRows>
 struct DecodeTile {
