@@ -143,12 +143,17 @@ CudaKernels::CudaKernels(int device_ordinal)
   matmul_->set_decode_config(decode_config);
   set_gemm_split_ctas_per_sm(parse_gemm_split_ctas(std::getenv("RILL_GEMM_SPLIT_CTAS")));
   set_gemm_l2_prefetch_tiles(info_.cc_major >= 9 ? parse_gemm_l2_prefetch(std::getenv("RILL_GEMM_L2_PREFETCH")) : 0);
-  // The warpgroup GEMM for M > 16 (prefill): on wherever this build and GPU run it.
+  // The warpgroup GEMM (prefill, decode batches, and the decode configurations 18 / 19 for M ≤ 64):
+  // on wherever this build and GPU run it.
   const int wgmma = parse_gemm_wgmma(std::getenv("RILL_GEMM_WGMMA"));
   if (wgmma == 1 && !gemm_wgmma_supported())
     fail("RILL_GEMM_WGMMA=1 needs an sm_90 GPU and a build for sm_90a (RILL_CUDA_ARCHITECTURES=90a); this GPU is "
          "sm_{}{}", info_.cc_major, info_.cc_minor);
   set_gemm_wgmma(wgmma != 0);
+  if (decode_config >= 18 && !gemm_wgmma_enabled())
+    fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "
+         "(RILL_CUDA_ARCHITECTURES=90a) and RILL_GEMM_WGMMA not 0; this GPU is sm_{}{}",
+         decode_config, info_.cc_major, info_.cc_minor);
   // The warpgroup attention kernel for the invariant fold schedule at head_dim 128 (prefill).
   const int attn_wgmma = parse_attention_wgmma(std::getenv("RILL_ATTENTION_WGMMA"));
   if (attn_wgmma == 1 && !attention_wgmma_supported())
