@@ -664,7 +664,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   // its 128 × 128 tiles fill half the SMs (446-581 TFLOP/s at M = 512 and 4096 on the 8B shapes);
   // with fewer tiles (decode batches of 17-256 rows) one split range a CTA and the reduction
   // kernel, when the partials fit the workspace; otherwise, and without sm_90a code, the 64×128
-  // mma.sync tiles (2 CTAs per SM, split ranges across CTAs at small M; 158-176 TFLOP/s).
+  // mma.sync tiles (2 CTAs per SM, split ranges across CTAs at small M; 158-176 TFLOP/s). (MatmulEngine
+  // sets a decode configuration for M ≤ 64 first: 18 / 19 on sm_90a.)
   const int64_t wgmma_tiles = ceil_div(a.m, int64_t(128)) * ceil_div(a.n, int64_t(128));
   const bool wgmma_split = g_wgmma && sp.splits > 1 && a.workspace &&
                            size_t(sp.splits) * size_t(a.m * a.n) * sizeof(float) <= a.workspace_bytes;

@@ -1,4 +1,4 @@
-// kernels/cuda/gemm_wgmma.cu — the batch-invariant GEMM's kernel for M > 16 on Hopper (sm_90a):
+// kernels/cuda/gemm_wgmma.cu — the batch-invariant GEMM's kernels on Hopper (sm_90a), for M > 16:
 // warpgroup MMA (wgmma) from shared memory fed by the tensor copy engine (TMA), one producer
 // warpgroup and two consumer warpgroups, a 128 × 128 output tile, 64-wide k stages, 5 or 6
 // stages, one CTA a tile or persistent CTAs (configurations 11-14; 12, persistent with 5 stages,

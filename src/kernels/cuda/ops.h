@@ -215,7 +215,7 @@ void set_gemm_split_ctas_per_sm(int ctas);
 /// Decode GEMM (tiled configurations, sm_90): weight tiles prefetched into L2 ahead of the
 /// shared-memory stages (0: none). A hint: changes no bit (RILL_GEMM_L2_PREFETCH).
 void set_gemm_l2_prefetch_tiles(int tiles);
-/// The warpgroup (wgmma + tensor copy) GEMM for M > 16, configuration 11 (gemm_wgmma.cu): whether
+/// The warpgroup (wgmma + tensor copy) GEMM, configurations 11-15 and 18-19 (gemm_wgmma.cu): whether
 /// this build carries it for this GPU (sm_90 with sm_90a code; probed once, outside any graph
 /// capture), and whether the automatic choice uses it (RILL_GEMM_WGMMA; on when supported).
 bool gemm_wgmma_supported();
