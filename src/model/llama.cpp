@@ -203,7 +203,6 @@ Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits
 
   Tensor q2 = q.view({T, Hq * D}), k2 = kk.view({T, Hkv * D}), v2 = v.view({T, Hkv * D});
   Tensor attn2 = attn.view({T, Hq * D});
-  Tensor q_heads = q.view({T * Hq, D}), k_heads = kk.view({T * Hkv, D});
 
   AttentionParams ap;
   ap.scale = 1.0f / std::sqrt(float(D));

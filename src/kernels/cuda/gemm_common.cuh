@@ -1,5 +1,6 @@
 // kernels/cuda/gemm_common.cuh — what the batch-invariant GEMM kernels share (gemm.cu, the
-// tiled and streaming kernels; gemm_wgmma.cu, the Hopper warpgroup kernel): the launch arguments,
+// tiled kernel; gemm_stream.cu, the streaming decode kernel; gemm_wgmma.cu, the Hopper warpgroup
+// kernels): the launch arguments,
 // the output addressing of fused projections, and the sm_90 mbarrier / bulk-copy primitives.
 // Device code only.
 #pragma once
@@ -64,6 +65,9 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 /// stages; 4: one split range a CTA, its partial written to a.ws (ws_bytes), which the caller
 /// then folds with gemm_reduce_kernel (configurations 11-15; same bits).
 void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream);
+/// The streaming decode kernel (gemm_stream.cu), configuration 7 (two CTAs an SM) or 8 (three);
+/// M ≤ 16, at most 8 split ranges.
+void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream);
 /// Decode on warpgroup MMA (gemm_wgmma.cu): configurations 18 (variant 0, M ≤ 8) and 19 (variant
 /// 1, M ≤ 64), 64-column tiles: split ranges as separate work items folded by each tile's last
 /// one when the workspace and counters fit, else one item a tile walks every range; persistent

@@ -284,7 +284,10 @@ struct DecodeTile {
   static_assert(kXRows == 8 || kXRows == 64, "an x stage is one 8-row swizzle atom or the whole 64-row A");
 };
 
+#if defined(RILL_WGMMA_DEVICE)
+// The consumer warpgroup's own barrier (the producer warpgroup has returned).
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+#endif
 
 template <int kBN>
 __device__ __forceinline__ void decode_mma(float (&acc)[kBN / 8][4], uint64_t xd, uint64_t wd) {
