@@ -516,7 +516,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
       gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);
       return;
     case 15: {  // split ranges over CTAs, then the reduction kernel folds them in order
-      if (sp.splits == 1) {
+      // One range, or partials that do not fit the workspace: one CTA a tile walks every range.
+      if (sp.splits == 1 || !wgmma_split) {
         gemm_detail::launch_gemm_wgmma(k, 0, a.num_sms, a.workspace_bytes, stream);
         return;
       }
