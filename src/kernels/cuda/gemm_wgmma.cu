@@ -269,9 +269,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // The same arithmetic with x as A and w as B, as above, but shaped for a weight stream: a work
 // item is kBN output columns and one split range (split schedule) or every range in turn (fold
 // schedule, when no workspace or counters are given), and at most a wave of persistent CTAs takes
-// the items in turn (+4% alone where the items exceed a wave); a CTA's producer thread keeps kStages w tiles
-// (kBN rows × 64 k, 128-byte swizzle) in flight through the tensor copy engine, and one consumer
-// warpgroup issues wgmma m64n{kBN}k16 from them. The x stage holds kXRows rows × 64 k (rows past
+// the items in turn (+4% alone where the items exceed a wave); a CTA's producer thread keeps
+// kStages w tiles (kBN = 64 rows × 64 k, 128-byte swizzle) in flight through the tensor copy
+// engine, and one consumer warpgroup issues wgmma m64n64k16 from them (32-row tiles measured
+// slower). The x stage holds kXRows rows × 64 k (rows past
 // M zero-filled by the copy engine). With kXRows = 8 (1 KB) the A operand's 64 rows run past the
 // stage, so rows 8-63 read the bytes that follow it in shared memory — whatever they hold, those
 // rows' outputs are never stored, and a row of an MMA's output depends on its own row of A only.
@@ -280,6 +281,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // the bias, then one rounding: the additions of the fold schedule and of gemm.cu's kernels.
 template <int kBN, int kXRows>
 struct DecodeTile {
+  static_assert(kBN == 64, "one wgmma m64n64k16 a k step");
   static constexpr int kXBytes = kXRows * 128, kWBytes = kBN * 128;
   static_assert(kXRows == 8 || kXRows == 64, "an x stage is one 8-row swizzle atom or the whole 64-row A");
 };
@@ -288,14 +290,6 @@ struct DecodeTile {
 // The consumer warpgroup's own barrier (the producer warpgroup has returned).
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 #endif
-
-template <int kBN>
-__device__ __forceinline__ void decode_mma(float (&acc)[kBN / 8][4], uint64_t xd, uint64_t wd) {
-#if defined(RILL_WGMMA_DEVICE)
-  if constexpr (kBN == 64) wgmma::m64n64k16_ss(acc, xd, wd);
-  else wgmma::m64n32k16_ss(acc, xd, wd);
-#endif
-}
 
 template <int kBN, int kXRows, int kStages>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
@@ -390,7 +384,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
     consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
                    T::kXBytes, w_base, T::kWBytes, lane,
-                   [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { decode_mma<kBN>(d, xd, wd); });
+                   [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
 
     // Accumulator [j][2h + e]: row 16·warp + g + 8h, column n0 + 8j + 2·tig + e (wgmma.cuh).
 #pragma unroll
@@ -516,8 +510,6 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   RILL_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
 template <int kBN, int kXRows, int kStages>
 void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
                            cudaStream_t stream) {
@@ -549,6 +541,8 @@ void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
              a, split ? a.splits : 1);
   RILL_CUDA_CHECK_LAUNCH();
 }
+
+}  // namespace
 
 void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_bytes, int64_t num_counters,
                               int num_sms, cudaStream_t stream) {
