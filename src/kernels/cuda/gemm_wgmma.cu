@@ -61,6 +61,18 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 #endif
 
 #if defined(RILL_WGMMA_DEVICE)
+// Fresh stage barriers: "full" completes on one arrival and the stage's bytes, "empty" on one
+// arrival from each of `consumer_warps` warps. Thread 0; the caller syncs the CTA after it.
+__device__ __forceinline__ void init_stage_barriers(uint64_t* full, uint64_t* empty, int stages, int consumer_warps) {
+  for (int s = 0; s < stages; ++s) {
+    mbar_init(&full[s], 1);
+    mbar_init(&empty[s], unsigned(consumer_warps));
+  }
+  mbar_init_fence();
+}
+#endif
+
+#if defined(RILL_WGMMA_DEVICE)
 // A consumer warpgroup's k tiles [t, kt_end) of one output tile: per split range (tiles_per_split
 // k tiles) acc starts at 0 and takes the range's 16-wide k steps in order, one `mma(acc, x
 // descriptor, w descriptor)` each, then is added into total. Stage s (of `stages`, parity
@@ -153,13 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // consumers' wgmma sit on no divergent path (else it serializes them, warning C7520).
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], kConsumers * 4);  // one arrival a consumer warp
-    }
-    mbar_init_fence();
-  }
+  if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, kConsumers * 4);  // a release per consumer warp
   __syncthreads();
 
   // Stages are used in turn across the CTA's output tiles: stage s in its round of parity
@@ -318,13 +324,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   };
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 4);  // one arrival a consumer warp
-    }
-    mbar_init_fence();
-  }
+  if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp
   __syncthreads();
 
   if (wg == 0) {
