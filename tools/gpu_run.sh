@@ -9,7 +9,8 @@
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
 #   configuration (RILL_BREAKDOWN=1: the per-kernel breakdown); sweep: quick + batch-1 decode under each decode-GEMM configuration and
 #   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
-#   M > 16, prefill at 512/4096/16384 (and with the mma.sync attention), decode at batch 1-256;
+#   M > 16, prefill at 512/4096/16384 (and with the mma.sync attention), decode at batch 1-256
+#   (RILL_BREAKDOWN_CTX=N: the attention kernels at context N under Nsight Compute);
 #   final: quick + the ceilings, the GEMMs for M > 16, every rill bench figure of RESULTS.md in
 #   both modes (no 16384 autotuned) and a batch-1 decode breakdown (RILL_BREAKDOWN64=1: also batch 64); batches: the warpgroup GEMM's
 #   tests, quick, decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
@@ -90,6 +91,15 @@ ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kern
     python3 tools/ncu_summary.py /tmp/ncu.log | tee -a "$out/summary.txt"
   fi
 }
+ncu_attention() {  # the attention kernels of prefill and batch-1 decode at context $1, each alone (grouped by grid)
+  if command -v ncu > /dev/null; then
+    log "attention kernels at context $1 (ncu, invariant mode)"
+    timeout 200 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --kernel-name regex:attention \
+      --launch-count 700 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len "$1" --decode-tokens 4 \
+      > /tmp/ncu_attn_ctx.log 2>&1
+    python3 tools/ncu_summary.py /tmp/ncu_attn_ctx.log | tee -a "$out/summary.txt"
+  fi
+}
 if [[ "$mode" == sweep ]]; then  # batch-1 decode under each decode-GEMM configuration and split policy
   RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
@@ -141,6 +151,7 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
   RILL_ATTENTION_WGMMA=0 bench "invariant mma.sync attention" --model /tmp/q8 --prompt-len 4096,16384 --decode-tokens 16
   [[ -n "${RILL_PROBE:-}" ]] && RILL_GEMM_WGMMA=0 bench "invariant no-wgmma" --model /tmp/q8 --prompt-len 4096 --decode-tokens 16
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,16,64,256 --decode-tokens 32
+  [[ -n "${RILL_BREAKDOWN_CTX:-}" ]] && ncu_attention "$RILL_BREAKDOWN_CTX"
   if [[ -n "${RILL_PROBE:-}" ]] && command -v ncu > /dev/null; then  # where a 4096-token prefill's time goes
     log "per-kernel prefill breakdown (ncu, one 4096-token prompt)"
     timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 600 \

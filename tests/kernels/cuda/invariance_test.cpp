@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <vector>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_test_util.h"
@@ -323,9 +324,9 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
   DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
   DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
   std::vector<float> first;
-  for (int config : {1, 2, 3, 4, 5, 6, 9, 10, 11}) {
+  for (int config : {1, 2, 3, 4, 5, 6, 9, 10, 11, 20}) {  // (20 without a workspace: 128 × 128 tiles)
     if (config >= 9 && backend().info().cc_major < 9) continue;  // the bulk copy engine is sm_90+
-    if (config == 11 && !cuda::gemm_wgmma_supported()) continue;  // sm_90a build on an sm_90 GPU
+    if (config >= 11 && !cuda::gemm_wgmma_supported()) continue;  // sm_90a build on an sm_90 GPU
     DevTensor dy(DType::bf16, {m, n});
     dy.poison();
     // No workspace: the fold schedule.
@@ -446,8 +447,10 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
   struct S {
     int64_t m, n, k;
   };
-  const S shapes[] = {{17, 1001, 2056}, {300, 4096, 4096}, {1000, 6144, 4096}, {129, 333, 12296},
-                      {512, 4096, 12288}, {256, 24576, 4096}, {77, 520, 1048}};
+  // (1000 × 6144: more 128 × 256 tiles than SMs, so configuration 20's CTAs reuse their scratch;
+  // 200 × 32008 × 256: one range, added to the scratch's zero in the epilogue.)
+  const S shapes[] = {{17, 1001, 2056},  {300, 4096, 4096},   {1000, 6144, 4096}, {129, 333, 12296},
+                      {512, 4096, 12288}, {256, 24576, 4096}, {77, 520, 1048},    {200, 32008, 256}};
   for (const S& sh : shapes) {
     const auto split = cuda::gemm_split(sh.n, sh.k, backend().info().num_sms);
     SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " S=" << split.splits);
@@ -460,7 +463,7 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
         dy.poison();
         cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), sh.m,
                                        sh.n, sh.k, config);
-        if (config == 15) {  // the engine's split workspace
+        if (config == 15 || config == 20) {  // the engine's split workspace
           const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
           ga.workspace = ws.workspace;
           ga.workspace_bytes = ws.workspace_bytes;
@@ -469,7 +472,9 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
         return download_bf16(dy);
       };
       const std::vector<float> want = run(2);
-      for (int config : {11, 12, 13, 14, 15}) {  // 5 / 6 stages, one CTA a tile / persistent; split ranges
+      // 5 / 6 stages, one CTA a tile / persistent; split ranges; 128 × 256 tiles with the running
+      // totals in the workspace
+      for (int config : {11, 12, 13, 14, 15, 20}) {
         if (config == 15) {  // the ranges over CTAs: the partials must fit the engine's workspace
           const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
           if (size_t(split.splits) * size_t(sh.m * sh.n) * sizeof(float) > ws.workspace_bytes) continue;
@@ -589,19 +594,25 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     std::sort(t.begin(), t.end());
     return double(t[t.size() / 2]);
   };
-  const std::pair<int64_t, int64_t> nk[] = {{4096, 4096}, {12288, 4096}, {4096, 12288}, {151936, 4096}};
   const bool configs = std::getenv("RILL_GEMM_CONFIGS") != nullptr;
+  // Decode: the 8B model's o, gate (a half of gate_up), down and lm_head shapes; prefill
+  // (RILL_GEMM_CONFIGS): its four projections (q/k/v fused, o, gate_up fused, down) and 12288 × 4096.
+  const std::vector<std::pair<int64_t, int64_t>> nk =
+      configs ? std::vector<std::pair<int64_t, int64_t>>{{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288},
+                                                         {12288, 4096}}
+              : std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}, {12288, 4096}, {4096, 12288}, {151936, 4096}};
   for (auto [n, k] : nk) {
-    if (configs && (k != 4096 || n == 151936)) continue;
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
     if (configs) {  // prefill tile configurations side by side
       for (int64_t m : {512, 4096}) {
         DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
-        for (int config : {2, 3, 4, 11, 12, 13, 14}) {
+        for (int config : {0, 2, 12, 13, 20}) {  // 0: the automatic choice
           if (config >= 11 && !cuda::gemm_wgmma_supported()) continue;
           cuda::GemmArgs a = engine.gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
           a.y = dy.t.data();
-          a.workspace = nullptr;  // the fold schedule: the main loop alone
+          // The fold schedule (the main loop alone) but for configuration 20 and the automatic
+          // choice, which keep the running totals in the workspace.
+          if (config != 20 && config != 0) a.workspace = nullptr;
           a.config = config;
           double t = time_us([&] { cuda::launch_gemm(a, backend().stream()); });
           std::printf("GEMM config %d M=%5lld N=%6lld K=%5lld: %8.1f us %6.1f TFLOP/s\n", config, (long long)m,
