@@ -271,14 +271,25 @@ __global__ void attention_combine_kernel(const float* part_o, const float* part_
 }
 
 // Invariant mode, split schedule: one block per (row, head, query token) folds the spans the
-// token sees, in order, exactly as the fold schedule does in registers. The grid depends on
-// num_rows and max_seqlen_q only; positions come from cu_seqlens_q / context_lens.
+// token sees, in order, with SpanMerge's operations — the bits of the fold schedule. The grid
+// depends on num_rows and max_seqlen_q only; positions come from cu_seqlens_q / context_lens.
+// A span's merge weights (a, b) depend on the spans' (m, l) only: the running max before span j
+// is the max of the m of the spans before it (skipped spans have m = -inf), so a block-wide
+// prefix max gives every span's weights at once, and each thread's fold of its own outputs is
+// one FMA chain with the partials loaded a batch ahead. (One thread walking max, exp2 and the
+// fold span by span, 8 loads in flight: 16.6 µs a layer at 8k context on the H200.)
 template <int D>
 __global__ void attention_combine_spans_kernel(const float* part_o, const float* part_ml, bf16* out,
                                                const int32_t* cu_seqlens_q, const int32_t* context_lens,
                                                int64_t tokens, int hq, int window, int span_keys) {
   pdl_wait();
   pdl_trigger();
+  constexpr int kThreads = D < 128 ? D : 128, kPer = D / kThreads, kBatch = 32 / kPer;
+  constexpr int kWarpLanes = kThreads < 32 ? kThreads : 32;
+  constexpr unsigned kMask = kThreads >= 32 ? 0xffffffffu : (1u << kThreads) - 1u;
+  __shared__ float4 w_s[kThreads];     // span c0 + j of the chunk: (a, b, l, -), a = -1 when skipped
+  __shared__ float incl_s[kThreads];   // prefix max of m through span c0 + j
+  __shared__ float warp_s[(kThreads + 31) / 32];
   const int row = int(blockIdx.x / unsigned(hq)), head = int(blockIdx.x % unsigned(hq));
   const int i = int(blockIdx.y);
   const int q_begin = cu_seqlens_q[row], q_len = cu_seqlens_q[row + 1] - q_begin;
@@ -287,27 +298,68 @@ __global__ void attention_combine_spans_kernel(const float* part_o, const float*
   const int kv_lo = window > 0 ? max(0, pos - window + 1) : 0;
   const int js = kv_lo / span_keys, je = pos / span_keys + 1;
   const int64_t idx = int64_t(q_begin + i) * hq + head, stride = tokens * hq;
-  constexpr int kBatch = 8;  // partials loaded before they are folded: 8 loads in flight, not 1
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float acc = 0.f, acc_m = -INFINITY, acc_l = 0.f;
-    for (int j0 = js; j0 < je; j0 += kBatch) {
-      float2 ml[kBatch];
-      float o[kBatch];
+  const int t = int(threadIdx.x), lane = t % 32, wid = t / 32;
+  float acc[kPer], acc_l = 0.f, carry = -INFINITY;  // carry: the max of every earlier chunk's m
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int64_t j = j0 + u;
-        ml[u] = j < je ? *reinterpret_cast<const float2*>(part_ml + (j * stride + idx) * 2) : make_float2(-INFINITY, 0.f);
-        o[u] = j < je ? part_o[(j * stride + idx) * D + d] : 0.f;
-      }
+  for (int p = 0; p < kPer; ++p) acc[p] = 0.f;
+  for (int c0 = js; c0 < je; c0 += kThreads) {
+    const int n = min(kThreads, je - c0);
+    const float2 ml = t < n ? *reinterpret_cast<const float2*>(part_ml + ((c0 + t) * stride + idx) * 2)
+                            : make_float2(-INFINITY, 0.f);
+    float incl = ml.x;  // max is exact: any order of the fmaxf gives the sequential running max
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        if (ml[u].x == -INFINITY) continue;  // the span saw no key (its o is never read)
-        SpanMerge w = SpanMerge::make(acc_m, acc_l, ml[u].x, ml[u].y);
-        acc = w.apply(acc, o[u]);
-      }
+    for (int off = 1; off < kWarpLanes; off *= 2) {
+      const float v = __shfl_up_sync(kMask, incl, off);
+      if (lane >= off) incl = fmaxf(incl, v);
     }
-    out[idx * D + d] = __float2bfloat16_rn(span_result(acc, acc_l));
+    if constexpr (kThreads > 32) {
+      if (lane == 31) warp_s[wid] = incl;
+      __syncthreads();
+      for (int w = 0; w < wid; ++w) incl = fmaxf(incl, warp_s[w]);
+    }
+    incl = fmaxf(incl, carry);
+    incl_s[t] = incl;
+    __syncthreads();
+    if (t < n) {
+      const float acc_m = t == 0 ? carry : incl_s[t - 1];  // SpanMerge::make's operations
+      const float m_new = fmaxf(acc_m, ml.x);
+      w_s[t] = ml.x == -INFINITY ? make_float4(-1.f, 0.f, 0.f, 0.f)  // the span saw no key
+                                 : make_float4(exp2_ftz(acc_m - m_new), exp2_ftz(ml.x - m_new), ml.y, 0.f);
+    }
+    __syncthreads();
+    carry = incl_s[n - 1];
+    auto load = [&](float (&o)[kBatch][kPer], int j0) {
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int j = j0 + u;
+        const bool use = j < n && w_s[j].x >= 0.f;  // (a skipped span's o is never written)
+#pragma unroll
+        for (int p = 0; p < kPer; ++p) o[u][p] = use ? part_o[((c0 + j) * stride + idx) * D + t + p * kThreads] : 0.f;
+      }
+    };
+    float cur[kBatch][kPer], next[kBatch][kPer];
+    load(cur, 0);
+    for (int j0 = 0; j0 < n; j0 += kBatch) {
+      if (j0 + kBatch < n) load(next, j0 + kBatch);  // in flight while this batch folds
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int j = j0 + u;
+        if (j >= n) break;
+        const float4 w = w_s[j];
+        if (w.x < 0.f) continue;
+#pragma unroll
+        for (int p = 0; p < kPer; ++p) acc[p] = __fmaf_rn(acc[p], w.x, __fmul_rn(cur[u][p], w.y));
+        acc_l = __fmaf_rn(acc_l, w.x, __fmul_rn(w.z, w.y));
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+#pragma unroll
+        for (int p = 0; p < kPer; ++p) cur[u][p] = next[u][p];
+    }
+    __syncthreads();  // w_s and incl_s are rewritten by the next chunk
   }
+#pragma unroll
+  for (int p = 0; p < kPer; ++p) out[idx * D + t + p * kThreads] = __float2bfloat16_rn(span_result(acc[p], acc_l));
 }
 
 // Resident blocks per SM of one kernel configuration (queried once).
@@ -422,7 +474,7 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
     launch_pdl(attention_kernel<D, kWarps, kBN, false>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
     RILL_CUDA_CHECK_LAUNCH();
     dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q));
-    launch_pdl(attention_combine_spans_kernel<D>, dim3(cgrid), dim3(D < 128 ? D : 128), 0, stream,
+    launch_pdl(attention_combine_spans_kernel<D>, dim3(cgrid), dim3(D < 128 ? D : 128), 0, stream,  // kThreads
         k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys);
     RILL_CUDA_CHECK_LAUNCH();
   } else {

@@ -491,17 +491,12 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   // kernel, when the partials fit the workspace; otherwise, and without sm_90a code, the 64×128
   // mma.sync tiles (2 CTAs per SM, split ranges across CTAs at small M; 158-176 TFLOP/s). (MatmulEngine
   // sets a decode configuration for M ≤ 64 first: 18 / 19 on sm_90a.)
-  // The 128 × 256 tiles (configuration 20) where they fill two waves and a range spans at least
-  // kWideMinKs of K (the running total's scratch round trip at each range end is then rare).
+  // (Configuration 20, 128 × 256 tiles, is not chosen automatically: see gemm_wgmma.cu.)
   const int64_t wgmma_tiles = ceil_div(a.m, int64_t(128)) * ceil_div(a.n, int64_t(128));
-  const int64_t wide_tiles = ceil_div(a.m, int64_t(128)) * ceil_div(a.n, int64_t(256));
   const bool wgmma_split = g_wgmma && sp.splits > 1 && a.workspace &&
                            size_t(sp.splits) * size_t(a.m * a.n) * sizeof(float) <= a.workspace_bytes;
-  const bool wide = g_wgmma && sp.ks >= kWideMinKs && wide_tiles >= 2 * int64_t(a.num_sms) && a.workspace &&
-                    gemm_wgmma_wide_scratch_bytes(a.num_sms) <= a.workspace_bytes;
   const int config = a.config > 0   ? a.config
                      : a.m <= 16    ? 1
-                     : wide         ? 20
                      : g_wgmma && 2 * wgmma_tiles >= a.num_sms ? 12
                      : wgmma_split  ? 15
                                     : 2;

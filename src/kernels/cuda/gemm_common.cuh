@@ -69,8 +69,6 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream);
 /// Configuration 20's scratch: 128 KB a CTA, one CTA an SM.
 constexpr size_t gemm_wgmma_wide_scratch_bytes(int num_sms) { return size_t(num_sms > 0 ? num_sms : 1) << 17; }
-/// The shortest split range (elements of K) for which the automatic choice takes configuration 20.
-constexpr int64_t kWideMinKs = 1024;
 /// The streaming decode kernel (gemm_stream.cu), configuration 7 (two CTAs an SM) or 8 (three);
 /// M ≤ 16, at most 8 split ranges.
 void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream);

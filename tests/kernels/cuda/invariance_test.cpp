@@ -223,6 +223,35 @@ TEST(CudaInvariance, AttentionRowAloneEqualsRowAmong63Others) {
   }
 }
 
+// Decode over long contexts: the split schedule's combine kernel folds more spans than it has
+// threads (chunks of 128 / 64 / 16 spans with the running max carried across them, a span of 64
+// or 256 keys) and must give the fold schedule's bits; 1-4 query tokens a row.
+TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant());
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  for (const AttnCase& ac : kAttnCases) {
+    SCOPED_TRACE(ac.name);
+    const std::vector<int> lens = {9001, 130, 12000, 4100};  // (split partials within the 64 MB workspace)
+    Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens);
+    c.window = ac.window;
+    c.softcap = ac.softcap;
+    auto q = random_queries(rng, c, 4);
+    int width = 0;
+    for (auto& t : c.table) width = std::max(width, int(t.size()));
+    for (int n : {1, 4}) {
+      SCOPED_TRACE(::testing::Message() << n << " query tokens a row");
+      std::vector<Cache::Part> parts;
+      for (int r = 0; r < int(lens.size()); ++r) parts.push_back({r, lens[size_t(r)] - n, lens[size_t(r)]});
+      auto fold = c.run(parts, q, width, 1), split = c.run(parts, q, width, 2);
+      for (float v : split) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
+      EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
+    }
+  }
+}
+
 TEST(CudaInvariance, AttentionPromptInOneChunkEqualsChunks) {
   RILL_REQUIRE_GPU();
   ASSERT_TRUE(backend().batch_invariant());
