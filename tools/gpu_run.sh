@@ -10,7 +10,8 @@
 #   configuration (RILL_BREAKDOWN=1: the per-kernel breakdown); sweep: quick + batch-1 decode under each decode-GEMM configuration and
 #   split policy; prefill: the warpgroup GEMM's tests first, then quick, the GEMM configurations for
 #   M > 16, prefill at 512/4096/16384 (and with the mma.sync attention), decode at batch 1-256
-#   (RILL_BREAKDOWN_CTX=N: the attention kernels at context N under Nsight Compute);
+#   (RILL_BREAKDOWN_CTX=N: the attention kernels at context N under Nsight Compute; RILL_ATTN_PROFILE=N:
+#   the batch-1 decode attention kernel's Nsight Compute sections at context N; also in final mode);
 #   final: quick + the ceilings, the GEMMs for M > 16, every rill bench figure of RESULTS.md in
 #   both modes (no 16384 autotuned) and a batch-1 decode breakdown (RILL_BREAKDOWN64=1: also batch 64); batches: the warpgroup GEMM's
 #   tests, quick, decode at batch 1-256; dense: quick + the ceilings, kernel figures and every dense-model `rill bench`
@@ -100,6 +101,17 @@ ncu_attention() {  # the attention kernels of prefill and batch-1 decode at cont
     python3 tools/ncu_summary.py /tmp/ncu_attn_ctx.log | tee -a "$out/summary.txt"
   fi
 }
+ncu_attention_sections() {  # the batch-1 decode attention kernel (split schedule) at context $1: Nsight Compute sections
+  if command -v ncu > /dev/null; then
+    log "decode attention kernel at context $1 (ncu sections)"
+    timeout 150 ncu --clock-control none --graph-profiling node --kernel-name regex:attention_kernel --launch-skip 110 \
+      --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats build-gpu/rill bench --device cuda --model /tmp/q8 \
+      --prompt-len "$1" --decode-tokens 4 > "$out/ncu_attn_decode.txt" 2>&1
+    grep -E "attention_kernel|Duration|Throughput|Stall|Warp Cycles|Active Warps|Occupancy|Registers|Shared Memory|Block Limit|Issued|Eligible|Bandwidth" \
+      "$out/ncu_attn_decode.txt" | head -60 | tee -a "$out/summary.txt"
+  fi
+}
 if [[ "$mode" == sweep ]]; then  # batch-1 decode under each decode-GEMM configuration and split policy
   RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
@@ -152,6 +164,7 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
   [[ -n "${RILL_PROBE:-}" ]] && RILL_GEMM_WGMMA=0 bench "invariant no-wgmma" --model /tmp/q8 --prompt-len 4096 --decode-tokens 16
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,16,64,256 --decode-tokens 32
   [[ -n "${RILL_BREAKDOWN_CTX:-}" ]] && ncu_attention "$RILL_BREAKDOWN_CTX"
+  [[ -n "${RILL_ATTN_PROFILE:-}" ]] && ncu_attention_sections "$RILL_ATTN_PROFILE"
   if [[ -n "${RILL_PROBE:-}" ]] && command -v ncu > /dev/null; then  # where a 4096-token prefill's time goes
     log "per-kernel prefill breakdown (ncu, one 4096-token prompt)"
     timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 600 \
@@ -222,6 +235,8 @@ if [[ "$mode" == final ]]; then  # the figures of bench/RESULTS.md in one run: c
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 16,64,256 --decode-tokens 32
   RILL_BATCH_INVARIANT=0 bench "autotuned" --model /tmp/q8 --prompt-len 512,4096,8192 --decode-tokens 64
   [[ -z "${RILL_SKIP_NCU:-}" ]] && ncu_breakdown  # where a batch-1 decode step's time goes
+  [[ -n "${RILL_BREAKDOWN_CTX:-}" ]] && ncu_attention "$RILL_BREAKDOWN_CTX"
+  [[ -n "${RILL_ATTN_PROFILE:-}" ]] && ncu_attention_sections "$RILL_ATTN_PROFILE"
   if [[ -n "${RILL_BREAKDOWN64:-}" ]] && command -v ncu > /dev/null; then  # where a batch-64 decode step's time goes (invariant mode)
     log "per-kernel decode breakdown at batch 64 (ncu, ~10 layers)"
     timeout 90 ncu --clock-control none --graph-profiling node --metrics gpu__time_duration.sum --launch-skip 3000 \

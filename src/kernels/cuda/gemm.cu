@@ -491,7 +491,6 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   // kernel, when the partials fit the workspace; otherwise, and without sm_90a code, the 64×128
   // mma.sync tiles (2 CTAs per SM, split ranges across CTAs at small M; 158-176 TFLOP/s). (MatmulEngine
   // sets a decode configuration for M ≤ 64 first: 18 / 19 on sm_90a.)
-  // (Configuration 20, 128 × 256 tiles, is not chosen automatically: see gemm_wgmma.cu.)
   const int64_t wgmma_tiles = ceil_div(a.m, int64_t(128)) * ceil_div(a.n, int64_t(128));
   const bool wgmma_split = g_wgmma && sp.splits > 1 && a.workspace &&
                            size_t(sp.splits) * size_t(a.m * a.n) * sizeof(float) <= a.workspace_bytes;
@@ -516,9 +515,6 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 11: case 12: case 13: case 14:
       gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);
       return;
-    case 20:  // 128 × 256 tiles; configuration 12 when the workspace cannot hold their running totals
-      gemm_detail::launch_gemm_wgmma(k, 5, a.num_sms, a.workspace_bytes, stream);
-      return;
     case 15: {  // split ranges over CTAs, then the reduction kernel folds them in order
       // One range, or partials that do not fit the workspace: one CTA a tile walks every range.
       if (sp.splits == 1 || !wgmma_split) {
@@ -530,7 +526,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
       RILL_CUDA_CHECK_LAUNCH();
       return;
     }
-    default: throw_error("[matmul] GEMM tile configuration must be 1..15, 18, 19 or 20");
+    default: throw_error("[matmul] GEMM tile configuration must be 1..19");
   }
 }
 

@@ -63,12 +63,8 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 /// Launches the warpgroup (wgmma + tensor-copy) kernel for a fold-schedule GEMM (gemm_wgmma.cu):
 /// variant 0 / 1: 5 stages, one CTA a tile / persistent CTAs (one an SM); 2 / 3: the same with 6
 /// stages; 4: one split range a CTA, its partial written to a.ws (ws_bytes), which the caller
-/// then folds with gemm_reduce_kernel (configurations 11-15; same bits); 5: 128 × 256 tiles,
-/// persistent, the ranges' running total of each CTA in a.ws (configuration 20; variant 1 when
-/// ws_bytes < gemm_wgmma_wide_scratch_bytes).
+/// then folds with gemm_reduce_kernel (configurations 11-15; same bits).
 void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream);
-/// Configuration 20's scratch: 128 KB a CTA, one CTA an SM.
-constexpr size_t gemm_wgmma_wide_scratch_bytes(int num_sms) { return size_t(num_sms > 0 ? num_sms : 1) << 17; }
 /// The streaming decode kernel (gemm_stream.cu), configuration 7 (two CTAs an SM) or 8 (three);
 /// M ≤ 16, at most 8 split ranges.
 void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream);

@@ -46,6 +46,7 @@ constexpr int kBM = 128, kBN = 128, kBK = 64;
 constexpr int kConsumers = 2;                      // warpgroups of 64 output rows each
 constexpr int kThreads = 128 * (1 + kConsumers);   // warpgroup 0 produces
 constexpr int kTileBytes = kBM * kBK * 2;          // one x or w stage (kBM == kBN)
+constexpr size_t smem_bytes(int stages) { return size_t(stages) * 2 * kTileBytes + 1024; }  // + alignment slack
 [[maybe_unused]] constexpr int kGroupM = 8;  // raster: 8 row tiles walk the column tiles together (L2 reuse)
 static_assert(kBM == kBN, "one tile size for x and w stages");
 
@@ -74,18 +75,17 @@ __device__ __forceinline__ void init_stage_barriers(uint64_t* full, uint64_t* em
 #if defined(RILL_WGMMA_DEVICE)
 // A consumer warpgroup's k tiles [t, kt_end) of one output tile: per split range (tiles_per_split
 // k tiles) acc starts at 0 and takes the range's 16-wide k steps in order, one `mma(acc, x
-// descriptor, w descriptor)` each, then `fold(acc, last range)` adds it into the caller's total
-// (registers, or the wide tile's scratch in global memory). Stage s (of `stages`, parity
+// descriptor, w descriptor)` each, then is added into total. Stage s (of `stages`, parity
 // `phase`) holds k tile t; a stage is released (one arrival a warp on empty[]) once the wgmma of
 // the tile after it are issued and its own have completed. s, phase and prev carry over to the
 // CTA's next output tile. The inner loop's only writer of acc is the wgmma chain, so the compiler
 // inserts no wait of its own there (a range's fold and reset sit outside it).
-template <int kNT, class Mma, class Fold>
-__device__ __forceinline__ void consume_ranges(float (&acc)[kNT][4], int t, int kt_end, int tiles_per_split,
-                                               int64_t k, uint64_t* full, uint64_t* empty, int stages, int& s,
-                                               unsigned& phase, int& prev, uint32_t x_base, uint32_t x_stage_bytes,
-                                               uint32_t w_base, uint32_t w_stage_bytes, int lane, Mma mma,
-                                               Fold fold) {
+template <int kNT, class Mma>
+__device__ __forceinline__ void consume_ranges(float (&acc)[kNT][4], float (&total)[kNT][4], int t, int kt_end,
+                                               int tiles_per_split, int64_t k, uint64_t* full, uint64_t* empty,
+                                               int stages, int& s, unsigned& phase, int& prev, uint32_t x_base,
+                                               uint32_t x_stage_bytes, uint32_t w_base, uint32_t w_stage_bytes,
+                                               int lane, Mma mma) {
   for (int range_end = t; t < kt_end;) {
     range_end = std::min(kt_end, range_end + tiles_per_split);
 #pragma unroll
@@ -114,23 +114,15 @@ __device__ __forceinline__ void consume_ranges(float (&acc)[kNT][4], int t, int 
       prev = s;
       if (++s == stages) s = 0, phase ^= 1u;
     }
-    // The range ended: its partial goes into the total, in range order.
+    // The range ended: add its partial into the total in range order.
     wgmma::wait<0>();
     wgmma::pin(acc);
     if (lane == 0) mbar_arrive(&empty[prev]);
-    fold(acc, t == kt_end);
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
   }
-}
-#endif
-
-#if defined(RILL_WGMMA_DEVICE)
-// total += p, element by element (a range's partial into the register total).
-template <int kNT>
-__device__ __forceinline__ void add_into(float (&total)[kNT][4], const float (&p)[kNT][4]) {
-#pragma unroll
-  for (int j = 0; j < kNT; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) total[j][e] += p[j][e];
 }
 #endif
 
@@ -140,27 +132,11 @@ __device__ __forceinline__ void add_into(float (&total)[kNT][4], const float (&p
 // tiles to fill the GPU, decode batches): CTA b computes range b / tiles of tile b % tiles alone
 // and writes its partial (0 + p, f32) to the workspace; gemm.cu's reduction kernel then adds the
 // ranges in order, the bias and the rounding: the fold schedule's additions.
-// kN = 256 (configuration 20, persistent only): a 128 × 256 output tile, each consumer warpgroup
-// 64 × 256 with wgmma m64n256k16 — a third less operand traffic from L2 a multiply than 128 × 128.
-// Its 128 accumulator registers a thread leave no room for a register total, so the running total
-// of the ranges lives in a per-CTA scratch in global memory (the split workspace: kScratchPerCta
-// bytes a CTA, read back only by the thread that wrote it, in L2): at the end of every range but
-// the last, scratch = (first ? 0 : scratch) + partial; the last range's partial is added to it in
-// the epilogue — the same additions in the same order as the register total.
-template <int kN = 128>
-constexpr size_t smem_bytes(int stages) {
-  return size_t(stages) * (kTileBytes + size_t(kN) * kBK * 2) + 1024;  // + alignment slack
-}
-constexpr size_t kScratchPerCta = size_t(kBM) * 256 * sizeof(float);  // kN = 256: the output tile in f32
-
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = 128>
+template <int kStages, bool kPersistent, bool kSplit = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                       GemmKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
-  static_assert(kN == 128 || (kN == 256 && kPersistent && !kSplit), "the wide tile: persistent, fold schedule");
-  constexpr int kWBytes = kN * kBK * 2;  // one w stage (an x stage is kTileBytes: kBM rows)
-  constexpr bool kWide = kN == 256;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   // The swizzle pattern repeats every 1024 bytes: stages start on such a boundary.
@@ -168,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sx = base;
   unsigned char* sw = base + kStages * kTileBytes;
 
-  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kN - 1) / kN, num_tiles = tiles_m * tiles_n;
+  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kBN - 1) / kBN, num_tiles = tiles_m * tiles_n;
   const int ktiles = int((a.k + kBK - 1) / kBK);
   // Output tile → origin: groups of kGroupM row tiles walk the column tiles together (x and w
   // reused in L2).
@@ -177,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t first_m = tile / per_group * kGroupM, in_group = tile % per_group;
     const int64_t group_rows = std::min<int64_t>(kGroupM, tiles_m - first_m);
     m0 = (first_m + in_group % group_rows) * kBM;
-    n0 = in_group / group_rows * kN;
+    n0 = in_group / group_rows * kBN;
   };
   const int64_t tile_step = kPersistent ? gridDim.x : num_tiles;
   // This CTA's first output tile and its k tiles [kt_begin, kt_end) (every range but in kSplit).
@@ -196,7 +172,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // `phase` (the producer's first round waits for nothing: a fresh barrier's phase of parity 1
   // counts as complete).
   if (wg == 0) {
-    if constexpr (kWide) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");  // registers to the consumers
     if (threadIdx.x == 0) {
       int s = 0;
       unsigned phase = 0;
@@ -208,8 +183,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           // The first stages' weights are requested before waiting for the previous kernel (launch.h).
           const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
           for (int p = 0; p < pro; ++p) {
-            mbar_arrive_expect_tx(&full[p], kTileBytes + kWBytes);
-            tma_load_2d(sw + p * kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
+            mbar_arrive_expect_tx(&full[p], 2 * kTileBytes);
+            tma_load_2d(sw + p * kTileBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
           }
           pdl_wait();
           pdl_trigger();
@@ -220,8 +195,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         for (; t < kt_end; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);
-          mbar_arrive_expect_tx(&full[s], kTileBytes + kWBytes);
-          tma_load_2d(sw + s * kWBytes, &tw, t * kBK, int(n0), &full[s]);
+          mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
+          tma_load_2d(sw + s * kTileBytes, &tw, t * kBK, int(n0), &full[s]);
           tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, int(m0), &full[s]);
           if (++s == kStages) s = 0, phase ^= 1u;
         }
@@ -232,26 +207,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  if constexpr (kWide) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   pdl_wait();  // before the first global write (an earlier kernel may still read y)
   pdl_trigger();
   const int c = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx) + uint32_t(c * 64 * 128), w_base = smem_addr(sw);
-  float acc[kN / 8][4];
+  float acc[kBN / 8][4], total[kBN / 8][4];
   int s = 0, prev = 0;
   unsigned phase = 0;
-  // The wide tile's running total: chunk j (acc[j], four floats) of this thread at scratch[128 j]
-  // (a warp's chunk is 512 contiguous bytes).
-  constexpr int kBatch = 8;  // scratch chunks loaded together (32 registers)
-  float4* const scratch = reinterpret_cast<float4*>(a.ws) +
-                          (int64_t(blockIdx.x) * kConsumers + c) * (kN / 8) * 128 + threadIdx.x % 128;
   // (kSplit and one CTA a tile: one pass, visibly so to the compiler: the split epilogue's
   // barriers and branches then sit after the last wgmma, not on a path back to one.)
   const int64_t tile_end = kPersistent ? num_tiles : first_tile + 1;
   for (int64_t tile = first_tile; tile < tile_end; tile += tile_step) {
     int64_t m0, n0;
     origin(tile, m0, n0);
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
+    consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
+                   kTileBytes, w_base, kTileBytes, lane,
+                   [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); });
+
+    // Accumulator layout (wgmma.cuh; as mma.sync's per 8 columns): total[j][2h + e] holds row
+    // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile.
     // Output (row, col) and (row, col + 1): the bias, one rounding to bf16, the store.
     auto write_out = [&](int64_t row, int64_t col, float v0, float v1) {
       if (a.bias) {
@@ -266,79 +243,28 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
       }
     };
-    // Accumulator layout (wgmma.cuh; as mma.sync's per 8 columns): [j][2h + e] holds row
-    // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × kN tile.
-    if constexpr (kWide) {
-      bool first = true;  // no range folded into the scratch yet
-      consume_ranges(
-          acc, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base, kTileBytes,
-          w_base, kWBytes, lane, [](float (&d)[kN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n256k16_ss(d, xd, wd); },
-          [&](const float (&p)[kN / 8][4], bool last) {
-            if (last) return;  // added in the epilogue
-            // Plain accesses, kBatch loads issued before their stores: the compiler keeps them in
-            // flight together (cache-hinted intrinsics are ordered like volatile asm: one L2
-            // round trip a chunk, measured 1.3-1.9x slower overall).
+    // kSplit: this range's partial to the workspace [splits, m, n]; gemm_reduce_kernel (gemm.cu)
+    // folds them in range order. (Folding here, in the tile's last CTA, made the compiler
+    // serialize every wgmma of the kernel: warning C7520.) Otherwise the outputs.
 #pragma unroll
-            for (int j0 = 0; j0 < kN / 8; j0 += kBatch) {
-              float4 t[kBatch];
+    for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
-              for (int u = 0; u < kBatch; ++u) t[u] = first ? make_float4(0.f, 0.f, 0.f, 0.f) : scratch[128 * (j0 + u)];
-#pragma unroll
-              for (int u = 0; u < kBatch; ++u) {
-                const int j = j0 + u;
-                scratch[128 * j] = make_float4(t[u].x + p[j][0], t[u].y + p[j][1], t[u].z + p[j][2], t[u].w + p[j][3]);
-              }
-            }
-            first = false;
-          });
-#pragma unroll
-      for (int j0 = 0; j0 < kN / 8; j0 += kBatch) {
-        float4 t[kBatch];
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) t[u] = first ? make_float4(0.f, 0.f, 0.f, 0.f) : scratch[128 * (j0 + u)];
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int j = j0 + u;
-          const float v[4] = {t[u].x + acc[j][0], t[u].y + acc[j][1], t[u].z + acc[j][2], t[u].w + acc[j][3]};
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
-            const int64_t col = n0 + j * 8 + tig * 2;
-            if (row < a.m && col < a.n) write_out(row, col, v[2 * h], v[2 * h + 1]);
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
+        const int64_t col = n0 + j * 8 + tig * 2;
+        if (row >= a.m || col >= a.n) continue;
+        if constexpr (kSplit) {
+          float* dst = a.ws + (int64_t(range) * a.m + row) * a.n + col;
+          if (col + 1 < a.n && a.n % 2 == 0) {
+            *reinterpret_cast<float2*>(dst) = make_float2(total[j][2 * h], total[j][2 * h + 1]);
+          } else {
+            dst[0] = total[j][2 * h];
+            if (col + 1 < a.n) dst[1] = total[j][2 * h + 1];
           }
+        } else {
+          write_out(row, col, total[j][2 * h], total[j][2 * h + 1]);
         }
       }
-    } else {
-      float total[kN / 8][4];
-#pragma unroll
-      for (int j = 0; j < kN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
-      consume_ranges(
-          acc, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base, kTileBytes,
-          w_base, kWBytes, lane, [](float (&d)[kN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); },
-          [&](const float (&p)[kN / 8][4], bool) { add_into(total, p); });
-      // kSplit: this range's partial to the workspace [splits, m, n]; gemm_reduce_kernel (gemm.cu)
-      // folds them in range order. (Folding here, in the tile's last CTA, made the compiler
-      // serialize every wgmma of the kernel: warning C7520.) Otherwise the outputs.
-#pragma unroll
-      for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
-          const int64_t col = n0 + j * 8 + tig * 2;
-          if (row >= a.m || col >= a.n) continue;
-          if constexpr (kSplit) {
-            float* dst = a.ws + (int64_t(range) * a.m + row) * a.n + col;
-            if (col + 1 < a.n && a.n % 2 == 0) {
-              *reinterpret_cast<float2*>(dst) = make_float2(total[j][2 * h], total[j][2 * h + 1]);
-            } else {
-              dst[0] = total[j][2 * h];
-              if (col + 1 < a.n) dst[1] = total[j][2 * h + 1];
-            }
-          } else {
-            write_out(row, col, total[j][2 * h], total[j][2 * h + 1]);
-          }
-        }
-    }
   }
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
@@ -456,10 +382,9 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     item_range(item, n0, range, kt_begin, kt_end);
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
-    consume_ranges(
-        acc, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base, T::kXBytes, w_base,
-        T::kWBytes, lane, [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); },
-        [&](const float (&p)[kBN / 8][4], bool) { add_into(total, p); });
+    consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
+                   T::kXBytes, w_base, T::kWBytes, lane,
+                   [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
 
     // Accumulator [j][2h + e]: row 16·warp + g + 8h, column n0 + 8j + 2·tig + e (wgmma.cuh).
 #pragma unroll
@@ -569,19 +494,19 @@ bool gemm_wgmma_available() {
 
 namespace {
 
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = 128>
+template <int kStages, bool kPersistent, bool kSplit = false>
 void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes<kN>(kStages))));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_kernel<kStages, kPersistent, kSplit>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes(kStages))));
     return true;
   }();
   (void)attr_set;
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kN);
-  const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kN - 1) / kN);
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kBN);
+  const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
   const int64_t ctas = kSplit ? tiles * a.splits : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
-  launch_pdl(gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN>, dim3(unsigned(ctas)), dim3(kThreads),
-             smem_bytes<kN>(kStages), stream, tx, tw, a);
+  launch_pdl(gemm_wgmma_kernel<kStages, kPersistent, kSplit>, dim3(unsigned(ctas)), dim3(kThreads),
+             smem_bytes(kStages), stream, tx, tw, a);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
@@ -651,18 +576,7 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
                     "of splits x M x N floats");
       launch_variant<5, false, true>(a, num_sms, stream);
       return;
-    case 5: {  // 128 × 256 tiles, persistent, 4 stages of 48 KB; the running total in the workspace
-      const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + 255) / 256);
-      const int64_t ctas = std::min<int64_t>(tiles, std::max(num_sms, 1));
-      static_assert(kScratchPerCta == gemm_wgmma_wide_scratch_bytes(1), "configuration 20's scratch a CTA");
-      if (!a.ws || size_t(ctas) * kScratchPerCta > ws_bytes) {  // no room for the scratch: 128 × 128 tiles
-        launch_variant<5, true>(a, num_sms, stream);
-        return;
-      }
-      launch_variant<4, true, false, 256>(a, num_sms, stream);
-      return;
-    }
-    default: throw_error("[matmul] warpgroup GEMM variant must be 0..5");
+    default: throw_error("[matmul] warpgroup GEMM variant must be 0..4");
   }
 }
 

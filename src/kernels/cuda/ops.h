@@ -188,7 +188,7 @@ struct GemmArgs {
   float* workspace = nullptr;  ///< split partials (f32); may be null (then one CTA folds every split)
   size_t workspace_bytes = 0;
   int num_sms = 132;
-  int config = 0;  ///< 0 = by M; tests, benchmarks: 1, 5, 6 tiled decode, 2 mid, 3 / 4 prefill, 7, 8 streaming decode (M ≤ 16), 9, 10 bulk-copy decode, 11-15 warpgroup (sm_90a), 18, 19 warpgroup decode (M ≤ 8 / ≤ 64, sm_90a), 20 warpgroup 128 × 256 tiles (sm_90a; needs the workspace)
+  int config = 0;  ///< 0 = by M; tests, benchmarks: 1, 5, 6 tiled decode, 2 mid, 3 / 4 prefill, 7, 8 streaming decode (M ≤ 16), 9, 10 bulk-copy decode, 11-15 warpgroup (sm_90a), 18, 19 warpgroup decode (M ≤ 8 / ≤ 64, sm_90a)
   /// Outputs split by columns (fused projections): when num_outs > 0, outs[s] holds the product's
   /// columns [out_end[s - 1], out_end[s]) with that width as its row stride, and y is unused
   /// (Qwen3.5's GDN input projection has six outputs).
@@ -215,7 +215,7 @@ void set_gemm_split_ctas_per_sm(int ctas);
 /// Decode GEMM (tiled configurations, sm_90): weight tiles prefetched into L2 ahead of the
 /// shared-memory stages (0: none). A hint: changes no bit (RILL_GEMM_L2_PREFETCH).
 void set_gemm_l2_prefetch_tiles(int tiles);
-/// The warpgroup (wgmma + tensor copy) GEMM, configurations 11-15, 18-20 (gemm_wgmma.cu): whether
+/// The warpgroup (wgmma + tensor copy) GEMM, configurations 11-15 and 18-19 (gemm_wgmma.cu): whether
 /// this build carries it for this GPU (sm_90 with sm_90a code; probed once, outside any graph
 /// capture), and whether the automatic choice uses it (RILL_GEMM_WGMMA; on when supported).
 bool gemm_wgmma_supported();

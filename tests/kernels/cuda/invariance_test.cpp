@@ -353,9 +353,9 @@ TEST(CudaInvariance, GemmConfigurationsAgree) {
   DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
   DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
   std::vector<float> first;
-  for (int config : {1, 2, 3, 4, 5, 6, 9, 10, 11, 20}) {  // (20 without a workspace: 128 × 128 tiles)
+  for (int config : {1, 2, 3, 4, 5, 6, 9, 10, 11}) {
     if (config >= 9 && backend().info().cc_major < 9) continue;  // the bulk copy engine is sm_90+
-    if (config >= 11 && !cuda::gemm_wgmma_supported()) continue;  // sm_90a build on an sm_90 GPU
+    if (config == 11 && !cuda::gemm_wgmma_supported()) continue;  // sm_90a build on an sm_90 GPU
     DevTensor dy(DType::bf16, {m, n});
     dy.poison();
     // No workspace: the fold schedule.
@@ -476,8 +476,7 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
   struct S {
     int64_t m, n, k;
   };
-  // (1000 × 6144: more 128 × 256 tiles than SMs, so configuration 20's CTAs reuse their scratch;
-  // 200 × 32008 × 256: one range, added to the scratch's zero in the epilogue.)
+  // (200 × 32008 × 256: one split range.)
   const S shapes[] = {{17, 1001, 2056},  {300, 4096, 4096},   {1000, 6144, 4096}, {129, 333, 12296},
                       {512, 4096, 12288}, {256, 24576, 4096}, {77, 520, 1048},    {200, 32008, 256}};
   for (const S& sh : shapes) {
@@ -492,7 +491,7 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
         dy.poison();
         cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), sh.m,
                                        sh.n, sh.k, config);
-        if (config == 15 || config == 20) {  // the engine's split workspace
+        if (config == 15) {  // the engine's split workspace
           const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
           ga.workspace = ws.workspace;
           ga.workspace_bytes = ws.workspace_bytes;
@@ -501,9 +500,7 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
         return download_bf16(dy);
       };
       const std::vector<float> want = run(2);
-      // 5 / 6 stages, one CTA a tile / persistent; split ranges; 128 × 256 tiles with the running
-      // totals in the workspace
-      for (int config : {11, 12, 13, 14, 15, 20}) {
+      for (int config : {11, 12, 13, 14, 15}) {  // 5 / 6 stages, one CTA a tile / persistent; split ranges
         if (config == 15) {  // the ranges over CTAs: the partials must fit the engine's workspace
           const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
           if (size_t(split.splits) * size_t(sh.m * sh.n) * sizeof(float) > ws.workspace_bytes) continue;
@@ -635,13 +632,11 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     if (configs) {  // prefill tile configurations side by side
       for (int64_t m : {512, 4096}) {
         DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
-        for (int config : {0, 2, 12, 13, 20}) {  // 0: the automatic choice
+        for (int config : {2, 3, 4, 11, 12, 13, 14}) {
           if (config >= 11 && !cuda::gemm_wgmma_supported()) continue;
           cuda::GemmArgs a = engine.gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
           a.y = dy.t.data();
-          // The fold schedule (the main loop alone) but for configuration 20 and the automatic
-          // choice, which keep the running totals in the workspace.
-          if (config != 20 && config != 0) a.workspace = nullptr;
+          a.workspace = nullptr;  // the fold schedule: the main loop alone
           a.config = config;
           double t = time_us([&] { cuda::launch_gemm(a, backend().stream()); });
           std::printf("GEMM config %d M=%5lld N=%6lld K=%5lld: %8.1f us %6.1f TFLOP/s\n", config, (long long)m,
