@@ -146,13 +146,14 @@ if [[ "$mode" == decode ]]; then
   fi
   RILL_GEMM_TIMING_MAX_M=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
-  bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
+  bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192,16384 --decode-tokens 64
   for c in ${RILL_DECODE_CONFIGS:-7 8 18 19}; do
     RILL_DECODE_GEMM_CONFIG=$c bench "b1 config $c" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
   done
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 4,8,16,64,256 --decode-tokens 32
   RILL_BATCH_INVARIANT=0 bench "autotuned b1" --model /tmp/q8 --prompt-len 512 --decode-tokens 64
   [[ -n "${RILL_BREAKDOWN:-}" ]] && ncu_breakdown
+  [[ -n "${RILL_BREAKDOWN_CTX:-}" ]] && ncu_attention "$RILL_BREAKDOWN_CTX"
   log "done (decode)"
   exit $ctest_rc
 fi

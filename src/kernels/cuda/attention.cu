@@ -247,6 +247,216 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
   }
 }
 
+// Invariant decode, split schedule, at most 16 packed query rows (one m-tile): the work of
+// attention_kernel<D, 1, 64, false> spread over four warps of one block, with its bits. One warp
+// ran a span's whole chain (the copies' addressing for 64 rows, two 64-mma chains, the softmax:
+// 254 registers, 5 warps an SM, 0.14 eligible a scheduler, 1.03 TB/s of KV at 8k context). Here
+// warp w computes Q·Kᵀ for keys 16w..16w+15 (n-tiles 2w, 2w+1: an n-tile's k chain is unchanged),
+// the softmax's row max is combined across warps in shared memory (max is exact), the row sum's
+// pairwise tree over the 8 n-tiles runs in warp 0 on values gathered in shared memory (the same
+// tree, the same order), P goes through shared memory as the bf16 A fragments each warp would
+// have built, and warp w computes P·V for output dims 32w..32w+31 (D = 128) over the k16 steps in
+// order. Each output element sees the operations of the one-warp kernel.
+template <int D>
+struct DecodeSplitCfg {
+  static constexpr int kBN = 64, kBM = 16, kWarps = 4, kThreads = 32 * kWarps;
+  static constexpr int kStride = D + 8, kChunks = D / 8;
+  static constexpr int kNT = kBN / 8, kNTw = kNT / kWarps;  // 8-key n-tiles of S: all, a warp's
+  static constexpr int kDT2w = D / 16 / kWarps;              // 16-dim output pairs a warp
+  static_assert(kNTw == 2 && kDT2w >= 1, "head_dim 64 or 128, 64-key tiles");
+  static constexpr size_t kTileBytes = size_t(kBN) * kStride * sizeof(bf16);
+  static constexpr size_t kQBytes = size_t(kBM) * kStride * sizeof(bf16);
+  // Shared memory: Q, K, V tiles, then the exchange: row max [warp][h][g], the sum terms
+  // [n-tile][h][lane], P as bf16 pairs [n-tile][lane].
+  static constexpr size_t kMaxOff = kQBytes + 2 * kTileBytes;
+  static constexpr size_t kSumOff = kMaxOff + size_t(kWarps) * 2 * 8 * sizeof(float);
+  static constexpr size_t kPOff = kSumOff + size_t(kNT) * 2 * 32 * sizeof(float);
+  static constexpr size_t kSmemBytes = kPOff + size_t(kNT) * 32 * sizeof(uint2);
+};
+
+template <int D>
+__global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
+  pdl_wait();
+  pdl_trigger();
+  using C = DecodeSplitCfg<D>;
+  constexpr int kBM = C::kBM, kBN = C::kBN, kStride = C::kStride, kThreads = C::kThreads;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* q_s = reinterpret_cast<bf16*>(smem_raw);
+  bf16* k_s = q_s + kBM * kStride;
+  bf16* v_s = k_s + kBN * kStride;
+  float* max_s = reinterpret_cast<float*>(smem_raw + C::kMaxOff);
+  float* sum_s = reinterpret_cast<float*>(smem_raw + C::kSumOff);
+  uint2* p_s = reinterpret_cast<uint2*>(smem_raw + C::kPOff);
+
+  const int row = blockIdx.z / a.splits, split = blockIdx.z % a.splits;
+  const int kvh = blockIdx.y;
+  BlockRows br;
+  if (!br.init(a, row, kBM, kBN)) return;
+  const int q_begin = br.q_begin, ctx = br.ctx, m0 = br.m0, kv_end = br.kv_end;
+  const int my_lo = max(br.t_lo, split * a.span_tiles), my_hi = min(br.t_hi, (split + 1) * a.span_tiles);
+  if (my_lo >= my_hi) return;  // span past (or before) the row's keys: nobody reads it
+  const int n_tiles = my_hi - my_lo;
+  const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
+
+  for (int i = threadIdx.x; i < kBM * C::kChunks; i += kThreads) {  // Q, as attention_kernel
+    const int r = i / C::kChunks, c = i % C::kChunks, m = m0 + r;
+    const bool ok = m < br.packed;
+    const bf16* src = a.q;
+    if (ok) src = a.q + ((q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group) * D + c * 8;
+    cp_async16(q_s + r * kStride + c * 8, src, ok);
+  }
+  cp_async_commit();
+  TileSlots<D, kBN, kThreads> slots;
+  const int64_t slot_stride = int64_t(a.hkv) * D;
+  slots.load(table, a.block_size, a.block_shift, my_lo * kBN, kv_end);
+  slots.copy(k_s, a.k_cache, slot_stride, kvh);
+  cp_async_commit();
+  slots.copy(v_s, a.v_cache, slot_stride, kvh);
+  cp_async_commit();
+
+  const RowPos rp = RowPos::of(br, a, 0, g);  // every warp holds the block's 16 rows
+  float o[2 * C::kDT2w][4];                   // output dims 16·(kDT2w·warp + j) + ...
+#pragma unroll
+  for (int i = 0; i < 2 * C::kDT2w; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  const bf16* q_frag_base = q_s + (lane % 16) * kStride + (lane / 16) * 8;
+
+  cp_async_wait<1>();  // Q and K of the first tile
+  __syncthreads();
+  for (int t = 0; t < n_tiles; ++t) {
+    const int tile_start = (my_lo + t) * kBN;
+    if (t > 0) {
+      cp_async_wait<1>();  // K of this tile (V may still be in flight)
+      __syncthreads();
+    }
+    // Q·Kᵀ for this warp's 16 keys: n-tiles 2·warp and 2·warp + 1, k steps in order.
+    float s[2][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t af[4], bf[4];
+      ldmatrix_x4(af, q_frag_base + kk * 16);
+      ldmatrix_x4(bf, k_s + (warp * 16 + (lane % 8) + (lane / 16) * 8) * kStride + kk * 16 + ((lane / 8) % 2) * 8);
+      mma_bf16_16816(s[0], af, bf[0], bf[1]);
+      mma_bf16_16816(s[1], af, bf[2], bf[3]);
+    }
+    __syncthreads();  // every warp is done reading k_s
+    if (t + 1 < n_tiles) {
+      slots.load(table, a.block_size, a.block_shift, tile_start + kBN, kv_end);
+      slots.copy(k_s, a.k_cache, slot_stride, kvh);
+      cp_async_commit();
+    }
+    scale_and_mask<16>(s, a, rp, tile_start + 16 * warp, ctx, br.full_tile(a, tile_start, kBN), tig);
+    // softmax_tile<64>'s operations over the four warps' n-tiles.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      if (tig == 0) max_s[(warp * 2 + h) * 8 + g] = mx;
+    }
+    __syncthreads();
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = max_s[h * 8 + g];
+#pragma unroll
+      for (int w = 1; w < C::kWarps; ++w) mx = fmaxf(mx, max_s[(w * 2 + h) * 8 + g]);
+      const float m_new = fmaxf(row_max[h], mx);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      alpha[h] = exp2_ftz(row_max[h] - m_use);
+      row_max[h] = m_new;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        s[j][2 * h] = exp2_ftz(s[j][2 * h] - m_use);
+        s[j][2 * h + 1] = exp2_ftz(s[j][2 * h + 1] - m_use);
+        sum_s[((2 * warp + j) * 2 + h) * 32 + lane] = __fadd_rn(s[j][2 * h], s[j][2 * h + 1]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j)  // P of n-tile 2·warp + j as p_fragment packs it
+      p_s[(2 * warp + j) * 32 + lane] =
+          make_uint2(float2_to_bf16x2(s[j][0], s[j][1]), float2_to_bf16x2(s[j][2], s[j][3]));
+#pragma unroll
+    for (int i = 0; i < 2 * C::kDT2w; ++i) {  // rescale<D> on this warp's dims
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+    // V of this tile: the newest outstanding group may be K of the next tile.
+    if (t + 1 < n_tiles) {
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // (also: the sum terms and P are in shared memory)
+    if (warp == 0) {  // the row sum: softmax_tile's pairwise tree over the 8 n-tiles
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float tr[C::kNT];
+#pragma unroll
+        for (int nt = 0; nt < C::kNT; ++nt) tr[nt] = sum_s[(nt * 2 + h) * 32 + lane];
+#pragma unroll
+        for (int w = C::kNT / 2; w >= 1; w /= 2)
+#pragma unroll
+          for (int i = 0; i < w; ++i) tr[i] = __fadd_rn(tr[i], tr[i + w]);
+        row_sum[h] = __fmaf_rn(row_sum[h], alpha[h], tr[0]);
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const uint2 p0 = p_s[(2 * kk) * 32 + lane], p1 = p_s[(2 * kk + 1) * 32 + lane];
+      const uint32_t pf[4] = {p0.x, p0.y, p1.x, p1.y};
+#pragma unroll
+      for (int j = 0; j < C::kDT2w; ++j) {
+        const int dt2 = C::kDT2w * warp + j;
+        uint32_t vf[4];
+        ldmatrix_x4_trans(vf, v_s + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kStride + dt2 * 16 + (lane / 16) * 8);
+        mma_bf16_16816(o[2 * j], pf, vf[0], vf[1]);
+        mma_bf16_16816(o[2 * j + 1], pf, vf[2], vf[3]);
+      }
+    }
+    __syncthreads();  // every warp is done reading v_s, p_s and sum_s
+    if (t + 1 < n_tiles) {
+      slots.copy(v_s, a.v_cache, slot_stride, kvh);  // same tile as the K issued above
+      cp_async_commit();
+    }
+  }
+
+  // The span's partial: o of this warp's dims; (max, sum) from warp 0.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (!rp.ok[h]) continue;
+    const int m = m0 + g + h * 8;
+    const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
+    const int64_t pidx = int64_t(split) * a.tokens * a.hq + idx;
+    float* dst = a.part_o + pidx * D + tig * 2;
+#pragma unroll
+    for (int j = 0; j < C::kDT2w; ++j)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int dt = 2 * (C::kDT2w * warp + j) + u;
+        *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[2 * j + u][2 * h], o[2 * j + u][2 * h + 1]);
+      }
+  }
+  if (warp == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = row_sum[h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      if (!rp.ok[h] || tig != 0) continue;
+      const int m = m0 + g + h * 8;
+      const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
+      *reinterpret_cast<float2*>(a.part_ml + (int64_t(split) * a.tokens * a.hq + idx) * 2) =
+          make_float2(row_max[h], sum);
+    }
+  }
+}
+
 // Merges the splits' partials of one (token, head): weights 2^(m_s - M), skipping empty splits.
 template <int D>
 __global__ void attention_combine_kernel(const float* part_o, const float* part_ml, bf16* out, int64_t tokens,
@@ -471,7 +681,18 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
     k.part_o = a.workspace;
     k.part_ml = a.workspace + spans * a.tokens * a.hq * D;
     dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows) * unsigned(spans));
-    launch_pdl(attention_kernel<D, kWarps, kBN, false>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
+    if constexpr (kWarps == 1 && kBN == 64 && (D == 64 || D == 128)) {  // one m-tile: four warps a span
+      using DC = DecodeSplitCfg<D>;
+      static const bool attr_set = [] {
+        RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_split_kernel<D>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
+        return true;
+      }();
+      (void)attr_set;
+      launch_pdl(attention_decode_split_kernel<D>, dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, k);
+    } else {
+      launch_pdl(attention_kernel<D, kWarps, kBN, false>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
+    }
     RILL_CUDA_CHECK_LAUNCH();
     dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q));
     launch_pdl(attention_combine_spans_kernel<D>, dim3(cgrid), dim3(D < 128 ? D : 128), 0, stream,  // kThreads
