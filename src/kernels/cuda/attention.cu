@@ -20,7 +20,9 @@
 // workspace, attention_combine_spans folds them (decode-sized batches); "fold" — one block per
 // (row, kv head, m-tile) walks every span and folds in registers (prefill, or when the partials
 // do not fit the workspace). At head_dim 128 with 128-row blocks the fold schedule runs on
-// warpgroup MMA where the build has sm_90a code (attention_wgmma.cu, same bits). The per-tile
+// warpgroup MMA where the build has sm_90a code (attention_wgmma.cu, same bits); the split
+// schedule with one m-tile (decode) at head_dim 64 / 128 runs a span on four warps
+// (attention_decode_split_kernel, same bits). The per-tile
 // arithmetic every kernel shares (masking, softmax, span merge) is in attention_common.cuh.
 // CUDA graphs: in invariant mode the launch grids are a function of (num_rows, heads,
 // max_blocks_per_row, block_size, max_seqlen_q, tokens) only — never of max_context_len or of
