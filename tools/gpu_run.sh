@@ -3,7 +3,7 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|sweep|prefill|batches|final|dense|serve|full|profile|attn]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|dense|serve|full|profile|attn]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
@@ -18,7 +18,8 @@
 #   figure with a per-kernel breakdown; serve: build + the serving-engine cells and the Qwen3.5-9B
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call); profile:
 #   Nsight Compute sections of the prefill GEMM and attention kernels, per-kernel prefill and decode times;
-#   attn: the warpgroup kernels' tests, quick, prefill with each attention kernel.
+#   attn: the warpgroup kernels' tests, quick, prefill with each attention kernel; attn-decode: quick + batch-1
+#   decode at 512 / 8192 / 16384 (+ RILL_BREAKDOWN_CTX).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -80,7 +81,7 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|sweep|prefill|final|batches|profile|attn) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|attn-decode|sweep|prefill|final|batches|profile|attn) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
@@ -125,6 +126,12 @@ if [[ "$mode" == sweep ]]; then  # batch-1 decode under each decode-GEMM configu
   for s in ${RILL_SWEEP_SPLITS:-}; do RILL_GEMM_SPLIT_CTAS=$s bench "b1 split-ctas $s" --model /tmp/q8 --prompt-len 512 --decode-tokens 64; done
   bench "b1 default" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
   log "done (sweep)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == attn-decode ]]; then  # batch-1 decode at 512 / 8192 / 16384 (and the attention kernels at RILL_BREAKDOWN_CTX)
+  bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192,16384 --decode-tokens 64
+  [[ -n "${RILL_BREAKDOWN_CTX:-}" ]] && ncu_attention "$RILL_BREAKDOWN_CTX"
+  log "done (attn-decode)"
   exit $ctest_rc
 fi
 if [[ "$mode" == decode ]]; then
