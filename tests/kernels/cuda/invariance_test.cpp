@@ -164,6 +164,7 @@ const AttnCase kAttnCases[] = {
     {"g4 d64 block 32", 8, 2, 64, 32},
     {"g2 d256 window softcap", 8, 4, 256, 16, 300, 30.f},
     {"g4 d16 block 8", 8, 2, 16, 8},
+    {"g4 d128 window softcap", 16, 4, 128, 16, 200, 50.f},  // the four-warp decode kernel's masking
 };
 
 // Queries for the last max_q positions of every row.
