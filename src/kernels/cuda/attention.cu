@@ -416,7 +416,8 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
       for (int j = 0; j < C::kDT2w; ++j) {
         const int dt2 = C::kDT2w * warp + j;
         uint32_t vf[4];
-        ldmatrix_x4_trans(vf, v_s + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kStride + dt2 * 16 + (lane / 16) * 8);
+        const bf16* vp = v_s + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kStride + dt2 * 16 + (lane / 16) * 8;
+        ldmatrix_x4_trans(vf, vp);
         mma_bf16_16816(o[2 * j], pf, vf[0], vf[1]);
         mma_bf16_16816(o[2 * j + 1], pf, vf[2], vf[3]);
       }
