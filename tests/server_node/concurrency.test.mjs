@@ -44,16 +44,27 @@ async function streamOne(i, abortAfter = 0) {
   return { chunks, finish };
 }
 
+// Bounded RSS: the first wave's growth is the server's footprint at 200 streams (the first touch
+// of its KV pool, allocator arenas and worker stacks: ~243 MiB measured on the CI machine class,
+// so close to the 256 MiB this test once allowed that it failed one run in a few); a second,
+// identical wave must reuse it (measured +0.2-3.3 MiB). The second bound catches a per-request
+// leak of ~160 KiB and up; the first a footprint that doubles.
 test('200 simultaneous streaming clients complete with bounded RSS', async () => {
   await streamOne(-1);  // warm-up
-  const rssBefore = rssKiB();
-  const results = await Promise.all(Array.from({ length: 200 }, (_, i) => streamOne(i)));
-  for (const r of results) {
-    assert.ok(r.chunks >= 1);
-    assert.ok(['length', 'stop'].includes(r.finish));
-  }
-  const grown = rssKiB() - rssBefore;
-  assert.ok(grown < 256 * 1024, `RSS grew by ${grown} KiB`);
+  const wave = async () => {
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => streamOne(i)));
+    for (const r of results) {
+      assert.ok(r.chunks >= 1);
+      assert.ok(['length', 'stop'].includes(r.finish));
+    }
+  };
+  const rss0 = rssKiB();
+  await wave();
+  const rss1 = rssKiB();
+  await wave();
+  const rss2 = rssKiB();
+  assert.ok(rss1 - rss0 < 512 * 1024, `RSS grew by ${rss1 - rss0} KiB in the first wave of 200 streams`);
+  assert.ok(rss2 - rss1 < 32 * 1024, `RSS grew by ${rss2 - rss1} KiB in a second, identical wave`);
 });
 
 test('50 clients disconnecting mid-stream leave no KV in use', async () => {
