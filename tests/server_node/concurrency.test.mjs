@@ -44,11 +44,11 @@ async function streamOne(i, abortAfter = 0) {
   return { chunks, finish };
 }
 
-// Bounded RSS: the first wave's growth is the server's footprint at 200 streams (the first touch
-// of its KV pool, allocator arenas and worker stacks: ~243 MiB measured on the CI machine class,
-// so close to the 256 MiB this test once allowed that it failed one run in a few); a second,
-// identical wave must reuse it (measured +0.2-3.3 MiB). The second bound catches a per-request
-// leak of ~160 KiB and up; the first a footprint that doubles.
+// Bounded RSS: the first wave's growth is the server's footprint at 200 streams (memory they touch
+// for the first time — pools, allocator arenas, buffers; not broken down yet): ~243 MiB measured
+// on the CI machine class, so close to the 256 MiB this test once allowed that it failed one run
+// in a few. A second, identical wave must reuse it (measured +0.2-3.3 MiB). The second bound
+// catches a per-request leak of ~160 KiB and up; the first a footprint that doubles.
 test('200 simultaneous streaming clients complete with bounded RSS', async () => {
   await streamOne(-1);  // warm-up
   const wave = async () => {
