@@ -90,8 +90,9 @@ struct Cache {
   std::vector<std::vector<int32_t>> table;  // block ids per row
   DevTensor k, v;
 
-  Cache(std::mt19937_64& rng, int hq_, int hkv_, int d_, int bs_, std::vector<int> lens_)
-      : hq(hq_), hkv(hkv_), d(d_), bs(bs_), lens(std::move(lens_)) {
+  Cache(std::mt19937_64& rng, int hq_, int hkv_, int d_, int bs_, std::vector<int> lens_, int window_ = 0,
+        float softcap_ = 0.f)
+      : hq(hq_), hkv(hkv_), d(d_), bs(bs_), window(window_), softcap(softcap_), lens(std::move(lens_)) {
     int total = 0;
     for (int l : lens) total += (l + bs - 1) / bs;
     std::vector<int32_t> ids(size_t(total) + 3);
@@ -105,6 +106,13 @@ struct Cache {
     const int64_t elems = int64_t(ids.size()) * bs * hkv * d;
     k = upload_bf16(random_bf16_values(rng, size_t(elems), -2.f, 2.f), {int64_t(ids.size()), bs, hkv, d});
     v = upload_bf16(random_bf16_values(rng, size_t(elems), -2.f, 2.f), {int64_t(ids.size()), bs, hkv, d});
+  }
+
+  // Block-table columns of the longest row.
+  int max_blocks() const {
+    int width = 0;
+    for (const auto& t : table) width = std::max(width, int(t.size()));
+    return width;
   }
 
   struct Part {
@@ -191,12 +199,9 @@ TEST(CudaInvariance, AttentionRowAloneEqualsRowAmong63Others) {
     for (int& l : lens) l = len(rng);
     lens[5] = 1;
     lens[17] = 2047;
-    Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens);
-    c.window = ac.window;
-    c.softcap = ac.softcap;
+    Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens, ac.window, ac.softcap);
     auto q = random_queries(rng, c, 40);
-    int width = 0;
-    for (auto& t : c.table) width = std::max(width, int(t.size()));
+    const int width = c.max_blocks();
     for (bool decode : {true, false}) {
       SCOPED_TRACE(decode ? "decode" : "prefill");
       std::vector<Cache::Part> parts;
@@ -236,12 +241,9 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
   for (const AttnCase& ac : kAttnCases) {
     SCOPED_TRACE(ac.name);
     const std::vector<int> lens = {9001, 130, 12000, 4100};  // (split partials within the 64 MB workspace)
-    Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens);
-    c.window = ac.window;
-    c.softcap = ac.softcap;
+    Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens, ac.window, ac.softcap);
     auto q = random_queries(rng, c, 4);
-    int width = 0;
-    for (auto& t : c.table) width = std::max(width, int(t.size()));
+    const int width = c.max_blocks();
     for (int n : {1, 4}) {
       SCOPED_TRACE(::testing::Message() << n << " query tokens a row");
       std::vector<Cache::Part> parts;
@@ -261,9 +263,7 @@ TEST(CudaInvariance, AttentionPromptInOneChunkEqualsChunks) {
   std::mt19937_64 rng(seed);
   for (const AttnCase& ac : kAttnCases) {
     SCOPED_TRACE(ac.name);
-    Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, {700, 300});
-    c.window = ac.window;
-    c.softcap = ac.softcap;
+    Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, {700, 300}, ac.window, ac.softcap);
     auto q = random_queries(rng, c, 700);
     const int64_t tok = int64_t(ac.hq) * ac.d;
     // Row 0 in one chunk, alongside row 1 (prefill of the whole prompt).
@@ -309,9 +309,7 @@ TEST(CudaInvariance, WgmmaAttentionEqualsMmaSync) {
     std::uniform_int_distribution<int> len(1, 1500);
     std::vector<int> lens = {1500, 777, 64, 65, 1};
     for (int i = 0; i < 3; ++i) lens.push_back(len(rng));
-    Cache c(rng, cs.hq, cs.hkv, 128, cs.bs, lens);
-    c.window = cs.window;
-    c.softcap = cs.softcap;
+    Cache c(rng, cs.hq, cs.hkv, 128, cs.bs, lens, cs.window, cs.softcap);
     auto q = random_queries(rng, c, 1500);
     std::vector<Cache::Part> parts;
     for (size_t r = 0; r < lens.size(); ++r) {  // whole prompts, or the last 1..600 positions over a prefix
@@ -319,8 +317,7 @@ TEST(CudaInvariance, WgmmaAttentionEqualsMmaSync) {
       const int n = r % 2 ? std::min(l, 1 + int(rng() % 600)) : l;
       parts.push_back({int(r), l - n, l});
     }
-    int width = 0;
-    for (auto& t : c.table) width = std::max(width, int(t.size()));
+    const int width = c.max_blocks();
     const int span_before = backend().attention_span_keys();
     backend().set_attention_span_keys(cs.span_keys);
     backend().set_attention_variant(8, 0);  // 128-row blocks: the warpgroup kernel's shape
