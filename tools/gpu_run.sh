@@ -185,11 +185,12 @@ fi
 if [[ "$mode" == profile ]]; then  # Nsight Compute sections of the prefill GEMM and attention, and per-kernel times
   sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats"
   # The 2nd launch of configuration 12 at M = N = K = 4096 (after 4 configurations x 16 launches at M = 512 and 16 of 11).
-  RILL_GEMM_CONFIGS=1 timeout 150 ncu --clock-control none $sections --kernel-name regex:gemm_wgmma_kernel --launch-skip 81 \
+  RILL_GEMM_CONFIGS=1 timeout 150 ncu --clock-control none $sections --section MemoryWorkloadAnalysis_Tables \
+    --section InstructionStats --kernel-name regex:gemm_wgmma_kernel --launch-skip 81 \
     --launch-count 1 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests > "$out/ncu_gemm.txt" 2>&1
   log "gemm profile: $(grep -cE 'Throughput|Stall' "$out/ncu_gemm.txt") lines"
-  timeout 120 ncu --clock-control none $sections --kernel-name regex:attention_kernel --launch-skip 40 --launch-count 1 \
+  timeout 120 ncu --clock-control none $sections --kernel-name regex:attention_wgmma_kernel --launch-skip 40 --launch-count 1 \
     build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 4096 --decode-tokens 1 > "$out/ncu_attn.txt" 2>&1
   log "attention profile: $(grep -cE 'Throughput|Stall' "$out/ncu_attn.txt") lines"
   log "per-kernel prefill breakdown (ncu, two 4096-token prompts: untimed then timed)"
