@@ -116,6 +116,7 @@ int parse_wgmma_switch(std::string_view name, const char* value) {
 }  // namespace
 
 int parse_gemm_wgmma(const char* value) { return parse_wgmma_switch("RILL_GEMM_WGMMA", value); }
+int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GEMM_WIDE_TILE", value) != 0; }
 int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
 
 CudaKernels::CudaKernels(int device_ordinal)
@@ -150,6 +151,7 @@ CudaKernels::CudaKernels(int device_ordinal)
     fail("RILL_GEMM_WGMMA=1 needs an sm_90 GPU and a build for sm_90a (RILL_CUDA_ARCHITECTURES=90a); this GPU is "
          "sm_{}{}", info_.cc_major, info_.cc_minor);
   set_gemm_wgmma(wgmma != 0);
+  set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
   if (decode_config >= 18 && !gemm_wgmma_enabled())
     fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "
          "(RILL_CUDA_ARCHITECTURES=90a) and RILL_GEMM_WGMMA not 0; this GPU is sm_{}{}",

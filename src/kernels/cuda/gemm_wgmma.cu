@@ -46,7 +46,10 @@ constexpr int kBM = 128, kBN = 128, kBK = 64;
 constexpr int kConsumers = 2;                      // warpgroups of 64 output rows each
 constexpr int kThreads = 128 * (1 + kConsumers);   // warpgroup 0 produces
 constexpr int kTileBytes = kBM * kBK * 2;          // one x or w stage (kBM == kBN)
-constexpr size_t smem_bytes(int stages) { return size_t(stages) * 2 * kTileBytes + 1024; }  // + alignment slack
+// A stage holds an x tile (kBM rows) and a w tile of kN rows (128 or 192), 64 k each.
+constexpr size_t smem_bytes(int stages, int kN = kBN) {
+  return size_t(stages) * (kTileBytes + size_t(kN) * kBK * 2) + 1024;  // + alignment slack
+}
 [[maybe_unused]] constexpr int kGroupM = 8;  // raster: 8 row tiles walk the column tiles together (L2 reuse)
 static_assert(kBM == kBN, "one tile size for x and w stages");
 
@@ -132,11 +135,20 @@ __device__ __forceinline__ void consume_ranges(float (&acc)[kNT][4], float (&tot
 // tiles to fill the GPU, decode batches): CTA b computes range b / tiles of tile b % tiles alone
 // and writes its partial (0 + p, f32) to the workspace; gemm.cu's reduction kernel then adds the
 // ranges in order, the bias and the rounding: the fold schedule's additions.
-template <int kStages, bool kPersistent, bool kSplit = false>
+// kN = 192 (configuration 16, persistent fold schedule): a 128 × 192 output tile, each consumer
+// warpgroup 64 × 192 with wgmma m64n192k16 — a sixth less operand traffic from L2 and shared
+// memory a multiply than 128 × 128 (whose consumers read 96 bytes of operands a cycle from shared
+// memory at the tensor rate while the copies write 64: more than its 128 a cycle). Its 96
+// accumulator and 96 total registers a thread fit once the producer warpgroup hands registers to
+// the consumers (setmaxnreg 40 / 232).
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                       GemmKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
+  static_assert(kN == kBN || (kN == 192 && kPersistent && !kSplit), "the 192-column tile: persistent, fold");
+  constexpr int kWBytes = kN * kBK * 2;  // one w stage (an x stage is kTileBytes)
+  constexpr bool kWide = kN != kBN;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   // The swizzle pattern repeats every 1024 bytes: stages start on such a boundary.
@@ -144,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sx = base;
   unsigned char* sw = base + kStages * kTileBytes;
 
-  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kBN - 1) / kBN, num_tiles = tiles_m * tiles_n;
+  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kN - 1) / kN, num_tiles = tiles_m * tiles_n;
   const int ktiles = int((a.k + kBK - 1) / kBK);
   // Output tile → origin: groups of kGroupM row tiles walk the column tiles together (x and w
   // reused in L2).
@@ -153,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t first_m = tile / per_group * kGroupM, in_group = tile % per_group;
     const int64_t group_rows = std::min<int64_t>(kGroupM, tiles_m - first_m);
     m0 = (first_m + in_group % group_rows) * kBM;
-    n0 = in_group / group_rows * kBN;
+    n0 = in_group / group_rows * kN;
   };
   const int64_t tile_step = kPersistent ? gridDim.x : num_tiles;
   // This CTA's first output tile and its k tiles [kt_begin, kt_end) (every range but in kSplit).
@@ -172,6 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // `phase` (the producer's first round waits for nothing: a fresh barrier's phase of parity 1
   // counts as complete).
   if (wg == 0) {
+    if constexpr (kWide) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");  // registers to the consumers
     if (threadIdx.x == 0) {
       int s = 0;
       unsigned phase = 0;
@@ -183,8 +196,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           // The first stages' weights are requested before waiting for the previous kernel (launch.h).
           const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
           for (int p = 0; p < pro; ++p) {
-            mbar_arrive_expect_tx(&full[p], 2 * kTileBytes);
-            tma_load_2d(sw + p * kTileBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
+            mbar_arrive_expect_tx(&full[p], kTileBytes + kWBytes);
+            tma_load_2d(sw + p * kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
           }
           pdl_wait();
           pdl_trigger();
@@ -195,8 +208,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         for (; t < kt_end; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);
-          mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
-          tma_load_2d(sw + s * kTileBytes, &tw, t * kBK, int(n0), &full[s]);
+          mbar_arrive_expect_tx(&full[s], kTileBytes + kWBytes);
+          tma_load_2d(sw + s * kWBytes, &tw, t * kBK, int(n0), &full[s]);
           tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, int(m0), &full[s]);
           if (++s == kStages) s = 0, phase ^= 1u;
         }
@@ -207,12 +220,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
+  if constexpr (kWide) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   pdl_wait();  // before the first global write (an earlier kernel may still read y)
   pdl_trigger();
   const int c = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx) + uint32_t(c * 64 * 128), w_base = smem_addr(sw);
-  float acc[kBN / 8][4], total[kBN / 8][4];
+  float acc[kN / 8][4], total[kN / 8][4];
   int s = 0, prev = 0;
   unsigned phase = 0;
   // (kSplit and one CTA a tile: one pass, visibly so to the compiler: the split epilogue's
@@ -222,13 +236,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     int64_t m0, n0;
     origin(tile, m0, n0);
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
+    for (int j = 0; j < kN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
     consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
-                   kTileBytes, w_base, kTileBytes, lane,
-                   [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); });
+                   kTileBytes, w_base, kWBytes, lane, [](float (&d)[kN / 8][4], uint64_t xd, uint64_t wd) {
+                     if constexpr (kN == 192) wgmma::m64n192k16_ss(d, xd, wd);
+                     else wgmma::m64n128k16_ss(d, xd, wd);
+                   });
 
     // Accumulator layout (wgmma.cuh; as mma.sync's per 8 columns): total[j][2h + e] holds row
-    // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × 128 tile.
+    // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × kN tile.
     // Output (row, col) and (row, col + 1): the bias, one rounding to bf16, the store.
     auto write_out = [&](int64_t row, int64_t col, float v0, float v1) {
       if (a.bias) {
@@ -247,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // folds them in range order. (Folding here, in the tile's last CTA, made the compiler
     // serialize every wgmma of the kernel: warning C7520.) Otherwise the outputs.
 #pragma unroll
-    for (int j = 0; j < kBN / 8; ++j)
+    for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = m0 + c * 64 + warp * 16 + g + h * 8;
@@ -494,19 +510,19 @@ bool gemm_wgmma_available() {
 
 namespace {
 
-template <int kStages, bool kPersistent, bool kSplit = false>
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN>
 void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_kernel<kStages, kPersistent, kSplit>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes(kStages))));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes(kStages, kN))));
     return true;
   }();
   (void)attr_set;
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kBN);
-  const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kBN - 1) / kBN);
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kN);
+  const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kN - 1) / kN);
   const int64_t ctas = kSplit ? tiles * a.splits : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
-  launch_pdl(gemm_wgmma_kernel<kStages, kPersistent, kSplit>, dim3(unsigned(ctas)), dim3(kThreads),
-             smem_bytes(kStages), stream, tx, tw, a);
+  launch_pdl(gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN>, dim3(unsigned(ctas)), dim3(kThreads),
+             smem_bytes(kStages, kN), stream, tx, tw, a);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
@@ -559,7 +575,7 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
 
 void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {
   if (!gemm_wgmma_available())
-    throw_error("[matmul] GEMM configurations 11-14 need an sm_90 GPU and a build for sm_90a "
+    throw_error("[matmul] GEMM configurations 11-16 need an sm_90 GPU and a build for sm_90a "
                 "(RILL_CUDA_ARCHITECTURES=90a)");
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
@@ -576,7 +592,8 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
                     "of splits x M x N floats");
       launch_variant<5, false, true>(a, num_sms, stream);
       return;
-    default: throw_error("[matmul] warpgroup GEMM variant must be 0..4");
+    case 5: launch_variant<5, true, false, 192>(a, num_sms, stream); return;
+    default: throw_error("[matmul] warpgroup GEMM variant must be 0..5");
   }
 }
 
