@@ -168,7 +168,7 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
   RILL_GEMM_CONFIGS=1 timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | tee -a "$out/summary.txt"
   bench "invariant" --model /tmp/q8 --prompt-len 512,4096,16384 --decode-tokens 16
-  RILL_GEMM_WIDE_TILE=0 bench "invariant 128x128 tiles" --model /tmp/q8 --prompt-len 512,4096 --decode-tokens 16
+  RILL_GEMM_WIDE_TILE=1 bench "invariant 128x192 tiles" --model /tmp/q8 --prompt-len 512,4096 --decode-tokens 16
   RILL_ATTENTION_WGMMA=0 bench "invariant mma.sync attention" --model /tmp/q8 --prompt-len 4096,16384 --decode-tokens 16
   [[ -n "${RILL_PROBE:-}" ]] && RILL_GEMM_WGMMA=0 bench "invariant no-wgmma" --model /tmp/q8 --prompt-len 4096 --decode-tokens 16
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,16,64,256 --decode-tokens 32
@@ -185,10 +185,10 @@ if [[ "$mode" == prefill ]]; then  # the GEMM for M > 16 per configuration, pref
 fi
 if [[ "$mode" == profile ]]; then  # Nsight Compute sections of the prefill GEMM and attention, and per-kernel times
   sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats"
-  # The 2nd launch of configuration 12 at M = 4096 on the first shape (q/k/v, N = 6144, K = 4096), after 5 warpgroup
+  # The 2nd launch of configuration 12 at M = 4096 on the first shape (q/k/v, N = 6144, K = 4096), after 6 warpgroup
   # configurations x 16 launches at M = 512 and 16 of configuration 11.
   RILL_GEMM_CONFIGS=1 timeout 150 ncu --clock-control none $sections --section MemoryWorkloadAnalysis_Tables \
-    --section InstructionStats --kernel-name regex:gemm_wgmma_kernel --launch-skip 97 \
+    --section InstructionStats --kernel-name regex:gemm_wgmma_kernel --launch-skip 113 \
     --launch-count 1 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests > "$out/ncu_gemm.txt" 2>&1
   log "gemm profile: $(grep -cE 'Throughput|Stall' "$out/ncu_gemm.txt") lines"

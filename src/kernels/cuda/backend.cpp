@@ -116,7 +116,7 @@ int parse_wgmma_switch(std::string_view name, const char* value) {
 }  // namespace
 
 int parse_gemm_wgmma(const char* value) { return parse_wgmma_switch("RILL_GEMM_WGMMA", value); }
-int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GEMM_WIDE_TILE", value) != 0; }
+int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GEMM_WIDE_TILE", value) == 1; }
 int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
 
 CudaKernels::CudaKernels(int device_ordinal)

@@ -131,9 +131,9 @@ int parse_gemm_l2_prefetch(const char* value);
 /// RILL_GEMM_WGMMA: null → -1 (the warpgroup GEMM wherever supported); "0" → 0 (off); "1" → 1
 /// (required: an error at start when unsupported); anything else → an error naming the variable.
 int parse_gemm_wgmma(const char* value);
-/// RILL_GEMM_WIDE_TILE: null or "1" → 1 (the warpgroup GEMM's 128 × 192 tiles where N is a
-/// multiple of 192, configuration 16); "0" → 0 (128 × 128 everywhere: a measurement knob, the bits
-/// do not change); anything else → an error naming the variable.
+/// RILL_GEMM_WIDE_TILE: null or "0" → 0 (128 × 128 tiles, configuration 12: measured faster on the
+/// H200); "1" → 1 (the warpgroup GEMM's 128 × 192 tiles where N is a multiple of 192, configuration
+/// 16: a measurement knob, the bits do not change); anything else → an error naming the variable.
 int parse_gemm_wide_tile(const char* value);
 /// RILL_ATTENTION_WGMMA: the same for the warpgroup attention kernel (the invariant fold schedule
 /// at head_dim 128, prefill; attention_wgmma.cu).

@@ -42,7 +42,7 @@ constexpr int64_t kSplitQuantum = 256;  // Ks is a multiple of every configurati
 int g_split_ctas_per_sm = 2;              // set_gemm_split_ctas_per_sm
 int g_l2_prefetch_tiles = 0;              // set_gemm_l2_prefetch_tiles
 bool g_wgmma = false;                     // set_gemm_wgmma
-bool g_wide_tile = true;                  // set_gemm_wide_tile
+bool g_wide_tile = false;                 // set_gemm_wide_tile
 
 // kBulk: the tiles travel by the bulk copy engine (cp.async.bulk, one copy a tile row, completing
 // on a per-stage mbarrier) instead of 16-byte cp.async; decode configurations only (M ≤ BM).
@@ -517,7 +517,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 11: case 12: case 13: case 14:
       gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);
       return;
-    case 16: gemm_detail::launch_gemm_wgmma(k, 5, a.num_sms, a.workspace_bytes, stream); return;
+    case 16: case 17: gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream); return;
     case 15: {  // split ranges over CTAs, then the reduction kernel folds them in order
       // One range, or partials that do not fit the workspace: one CTA a tile walks every range.
       if (sp.splits == 1 || !wgmma_split) {
@@ -529,7 +529,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
       RILL_CUDA_CHECK_LAUNCH();
       return;
     }
-    default: throw_error("[matmul] GEMM tile configuration must be 1..16, 18 or 19");
+    default: throw_error("[matmul] GEMM tile configuration must be 1..19");
   }
 }
 

@@ -575,7 +575,7 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
 
 void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {
   if (!gemm_wgmma_available())
-    throw_error("[matmul] GEMM configurations 11-16 need an sm_90 GPU and a build for sm_90a "
+    throw_error("[matmul] GEMM configurations 11-17 need an sm_90 GPU and a build for sm_90a "
                 "(RILL_CUDA_ARCHITECTURES=90a)");
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
@@ -593,7 +593,8 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
       launch_variant<5, false, true>(a, num_sms, stream);
       return;
     case 5: launch_variant<5, true, false, 192>(a, num_sms, stream); return;
-    default: throw_error("[matmul] warpgroup GEMM variant must be 0..5");
+    case 6: launch_variant<4, true, false, 192>(a, num_sms, stream); return;
+    default: throw_error("[matmul] warpgroup GEMM variant must be 0..6");
   }
 }
 

@@ -215,13 +215,13 @@ void set_gemm_split_ctas_per_sm(int ctas);
 /// Decode GEMM (tiled configurations, sm_90): weight tiles prefetched into L2 ahead of the
 /// shared-memory stages (0: none). A hint: changes no bit (RILL_GEMM_L2_PREFETCH).
 void set_gemm_l2_prefetch_tiles(int tiles);
-/// The warpgroup (wgmma + tensor copy) GEMM, configurations 11-16 and 18-19 (gemm_wgmma.cu): whether
+/// The warpgroup (wgmma + tensor copy) GEMM, configurations 11-17 and 18-19 (gemm_wgmma.cu): whether
 /// this build carries it for this GPU (sm_90 with sm_90a code; probed once, outside any graph
 /// capture), and whether the automatic choice uses it (RILL_GEMM_WGMMA; on when supported).
 bool gemm_wgmma_supported();
 void set_gemm_wgmma(bool on);
 /// Whether M > 16 GEMMs whose N is a multiple of 192 take the warpgroup kernel's 128 × 192 tiles
-/// (configuration 16; on by default, RILL_GEMM_WIDE_TILE). Same bits either way.
+/// (configuration 16; off by default, RILL_GEMM_WIDE_TILE=1). Same bits either way.
 void set_gemm_wide_tile(bool on);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at

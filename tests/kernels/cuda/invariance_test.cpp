@@ -498,7 +498,7 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
         return download_bf16(dy);
       };
       const std::vector<float> want = run(2);
-      for (int config : {11, 12, 13, 14, 15, 16}) {  // 5 / 6 stages, one CTA a tile / persistent; split; 128 × 192
+      for (int config : {11, 12, 13, 14, 15, 16, 17}) {  // 5 / 6 stages, one CTA a tile / persistent; split; 128 × 192
         if (config == 15) {  // the ranges over CTAs: the partials must fit the engine's workspace
           const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
           if (size_t(split.splits) * size_t(sh.m * sh.n) * sizeof(float) > ws.workspace_bytes) continue;
@@ -630,7 +630,7 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     if (configs) {  // prefill tile configurations side by side
       for (int64_t m : {512, 4096}) {
         DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
-        for (int config : {2, 3, 4, 11, 12, 13, 14, 16}) {
+        for (int config : {2, 3, 4, 11, 12, 13, 14, 16, 17}) {
           if (config >= 11 && !cuda::gemm_wgmma_supported()) continue;
           cuda::GemmArgs a = engine.gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
           a.y = dy.t.data();

@@ -58,7 +58,7 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_wgmma("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_wgmma("1"), 1);
   expect_rejects(cuda::parse_gemm_wgmma, {"", "2", "on", "1x", "-1"}, "RILL_GEMM_WGMMA");
-  EXPECT_EQ(cuda::parse_gemm_wide_tile(nullptr), 1);
+  EXPECT_EQ(cuda::parse_gemm_wide_tile(nullptr), 0);
   EXPECT_EQ(cuda::parse_gemm_wide_tile("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_wide_tile("1"), 1);
   expect_rejects(cuda::parse_gemm_wide_tile, {"", "2", "on", "0x"}, "RILL_GEMM_WIDE_TILE");
