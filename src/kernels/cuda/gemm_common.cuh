@@ -43,6 +43,23 @@ __device__ __forceinline__ bf16* out_at(const GemmKernelArgs& a, int64_t row, in
   return a.ys[0];  // unreachable: ny ≥ 1
 }
 
+// The output holding column col: the address of its element (0, col); its row stride (that
+// output's width) in `width` and its end column in `end`.
+__device__ __forceinline__ bf16* out_col(const GemmKernelArgs& a, int64_t col, int64_t& width, int64_t& end) {
+  int64_t begin = 0;
+#pragma unroll
+  for (int s = 0; s < GemmArgs::kMaxOuts; ++s) {
+    if (s + 1 == a.ny || col < a.y_end[s]) {
+      width = a.y_end[s] - begin;
+      end = a.y_end[s];
+      return a.ys[s] + (col - begin);
+    }
+    begin = a.y_end[s];
+  }
+  width = end = a.n;
+  return a.ys[0];  // unreachable: ny ≥ 1
+}
+
 // ---- the bulk copy engine (sm_90): 1-D copies global → shared completing on an mbarrier ----
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -259,6 +259,33 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (col + 1 < a.n) *out_at(a, row, col + 1) = __float2bfloat16_rn(v1);
       }
     };
+    // The common case, compact: the tile's columns all in one output (always with one output;
+    // fused outputs whose widths are multiples of the tile), column pairs — its output and row
+    // stride are looked up once a tile. (The general loop below, with the output lookup and both
+    // store forms inlined for each of the 2·kN/8 pairs, is ~100 KB of straight-line code a tile:
+    // instruction-fetch stalls, "no_instruction", were the third stall reason of configuration 12
+    // and the first of configuration 16.) Same additions and rounding.
+    int64_t width, end;
+    bf16* const y = out_col(a, n0, width, end);
+    if (!kSplit && a.pairs && std::min<int64_t>(n0 + kN, a.n) <= end) {
+      const int64_t row0 = m0 + c * 64 + warp * 16 + g;
+      bf16* const y0 = y + row0 * width + tig * 2;
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j) {
+        const int64_t col = n0 + j * 8 + tig * 2;
+        if (col >= a.n) continue;  // (a.pairs: n is even, so col + 1 < n too)
+        const float b0 = a.bias ? __bfloat162float(a.bias[col]) : 0.f;
+        const float b1 = a.bias ? __bfloat162float(a.bias[col + 1]) : 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (row0 + 8 * h >= a.m) continue;
+          float v0 = total[j][2 * h], v1 = total[j][2 * h + 1];
+          if (a.bias) v0 += b0, v1 += b1;  // (no + 0.f without a bias: it would turn -0 into +0)
+          *reinterpret_cast<uint32_t*>(y0 + 8 * h * width + j * 8) = float2_to_bf16x2(v0, v1);
+        }
+      }
+      continue;
+    }
     // kSplit: this range's partial to the workspace [splits, m, n]; gemm_reduce_kernel (gemm.cu)
     // folds them in range order. (Folding here, in the tile's last CTA, made the compiler
     // serialize every wgmma of the kernel: warning C7520.) Otherwise the outputs.
