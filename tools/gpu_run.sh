@@ -192,7 +192,8 @@ if [[ "$mode" == profile ]]; then  # Nsight Compute sections of the prefill GEMM
     --launch-count 1 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
     --gtest_also_run_disabled_tests > "$out/ncu_gemm.txt" 2>&1
   log "gemm profile: $(grep -cE 'Throughput|Stall' "$out/ncu_gemm.txt") lines"
-  timeout 120 ncu --clock-control none $sections --kernel-name regex:attention_wgmma_kernel --launch-skip 40 --launch-count 1 \
+  timeout 120 ncu --clock-control none $sections --kernel-name regex:attention_wgmma_kernel --launch-skip 40 \
+    --launch-count 1 \
     build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 4096 --decode-tokens 1 > "$out/ncu_attn.txt" 2>&1
   log "attention profile: $(grep -cE 'Throughput|Stall' "$out/ncu_attn.txt") lines"
   log "per-kernel prefill breakdown (ncu, two 4096-token prompts: untimed then timed)"
