@@ -53,12 +53,30 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
-/// 16-byte load that bypasses L1 allocation (weights streamed once).
-__device__ __forceinline__ uint4 load_stream16(const void* p) {
+/// An L2 eviction policy for data read once a step (createpolicy): its lines go first when L2
+/// needs room, so the step's other data (code, activations, tables) stays.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+  return policy;
+}
+
+/// 16-byte load that bypasses L1 allocation, with an L2 policy (weights streamed once a step:
+/// l2_evict_first_policy()).
+__device__ __forceinline__ uint4 load_stream16(const void* p, uint64_t policy) {
   uint4 r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p), "l"(policy));
+#else
+  (void)policy;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
+#endif
   return r;
 }
 

@@ -137,11 +137,13 @@ __global__ void __launch_bounds__(32 * kStreamWarps, kMinBlocks) gemm_stream_ker
   const bool wok = active && wrow < a.n;
   const bf16* wp = a.w + (wok ? wrow : 0) * a.k + 8 * t;
 
+  const uint64_t evict_first = l2_evict_first_policy();  // the weights: read once a step
   uint4 cur[kChunks], nxt[kChunks];
   auto load = [&](auto& buf, int64_t kc) {
 #pragma unroll
     for (int i = 0; i < kChunks; ++i)
-      buf[i] = wok && kc + 32 * i + 8 * t < ke ? load_stream16(wp + kc + 32 * i) : make_uint4(0u, 0u, 0u, 0u);
+      buf[i] = wok && kc + 32 * i + 8 * t < ke ? load_stream16(wp + kc + 32 * i, evict_first)
+                                               : make_uint4(0u, 0u, 0u, 0u);
   };
   if (active) load(cur, kb);  // constant data: requested before the wait
   pdl_wait();

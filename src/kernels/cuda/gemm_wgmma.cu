@@ -61,6 +61,16 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
       : "memory");
 }
+// The same copy with an L2 eviction policy (l2_evict_first_policy for the decode kernel's weight
+// tiles, read once a step).
+__device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
+                                                 uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+      "{%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
 #endif
 
 #if defined(RILL_WGMMA_DEVICE)
@@ -372,6 +382,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
+      const uint64_t evict_first = l2_evict_first_policy();  // for the weight tiles
       int s = 0;
       unsigned phase = 0;
       bool waited = false;
@@ -384,7 +395,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
           const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
           for (int p = 0; p < pro; ++p) {
             mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
-            tma_load_2d(sw + p * T::kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
+            tma_load_2d_hint(sw + p * T::kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p], evict_first);
           }
           pdl_wait();
           pdl_trigger();
@@ -397,7 +408,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
         for (; t < kt_end; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);
           mbar_arrive_expect_tx(&full[s], T::kXBytes + T::kWBytes);
-          tma_load_2d(sw + s * T::kWBytes, &tw, t * kBK, int(n0), &full[s]);
+          tma_load_2d_hint(sw + s * T::kWBytes, &tw, t * kBK, int(n0), &full[s], evict_first);
           tma_load_2d(sx + s * T::kXBytes, &tx, t * kBK, 0, &full[s]);
           if (++s == kStages) s = 0, phase ^= 1u;
         }

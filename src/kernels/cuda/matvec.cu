@@ -52,13 +52,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) matvec_kernel(MatvecArgs 
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[r][m] = 0.f;
+  const uint64_t evict_first = l2_evict_first_policy();  // the weights: read once a step
   int64_t v = kb + lane;
   for (; v + 32 * (kUnroll - 1) < ke; v += 32 * kUnroll) {
     uint4 wv[kRows][kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) wv[r][u] = load_stream16(w[r] + v + 32 * u);
+      for (int r = 0; r < kRows; ++r) wv[r][u] = load_stream16(w[r] + v + 32 * u, evict_first);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) matvec_kernel(MatvecArgs 
   for (; v < ke; v += 32) {
     uint4 wv[kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) wv[r] = load_stream16(w[r] + v);
+    for (int r = 0; r < kRows; ++r) wv[r] = load_stream16(w[r] + v, evict_first);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       uint4 xv = __ldg(x + m * kv + v);
