@@ -8,10 +8,13 @@
 // default for fewer tiles: decode batches of 65-256 rows), and a decode kernel shaped for a weight
 // stream (configurations 18, 19: M ≤ 8 / ≤ 64, see below). bench/RESULTS.md has the figures.
 //
+// Also 128 × 192 tiles (configurations 16, 17: opt-in, on par with 12 since the compact epilogue).
 // Measured and dropped: clusters of 2 × 1, 1 × 2 and 2 × 2 tiles sharing x / w tiles by multicast
-// copies (2.3x slower: not understood yet). A trap found on the way: any instruction touching
-// the accumulators between a wgmma's issue and its wait makes the compiler wait for the whole
-// chain (ptxas C7517), so the fold and reset of a split range live outside the k loop.
+// copies (2.3x slower; measured before the epilogue was made compact — instruction fetch of the
+// old ~130 KB epilogue was what made the 128 × 192 tile slow, and may have been theirs too). Traps
+// found on the way: any instruction touching the accumulators between a wgmma's issue and its
+// wait makes the compiler wait for the whole chain (ptxas C7517), so the fold and reset of a split
+// range live outside the k loop; code run once a tile must stay small (see the epilogue).
 //
 // Same arithmetic as gemm.cu (see its header): each output's split ranges (gemm_split) are walked
 // in order; within a range an accumulator starts at 0 and takes the range's 16-wide k steps in
