@@ -514,10 +514,9 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 18: case 19:
       gemm_detail::launch_gemm_wgmma_decode(k, config - 18, a.workspace_bytes, a.num_counters, a.num_sms, stream);
       return;
-    case 11: case 12: case 13: case 14:
+    case 11: case 12: case 13: case 14: case 16: case 17:
       gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);
       return;
-    case 16: case 17: gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream); return;
     case 15: {  // split ranges over CTAs, then the reduction kernel folds them in order
       // One range, or partials that do not fit the workspace: one CTA a tile walks every range.
       if (sp.splits == 1 || !wgmma_split) {
