@@ -120,6 +120,18 @@ struct TileSlots {
       cp_async16(dst + it * kRowsPerIter * (D + 8), ok ? base + slot[it] * slot_stride : cache, ok);
     }
   }
+  // The same with an L2 policy for the copies (the decode kernel's K/V: read once a step).
+  __device__ __forceinline__ void copy(bf16* smem, const bf16* cache, int64_t slot_stride, int kvh,
+                                       uint64_t policy) const {
+    const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
+    const bf16* base = cache + kvh * D + c * 8;
+    bf16* dst = smem + r0 * (D + 8) + c * 8;
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      bool ok = slot[it] >= 0;
+      cp_async16(dst + it * kRowsPerIter * (D + 8), ok ? base + slot[it] * slot_stride : cache, ok, policy);
+    }
+  }
 
   // The same rows into a 128-byte-swizzled tile (wgmma.cuh): 64-dim blocks of kBN rows × 128 bytes.
   __device__ __forceinline__ void copy_swizzled(unsigned char* smem, const bf16* cache, int64_t slot_stride,
