@@ -200,28 +200,45 @@ struct RowPos {
 
 // Scores in log2 units: s·scale (or softcap·tanh(s·scale / softcap)) · log2(e), -inf where the key
 // is masked (causal, past the context, outside the window). `full`: no key of the tile is masked
-// for any row of the block. kCap: whether a softcap applies — 0 no, 1 yes, 2 read from the
-// arguments (a kernel compiled for one case carries no code for the other).
+// for any row of the block — the common case, which then runs no masking code at all: the mask is
+// one branch around the whole tile (a condition per score, merged with `full`, made the compiler
+// predicate ~150 instructions into every tile of the prefill kernel). kCap: whether a softcap
+// applies — 0 no, 1 yes, 2 read from the arguments (a kernel compiled for one case carries no code
+// for the other).
+template <int kBN>
+__device__ __forceinline__ void mask_tile(float (&s)[kBN / 8][4], const AttnKernelArgs& a, const RowPos& rp,
+                                          int tile_start, int ctx, int tig) {
+  // Key kp = base + j of row h is kept iff lo[h] ≤ j < hi[h]: kp ≤ qpos, kp < ctx and, with a
+  // window, kp > qpos - window (the row's conditions as offsets from this thread's first key).
+  const int base = tile_start + 2 * tig;
+  int lo[2], hi[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    hi[h] = rp.ok[h] ? min(rp.qpos[h] + 1, ctx) - base : 0;
+    lo[h] = a.window > 0 ? rp.qpos[h] - a.window + 1 - base : 0;
+  }
+#pragma unroll
+  for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2, j = nt * 8 + (e % 2);
+      if (j < lo[h] || j >= hi[h]) s[nt][e] = -INFINITY;
+    }
+}
+
 template <int kBN, int kCap = 2>
 __device__ __forceinline__ void scale_and_mask(float (&s)[kBN / 8][4], const AttnKernelArgs& a, const RowPos& rp,
                                                int tile_start, int ctx, bool full, int tig) {
   const float scale_log2 = a.scale * kLog2e;
 #pragma unroll
-  for (int nt = 0; nt < kBN / 8; ++nt) {
+  for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x;
-      if (kCap == 1 || (kCap == 2 && a.softcap > 0.f)) x = a.softcap * tanhf(s[nt][e] * a.scale / a.softcap) * kLog2e;
-      else x = s[nt][e] * scale_log2;
-      if (!full) {
-        const int h = e / 2;
-        const int kp = tile_start + nt * 8 + tig * 2 + (e % 2);
-        const bool ok = rp.ok[h] && kp <= rp.qpos[h] && kp < ctx && (a.window <= 0 || kp > rp.qpos[h] - a.window);
-        x = ok ? x : -INFINITY;
-      }
-      s[nt][e] = x;
+      if (kCap == 1 || (kCap == 2 && a.softcap > 0.f))
+        s[nt][e] = a.softcap * tanhf(s[nt][e] * a.scale / a.softcap) * kLog2e;
+      else s[nt][e] *= scale_log2;
     }
-  }
+  if (!full) mask_tile<kBN>(s, a, rp, tile_start, ctx, tig);
 }
 
 // Online softmax over one tile: the rows' running max and (per-thread partial) sum advance, s

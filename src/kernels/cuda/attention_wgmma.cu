@@ -103,53 +103,69 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
   float acc_m[2] = {-INFINITY, -INFINITY}, acc_l[2] = {0.f, 0.f};
   const uint64_t q_desc = wgmma::desc_k_major(smem_addr(q_s) + uint32_t(wg * 64 * 128));
 
+  // S = Q·K_tᵀ of tile t, issued asynchronously as its own group: 8 k16 steps (64-dim block kk / 4,
+  // 32 bytes a step inside it), the first one writing s (scale-d 0: no zeroing; it changes at most
+  // the sign of an exactly zero score, which no later step can tell apart: every score is only
+  // scaled, compared and subtracted from before its exp2).
+  float s[kBN / 8][4];
+  auto issue_scores = [&](int t) {
+    const int st = t % kStages;
+    mbar_wait(&full[st], unsigned(t / kStages) & 1u);  // tile t (and Q, copied before tile 0) landed
+    fence_proxy_async_shared();                         // ... and is visible to wgmma
+    const uint64_t k_desc = wgmma::desc_k_major(smem_addr(k_s + st * kKVBytes));
+    wgmma::fence();  // s was last read by ordinary instructions
+    wgmma::m64n64k16_ss_set(s, q_desc, k_desc);
+#pragma unroll
+    for (int kk = 1; kk < kD / 16; ++kk)
+      wgmma::m64n64k16_ss(s, wgmma::desc_advance(q_desc, (kk / 4) * (kBM * 128) + (kk % 4) * 32),
+                          wgmma::desc_advance(k_desc, (kk / 4) * (kBN * 128) + (kk % 4) * 32));
+    wgmma::commit();
+  };
+  // Per tile: the softmax of S_t, O = P_t·V_t issued, then S_{t+1} issued behind it, so the
+  // tensor cores compute S_{t+1} while this warpgroup merges the span (fold) and refills a stage.
+  // The arithmetic and its order are those of the serial loop (same bits); the softmax is done with
+  // s before S_{t+1} overwrites it, so no second score buffer is needed.
+  if (wg_active && n_tiles > 0) issue_scores(0);
+  int span_pos = t_lo % a.span_tiles;  // tile t's position inside its span (no division a tile)
   for (int t = 0; t < n_tiles; ++t) {
     const int tile = t_lo + t, tile_start = tile * kBN, st = t % kStages;
+    const bool span_first = span_pos == 0, span_last = span_pos + 1 == a.span_tiles || t + 1 == n_tiles;
+    span_pos = span_pos + 1 == a.span_tiles ? 0 : span_pos + 1;
     if (wg_active) {
-      mbar_wait(&full[st], unsigned(t / kStages) & 1u);  // tile t (and Q, copied before tile 0) landed
-      fence_proxy_async_shared();                         // ... and is visible to wgmma
-      const uint64_t k_desc = wgmma::desc_k_major(smem_addr(k_s + st * kKVBytes));
-      // V as the transposed B of P·V: 8-key groups 1024 bytes apart, its two 64-dim blocks kBN · 128.
-      const uint64_t v_desc = wgmma::desc(smem_addr(v_s + st * kKVBytes), kBN * 128, 1024);
-
-      float s[kBN / 8][4];
-#pragma unroll
-      for (int i = 0; i < kBN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk)  // k16 step kk: 64-dim block kk / 4, 32 bytes a step inside it
-        wgmma::m64n64k16_ss(s, wgmma::desc_advance(q_desc, (kk / 4) * (kBM * 128) + (kk % 4) * 32),
-                            wgmma::desc_advance(k_desc, (kk / 4) * (kBN * 128) + (kk % 4) * 32));
-      wgmma::commit();
-      wgmma::wait<0>();
+      wgmma::wait<0>();  // S_t, the only group in flight
       wgmma::pin(s);
-
       scale_and_mask<kBN, kCap>(s, a, rp, tile_start, ctx, br.full_tile(a, tile_start, kBN), tig);
       float alpha[2];
       softmax_tile<kBN>(s, row_max, row_sum, alpha);
       // o is exactly +0 at a span's first tile (alpha ≥ 0 would keep it so): no rescale there.
-      if (t > 0 && tile % a.span_tiles != 0) rescale<kD>(o, alpha);
+      if (t > 0 && !span_first) rescale<kD>(o, alpha);
       uint32_t pf[kBN / 16][4];
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk) p_fragment<kBN>(pf[kk], s, kk);
+      // V as the transposed B of P·V: 8-key groups 1024 bytes apart, its two 64-dim blocks kBN · 128.
+      const uint64_t v_desc = wgmma::desc(smem_addr(v_s + st * kKVBytes), kBN * 128, 1024);
       wgmma::fence();  // o and pf were written by ordinary instructions
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)  // keys 16kk..16kk+15: two 8-key groups; dims in two 64-wide blocks
         wgmma::m64n128k16_rs_bt(o, pf[kk], wgmma::desc_advance(v_desc, kk * 16 * 128));
       wgmma::commit();
-      wgmma::wait<0>();
+      if (t + 1 < n_tiles) {
+        issue_scores(t + 1);
+        wgmma::wait<1>();  // O += P_t·V_t done; S_{t+1} may still run
+      } else {
+        wgmma::wait<0>();
+      }
       wgmma::pin(o);
     }
     __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[st]);  // this warp is done with stage st
+    if (lane == 0) mbar_arrive(&empty[st]);  // this warp is done with stage st (K_t and V_t)
+    if (wg_active && span_last) fold_span<kD>(acc_o, acc_m, acc_l, o, row_max, row_sum);
     // Refill the stage tile t - 1 held with tile t + kStages - 1, once every warp is done with t - 1.
     const int next = t + kStages - 1;
     if (next < n_tiles) {
       if (t > 0) mbar_wait(&empty[(t - 1) % kStages], unsigned((t - 1) / kStages) & 1u);
       request(next);
     }
-    if (wg_active && ((tile + 1) % a.span_tiles == 0 || t + 1 == n_tiles))
-      fold_span<kD>(acc_o, acc_m, acc_l, o, row_max, row_sum);
   }
   cp_async_wait<0>();  // no copy outlives the block
   if (!wg_active) return;

@@ -130,6 +130,87 @@ __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
   copy_row(static_cast<const bf16*>(a.v) + t * row, static_cast<bf16*>(a.v_cache) + slot * row, row, vec);
 }
 
+// Full rotary at head_dim 64 / 128 / 256 (the common case): kC = head_dim / 8 lanes a head, each
+// holding one 16-byte chunk in registers from load to store — the norm, the rotation (a chunk's
+// partner, head_dim / 2 further, sits kC / 2 lanes away: one shuffle) and, for k heads, the cache
+// writes of the token's k and v chunks. Grid (tokens, head groups of 256 / kC heads over the q
+// heads, then the k heads). The general kernel above ran a block a token and 8 heads, most of its
+// threads idle in each of its three phases, with two block barriers between them (~3x its memory
+// time in a 4096-token prefill). Same arithmetic as the general kernel: the norm's sum of squares
+// is each lane's 8 values in order, then a butterfly over the head's lanes (the warp-wide
+// butterfly there adds only zeros in its first steps), and the rotation is the same expression.
+template <int kC>
+__global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
+  pdl_wait();
+  pdl_trigger();
+  constexpr int kHalf = kC * 4, kHeadsPerBlock = kThreads / kC, kD = kC * 8;
+  __shared__ float cos_s[kHalf], sin_s[kHalf];
+  const int64_t t = blockIdx.x;
+  const float pos = float(a.positions[t]);
+  for (int j = threadIdx.x; j < kHalf; j += blockDim.x) {
+    const float ang = pos * a.inv_freq[j];
+    float sn, cs;
+    sincosf(ang, &sn, &cs);
+    cos_s[j] = round_bf16(cs * a.attention_factor);
+    sin_s[j] = round_bf16(sn * a.attention_factor);
+  }
+  __syncthreads();
+  const int hh = int(blockIdx.y) * kHeadsPerBlock + int(threadIdx.x) / kC, c = int(threadIdx.x) % kC;
+  if (hh >= a.hq + a.hkv) return;  // whole heads leave: a head's lanes stay together
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned group = kC == 32 ? 0xffffffffu : ((1u << kC) - 1u) << (lane & ~unsigned(kC - 1));
+  const bool is_k = hh >= a.hq;
+  const int kh = hh - a.hq;
+  bf16* x = is_k ? static_cast<bf16*>(a.k) + (t * a.hkv + kh) * kD + c * 8
+                 : static_cast<bf16*>(a.q) + (t * a.hq + hh) * kD + c * 8;
+  uint4 raw = *reinterpret_cast<const uint4*>(x);
+  bf16* v = reinterpret_cast<bf16*>(&raw);
+  if (a.q_norm) {
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float f = __bfloat162float(v[i]);
+      ss += f * f;
+    }
+#pragma unroll
+    for (int o = kC / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(group, ss, o);
+    const float inv = rsqrtf(ss / float(kD) + a.norm_eps);
+    const void* w = is_k ? a.k_norm : a.q_norm;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      float wf = a.norm_f32 ? static_cast<const float*>(w)[c * 8 + i]
+                            : __bfloat162float(static_cast<const bf16*>(w)[c * 8 + i]);
+      if (a.norm_one_plus) wf = 1.f + wf;
+      const float xhat = __bfloat162float(v[i]) * inv;
+      v[i] = __float2bfloat16_rn(a.norm_fp32_scale ? xhat * wf : round_bf16(xhat) * wf);
+    }
+  }
+  uint4 other;
+  other.x = __shfl_xor_sync(group, raw.x, kC / 2);
+  other.y = __shfl_xor_sync(group, raw.y, kC / 2);
+  other.z = __shfl_xor_sync(group, raw.z, kC / 2);
+  other.w = __shfl_xor_sync(group, raw.w, kC / 2);
+  const bf16* p = reinterpret_cast<const bf16*>(&other);
+  const bool first_half = c < kC / 2;
+  const int j0 = (c % (kC / 2)) * 8;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float cs = cos_s[j0 + e], sn = sin_s[j0 + e];
+    // (x1, x2) = (element j, element j + half); this lane writes x1' in the first half, x2' in the second.
+    const float x1 = __bfloat162float(first_half ? v[e] : p[e]), x2 = __bfloat162float(first_half ? p[e] : v[e]);
+    v[e] = first_half ? __float2bfloat16_rn(round_bf16(x1 * cs) + round_bf16(-x2 * sn))
+                      : __float2bfloat16_rn(round_bf16(x2 * cs) + round_bf16(x1 * sn));
+  }
+  *reinterpret_cast<uint4*>(x) = raw;
+  if (!is_k || !a.k_cache) return;
+  const int32_t slot = a.slot_mapping[t];
+  if (slot < 0 || slot >= a.num_slots) return;
+  const int64_t row = int64_t(a.hkv) * kD, off = int64_t(kh) * kD + c * 8;
+  *reinterpret_cast<uint4*>(static_cast<bf16*>(a.k_cache) + slot * row + off) = raw;
+  *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_cache) + slot * row + off) =
+      *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off);
+}
+
 __global__ void store_kv_kernel(const bf16* k, const bf16* v, const int32_t* slot_mapping, bf16* k_cache,
                                 bf16* v_cache, int64_t row, int64_t num_slots, bool vec) {
   pdl_wait();
@@ -161,7 +242,16 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream) {
   const unsigned q_groups = unsigned((a.hq + kQHeadsPerBlock - 1) / kQHeadsPerBlock);
   // 8 rotation pairs a thread where the halves are 16-byte aligned runs of 8.
   const bool vec_rotate = (a.rotary_dim / 2) % 8 == 0 && a.head_dim % 8 == 0 && aligned16(a.q) && aligned16(a.k);
-  launch_pdl(rope_kernel, dim3(dim3(unsigned(a.tokens), q_groups + 1)), dim3(kThreads), 0, stream, a, vec, vec_rotate);
+  const int d = a.head_dim;
+  if (a.rotary_dim == d && (d == 64 || d == 128 || d == 256) && vec_rotate && (!a.k_cache || vec)) {
+    const unsigned groups = unsigned((a.hq + a.hkv + kThreads / (d / 8) - 1) / (kThreads / (d / 8)));
+    const dim3 grid(unsigned(a.tokens), groups);
+    if (d == 64) launch_pdl(rope_heads_kernel<8>, grid, dim3(kThreads), 0, stream, a);
+    else if (d == 128) launch_pdl(rope_heads_kernel<16>, grid, dim3(kThreads), 0, stream, a);
+    else launch_pdl(rope_heads_kernel<32>, grid, dim3(kThreads), 0, stream, a);
+  } else {
+    launch_pdl(rope_kernel, dim3(dim3(unsigned(a.tokens), q_groups + 1)), dim3(kThreads), 0, stream, a, vec, vec_rotate);
+  }
   RILL_CUDA_CHECK_LAUNCH();
 }
 
