@@ -705,8 +705,8 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
   } else {
     k.splits = 1;
     if constexpr (D == 128 && kWarps == 8) {
-      if (g_attention_wgmma) {  // the same bits on warpgroup MMA (attention_wgmma.cu)
-        launch_attention_wgmma(k, m_tiles, a.hkv, a.num_rows, stream);
+      if (g_attention_wgmma && attention_wgmma_fits(k, a.num_slots)) {  // the same bits on warpgroup MMA
+        launch_attention_wgmma(k, m_tiles, a.hkv, a.num_rows, a.num_slots, stream);
         return;
       }
     }
@@ -768,6 +768,7 @@ void dispatch_invariant(const AttentionArgs& a, int warps, cudaStream_t stream) 
 }  // namespace
 
 bool attention_wgmma_supported() { return attention_wgmma_available(); }
+uint64_t attention_wgmma_launches() { return attention_detail::attention_wgmma_launches(); }
 void set_attention_wgmma(bool on) { g_attention_wgmma = on && attention_wgmma_available(); }
 bool attention_wgmma_enabled() { return g_attention_wgmma; }
 

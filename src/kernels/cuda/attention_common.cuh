@@ -303,8 +303,9 @@ __device__ __forceinline__ void p_fragment(uint32_t (&pf)[4], const float (&s)[k
 }
 
 // A span ended (fold schedule): its partial (o, row_max, row_sum) is merged into the running
-// (acc_o, acc_m, acc_l) with the combine kernel's operations, then restarted.
-template <int D>
+// (acc_o, acc_m, acc_l) with the combine kernel's operations, then restarted (o zeroed unless kZeroO
+// is false: a caller that zeroes o itself before the next span's first product).
+template <int D, bool kZeroO = true>
 __device__ __forceinline__ void fold_span(float (&acc_o)[D / 8][4], float (&acc_m)[2], float (&acc_l)[2],
                                           float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2]) {
 #pragma unroll
@@ -322,8 +323,10 @@ __device__ __forceinline__ void fold_span(float (&acc_o)[D / 8][4], float (&acc_
     row_max[h] = -INFINITY;
     row_sum[h] = 0.f;
   }
+  if constexpr (kZeroO) {
 #pragma unroll
-  for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+    for (int dt = 0; dt < D / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.f;
+  }
 }
 
 // The fold schedule's output: packed row m → token q_begin + m / group, head kvh · group + m % group.
@@ -347,7 +350,12 @@ __device__ __forceinline__ void store_folded(const AttnKernelArgs& a, const floa
 
 // The fold schedule on warpgroup MMA (attention_wgmma.cu): head_dim 128, 128 packed query rows a
 // block (two warpgroups of 64), the same bits as attention_kernel's fold and split schedules.
+// K/V tiles arrive by tensor copies: caches of power-of-two blocks of ≥ 8 slots (attention_wgmma_fits;
+// the mma.sync fold kernel, same bits, runs the others).
 bool attention_wgmma_available();
-void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, int num_rows, cudaStream_t stream);
+bool attention_wgmma_fits(const AttnKernelArgs& k, int64_t num_slots);
+uint64_t attention_wgmma_launches();
+void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, int num_rows, int64_t num_slots,
+                            cudaStream_t stream);
 
 }  // namespace rill::cuda::attention_detail

@@ -12,16 +12,25 @@
 // those of the split schedule — checked on the device (CudaInvariance.WgmmaAttentionEqualsMmaSync
 // and the schedule-agreement tests).
 //
-// K/V tiles are gathered through the block table with cp.async into 128-byte-swizzled tiles
-// (wgmma.cuh), kStages deep, every thread copying its rows of each tile; a tile's block-table
-// slots are read one tile ahead of its copies, so no copy waits for a table read.
+// K/V tiles arrive by tensor copies (TMA) through the block table, kStages deep: warp 0 requests
+// each tile in pages of min(block_size, 64) keys (one box per page, K or V and 64-dim half), so the
+// other warps issue no copy instructions at all; the cache is a 3-D tensor [slots, kv heads, 128]
+// (attention_wgmma_fits: power-of-two blocks of at least 8 slots; the mma.sync kernel, same bits,
+// takes any other cache). Per tile the warpgroup issues S_{t+1} = Q·K_{t+1}ᵀ right behind
+// O = P_t·V_t, so the span merge of tile t runs while the tensor cores compute the next scores.
+// Measured (Nsight Compute, one layer of a 4096-token prompt): 1,106 instructions a warp and tile,
+// of which ~150 were masking predicated into every tile, ~25 a division, ~150 register moves of o
+// and ~200 the per-thread copies — all gone now (docs/design-notes.md).
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/mbarrier.cuh"
+#include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace rill::cuda::attention_detail {
@@ -33,9 +42,14 @@ constexpr int kKVBytes = kBN * kD * 2;  // one K or V tile: two 64-dim blocks of
 constexpr size_t kSmemBytes = size_t(kQBytes) + size_t(2 * kStages) * kKVBytes + 1024;  // + alignment slack
 static_assert(kBN == kSpanKeys, "a span holds whole tiles");
 
-// kCap: with a softcap (1) or without (0): two kernels, neither carrying the other's code.
-template <int kCap>
-__global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernelArgs a) {
+// kCap: with a softcap (1) or without (0); kSpan1: spans of one tile (the default span of 64 keys), where
+// o starts from zero right before each tile's P·V and never carries over a tile — kernels that carry
+// no code of the other cases. (With o carried through the loop, the compiler moved its 64 registers
+// and the totals between register ranges every tile: ~150 moves a tile, measured.)
+template <int kCap, bool kSpan1>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_wgmma_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                           AttnKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
   pdl_wait();
   pdl_trigger();
@@ -53,15 +67,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
   const int kv_end = br.kv_end, t_lo = br.t_lo, t_hi = br.t_hi;
   const int n_tiles = max(t_hi - t_lo, 0);
   const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
-  const int64_t slot_stride = int64_t(a.hkv) * kD;
 
   // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform.
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
   const bool wg_active = m0 + wg * 64 < packed;  // uniform over the warpgroup (wgmma needs all of it)
 
-  // Q tile: packed row m → token q_begin + m / group, head kvh · group + m % group (its copies join
-  // the first tile's group).
+  // Q tile: packed row m → token q_begin + m / group, head kvh · group + m % group.
   for (int i = threadIdx.x; i < kBM * (kD / 8); i += kThreads) {
     const int r = i / (kD / 8), c = i % (kD / 8), m = m0 + r;
     const bool ok = m < packed;
@@ -69,28 +81,55 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
                          : a.q;
     cp_async16(q_s + swizzled_offset(kBM, r, c), src, ok);
   }
-  // Stage s holds tiles s, s + kStages, ...: "full" completes when every thread's copies of the
-  // tile landed (one arrival a thread), "empty" when every warp is done reading it (one a warp).
-  // A warpgroup waits only for the tile it multiplies and, before refilling a stage, for the
-  // warps still reading the tile it held, so the two warpgroups may drift apart (measured: no
-  // gain over one block barrier a tile, which it matched within 2-4%; docs/design-notes.md).
+  // Stage s holds tiles s, s + kStages, ...: "full" completes on the producer's one arrival and
+  // the tile's bytes, "empty" when every warp is done reading it (one arrival a warp). A warpgroup
+  // waits only for the tile it multiplies, so the two warpgroups may drift apart.
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) {
-      mbar_init(&full[st], kThreads);
+      mbar_init(&full[st], 1);
       mbar_init(&empty[st], kThreads / 32);
     }
     mbar_init_fence();
   }
   __syncthreads();
-  TileSlots<kD, kBN, kThreads> slots;  // the block-table slots of the next tile to request
-  auto request = [&](int t) {          // tile t's K and V into stage t % kStages (slots loaded)
-    slots.copy_swizzled(k_s + (t % kStages) * kKVBytes, a.k_cache, slot_stride, kvh);
-    slots.copy_swizzled(v_s + (t % kStages) * kKVBytes, a.v_cache, slot_stride, kvh);
-    mbar_arrive_on_copies(&full[t % kStages]);
-    if (t + 1 < n_tiles) slots.load(table, a.block_size, a.block_shift, (t_lo + t + 1) * kBN, kv_end);
+  // K/V tiles arrive by tensor copies issued by warp 0: a tile is 64 / box_rows pages of box_rows
+  // = min(block_size, 64) keys (whole cache blocks, or one part of a block), each page four boxes
+  // (K and V, two 64-dim halves) of box_rows × 128 bytes, written with the 128-byte swizzle the
+  // descriptors name. Lane p handles page p; its block-table entry is read a tile ahead. Pages at or
+  // past kv_end are not requested (their rows are zeroed below). The per-thread copies this
+  // replaced cost every thread ~200 instructions a tile (address arithmetic, table reads, arrivals),
+  // in a kernel bound by instruction issue.
+  const int box_shift = min(a.block_shift, 6), box_rows = 1 << box_shift, pages = kBN >> box_shift;
+  int32_t page_slot = -1;  // lane p < pages: the slot of page p of the next tile to request, or -1
+  auto load_page = [&](int t) {
+    const int kp = (t_lo + t) * kBN + lane * box_rows;
+    page_slot = lane < pages && kp < kv_end
+                    ? (__ldg(table + (kp >> a.block_shift)) << a.block_shift) | (kp & (a.block_size - 1))
+                    : -1;
   };
-  if (n_tiles > 0) slots.load(table, a.block_size, a.block_shift, t_lo * kBN, kv_end);
-  for (int t = 0; t < kStages - 1 && t < n_tiles; ++t) request(t);
+  auto request = [&](int t) {  // warp 0: tile t (its pages loaded) into stage t % kStages
+    const int st = t % kStages, tile_start = (t_lo + t) * kBN;
+    const int issued = min(pages, (kv_end - tile_start + box_rows - 1) >> box_shift);
+    // The phase's one arrival, with its byte count; copies landing before it only drive the
+    // transaction count below zero for a while (allowed), so the lanes need no sync here.
+    if (lane == 0) mbar_arrive_expect_tx(&full[st], unsigned(issued * box_rows * 128 * 4));
+    if (page_slot >= 0) {
+      unsigned char* kd = k_s + st * kKVBytes + lane * box_rows * 128;
+      unsigned char* vd = v_s + st * kKVBytes + lane * box_rows * 128;
+      tma_load_3d(kd, &tk, 0, kvh, page_slot, &full[st]);
+      tma_load_3d(kd + kBN * 128, &tk, 64, kvh, page_slot, &full[st]);
+      tma_load_3d(vd, &tv, 0, kvh, page_slot, &full[st]);
+      tma_load_3d(vd + kBN * 128, &tv, 64, kvh, page_slot, &full[st]);
+    }
+    if (t + 1 < n_tiles) load_page(t + 1);
+  };
+  if (warp == 0 && n_tiles > 0) {
+    load_page(0);
+    for (int t = 0; t < kStages - 1 && t < n_tiles; ++t) request(t);
+  }
+  cp_async_wait<0>();  // Q landed (this thread's copies) ...
+  fence_proxy_async_shared();  // ... is visible to wgmma ...
+  __syncthreads();             // ... for every thread's rows
 
   const RowPos rp = RowPos::of(br, a, warp, g);
   float o[kD / 8][4], acc_o[kD / 8][4];
@@ -110,8 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
   float s[kBN / 8][4];
   auto issue_scores = [&](int t) {
     const int st = t % kStages;
-    mbar_wait(&full[st], unsigned(t / kStages) & 1u);  // tile t (and Q, copied before tile 0) landed
-    fence_proxy_async_shared();                         // ... and is visible to wgmma
+    mbar_wait(&full[st], unsigned(t / kStages) & 1u);  // tile t landed (tensor copies: visible to wgmma)
     const uint64_t k_desc = wgmma::desc_k_major(smem_addr(k_s + st * kKVBytes));
     wgmma::fence();  // s was last read by ordinary instructions
     wgmma::m64n64k16_ss_set(s, q_desc, k_desc);
@@ -122,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
     wgmma::commit();
   };
   // Per tile: the softmax of S_t, O = P_t·V_t issued, then S_{t+1} issued behind it, so the
-  // tensor cores compute S_{t+1} while this warpgroup merges the span (fold) and refills a stage.
+  // tensor cores compute S_{t+1} while this warpgroup merges the span (fold).
   // The arithmetic and its order are those of the serial loop (same bits); the softmax is done with
   // s before S_{t+1} overwrites it, so no second score buffer is needed.
   if (wg_active && n_tiles > 0) issue_scores(0);
@@ -131,14 +169,44 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
     const int tile = t_lo + t, tile_start = tile * kBN, st = t % kStages;
     const bool span_first = span_pos == 0, span_last = span_pos + 1 == a.span_tiles || t + 1 == n_tiles;
     span_pos = span_pos + 1 == a.span_tiles ? 0 : span_pos + 1;
-    if (wg_active) {
-      wgmma::wait<0>();  // S_t, the only group in flight
+    // S_t, the only group in flight. Every warp waits (the inactive warpgroup has none in flight):
+    // the compiler then sees no wgmma in flight on any path through the divergent code below.
+    wgmma::wait<0>();
+    if (wg_active) {  // (warpgroup 0, which holds warp 0, always is: m0 < packed)
       wgmma::pin(s);
+      // Warp 0 refills the stage tile t - 1 held with tile t + kStages - 1, once every warp is done
+      // with t - 1 (each of its lanes waits: a __syncwarp in this branch made the compiler
+      // serialize every wgmma of the kernel).
+      const int next = t + kStages - 1;
+      if (warp == 0 && next < n_tiles) {
+        if (t > 0) mbar_wait(&empty[(t - 1) % kStages], unsigned((t - 1) / kStages) & 1u);
+        request(next);
+      }
+    }
+    if (t + 1 == n_tiles && tile_start + kBN > kv_end) {
+      // The last tile ends inside it: its V rows from kv_end on may hold anything (a page not
+      // requested keeps an older tile; a requested one, cache slots never written), and a masked
+      // key's weight 0 times a NaN there would still be NaN. Zeroed (rows past kv_end are masked
+      // for every row of the block), then every thread's zeros made visible to wgmma before P·V.
+      mbar_wait(&full[st], unsigned(t / kStages) & 1u);
+      const int r0 = kv_end - tile_start;
+      for (int i = threadIdx.x; i < (kBN - r0) * (kD / 8); i += kThreads)
+        *reinterpret_cast<uint4*>(v_s + st * kKVBytes + swizzled_offset(kBN, r0 + i / (kD / 8), i % (kD / 8))) =
+            make_uint4(0u, 0u, 0u, 0u);
+      fence_proxy_async_shared();
+      asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+    }
+    if (wg_active) {
       scale_and_mask<kBN, kCap>(s, a, rp, tile_start, ctx, br.full_tile(a, tile_start, kBN), tig);
       float alpha[2];
       softmax_tile<kBN>(s, row_max, row_sum, alpha);
       // o is exactly +0 at a span's first tile (alpha ≥ 0 would keep it so): no rescale there.
-      if (t > 0 && !span_first) rescale<kD>(o, alpha);
+      if constexpr (!kSpan1) {
+        if (t > 0 && !span_first) rescale<kD>(o, alpha);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+      }
       uint32_t pf[kBN / 16][4];
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk) p_fragment<kBN>(pf[kk], s, kk);
@@ -159,16 +227,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[st]);  // this warp is done with stage st (K_t and V_t)
-    if (wg_active && span_last) fold_span<kD>(acc_o, acc_m, acc_l, o, row_max, row_sum);
-    // Refill the stage tile t - 1 held with tile t + kStages - 1, once every warp is done with t - 1.
-    const int next = t + kStages - 1;
-    if (next < n_tiles) {
-      if (t > 0) mbar_wait(&empty[(t - 1) % kStages], unsigned((t - 1) / kStages) & 1u);
-      request(next);
-    }
+    if (wg_active && (kSpan1 || span_last)) fold_span<kD, !kSpan1>(acc_o, acc_m, acc_l, o, row_max, row_sum);
   }
-  cp_async_wait<0>();  // no copy outlives the block
-  if (!wg_active) return;
+  if (!wg_active) return;  // (every requested tile was waited for by warpgroup 0: no copy outlives the block)
   store_folded<kD>(a, acc_o, acc_l, rp, m0 + warp * 16 + g, q_begin, kvh, tig);
 #else
   __trap();  // not built for sm_90a: the host never launches this (attention_wgmma_available)
@@ -181,23 +242,66 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(AttnKernel
 // answers for this file too.
 bool attention_wgmma_available() { return gemm_detail::gemm_wgmma_available(); }
 
-void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, int num_rows, cudaStream_t stream) {
+namespace {
+std::atomic<uint64_t> g_launches{0};
+
+// The cache [num_slots, hkv, 128] bf16 as a 3-D tensor (dims innermost first) read in boxes of
+// 64 dims × 1 head × box_rows slots, 128-byte swizzled.
+CUtensorMap cache_map(const bf16* cache, int hkv, int64_t num_slots, int box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[3] = {cuuint64_t(kD), cuuint64_t(hkv), cuuint64_t(num_slots)};
+  const cuuint64_t strides[2] = {cuuint64_t(kD) * 2, cuuint64_t(hkv) * kD * 2};
+  const cuuint32_t box[3] = {64, 1, cuuint32_t(box_rows)};
+  const cuuint32_t elem[3] = {1, 1, 1};
+  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(cache), dims,
+                                          strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "[attention] cuTensorMapEncodeTiled failed (error %d) for a KV cache of %lld slots",
+                  int(r), static_cast<long long>(num_slots));
+    throw_error(msg);
+  }
+  return map;
+}
+}  // namespace
+
+bool attention_wgmma_fits(const AttnKernelArgs& k, int64_t num_slots) {
+  return k.splits == 1 && k.span_tiles >= 1 && k.block_shift >= 3 && num_slots > 0 &&
+         num_slots <= (int64_t(1) << 32) && reinterpret_cast<uintptr_t>(k.k_cache) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(k.v_cache) % 16 == 0;
+}
+
+uint64_t attention_wgmma_launches() { return g_launches.load(); }
+
+void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, int num_rows, int64_t num_slots,
+                            cudaStream_t stream) {
   if (!attention_wgmma_available())
     throw_error("[attention] the warpgroup attention kernel needs an sm_90 GPU and a build for sm_90a "
                 "(RILL_CUDA_ARCHITECTURES=90a)");
-  if (k.span_tiles < 1 || k.splits != 1) throw_error("[attention] the warpgroup kernel runs the fold schedule only");
+  if (!attention_wgmma_fits(k, num_slots))
+    throw_error("[attention] the warpgroup kernel runs the fold schedule over a cache of power-of-two blocks of "
+                "at least 8 slots");
   static const bool attr_set = [] {
-    RILL_CUDA_CHECK(
-        cudaFuncSetAttribute(attention_wgmma_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
-    RILL_CUDA_CHECK(
-        cudaFuncSetAttribute(attention_wgmma_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    for (const void* f : {reinterpret_cast<const void*>(attention_wgmma_kernel<0, false>),
+                          reinterpret_cast<const void*>(attention_wgmma_kernel<1, false>),
+                          reinterpret_cast<const void*>(attention_wgmma_kernel<0, true>),
+                          reinterpret_cast<const void*>(attention_wgmma_kernel<1, true>)})
+      RILL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
     return true;
   }();
   (void)attr_set;
+  const int box_rows = 1 << std::min(k.block_shift, 6);
+  const CUtensorMap tk = cache_map(k.k_cache, hkv, num_slots, box_rows), tv = cache_map(k.v_cache, hkv, num_slots, box_rows);
   const dim3 grid(m_tiles, unsigned(hkv), unsigned(num_rows));
-  if (k.softcap > 0.f) launch_pdl(attention_wgmma_kernel<1>, grid, dim3(kThreads), kSmemBytes, stream, k);
-  else launch_pdl(attention_wgmma_kernel<0>, grid, dim3(kThreads), kSmemBytes, stream, k);
+  const bool cap = k.softcap > 0.f, span1 = k.span_tiles == 1;
+  if (cap && span1) launch_pdl(attention_wgmma_kernel<1, true>, grid, dim3(kThreads), kSmemBytes, stream, tk, tv, k);
+  else if (cap) launch_pdl(attention_wgmma_kernel<1, false>, grid, dim3(kThreads), kSmemBytes, stream, tk, tv, k);
+  else if (span1) launch_pdl(attention_wgmma_kernel<0, true>, grid, dim3(kThreads), kSmemBytes, stream, tk, tv, k);
+  else launch_pdl(attention_wgmma_kernel<0, false>, grid, dim3(kThreads), kSmemBytes, stream, tk, tv, k);
   RILL_CUDA_CHECK_LAUNCH();
+  g_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace rill::cuda::attention_detail

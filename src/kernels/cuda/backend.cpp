@@ -520,6 +520,7 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   a.num_rows = rows;
   a.max_blocks_per_row = int(batch.block_tables.size(1));
   a.block_size = int(cache.k.size(1));
+  a.num_slots = cache.k.size(0) * cache.k.size(1);
   a.max_seqlen_q = batch.max_seqlen_q;
   a.max_context_len = batch.max_context_len;
   a.hq = int(hq);

@@ -30,17 +30,14 @@
 // arrive as zeros (k steps wholly past K are skipped, a half step at K's end is zero-padded,
 // as in the tiled kernel). Stages cycle through "full" (copies landed) and "empty" (both
 // consumers done reading) mbarriers.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <algorithm>
 #include <cstdio>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wgmma.cuh"
-
 
 namespace rill::cuda::gemm_detail {
 namespace {
@@ -55,26 +52,6 @@ constexpr size_t smem_bytes(int stages, int kN = kBN) {
 }
 [[maybe_unused]] constexpr int kGroupM = 8;  // raster: 8 row tiles walk the column tiles together (L2 reuse)
 static_assert(kBM == kBN, "one tile size for x and w stages");
-
-#if defined(RILL_WGMMA_DEVICE)
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-      "[%4];\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
-      : "memory");
-}
-// The same copy with an L2 eviction policy (l2_evict_first_policy for the decode kernel's weight
-// tiles, read once a step).
-__device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
-                                                 uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
-      "{%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "l"(policy)
-      : "memory");
-}
-#endif
 
 #if defined(RILL_WGMMA_DEVICE)
 // Fresh stage barriers: "full" completes on one arrival and the stage's bytes, "empty" on one
@@ -496,17 +473,6 @@ __global__ void wgmma_probe_kernel(int* out) {
 #endif
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    RILL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || !p)
-      throw_error("[matmul] the CUDA driver has no cuTensorMapEncodeTiled (needed by the sm_90a GEMM)");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
 
 // A 2-D bf16 tensor [rows, k] (row stride k) read in box_rows × 64-k boxes with the 128-byte swizzle.
 CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {

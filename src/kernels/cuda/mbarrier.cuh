@@ -1,8 +1,11 @@
 // kernels/cuda/mbarrier.cuh — shared-memory mbarriers (sm_90): init, arrivals (plain, with a
 // transaction count, or when a thread's cp.async copies land) and the parity wait; the proxy fence
-// that makes generic-proxy shared-memory writes (cp.async, st.shared) visible to wgmma.
-// Device code only; a no-op below sm_90.
+// that makes generic-proxy shared-memory writes (cp.async, st.shared) visible to wgmma; and the
+// tensor copies (TMA) that complete on an mbarrier with a transaction count.
+// Device code only; a no-op below sm_90 (the tensor copies: sm_90a builds only).
 #pragma once
+
+#include <cuda.h>
 
 #include <cstdint>
 
@@ -65,5 +68,36 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A box of the 2-D tensor `map` at coordinates (c0, c1) (innermost first) into shared memory at dst;
+// its bytes count against bar's transaction count.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+// The same copy with an L2 eviction policy (l2_evict_first_policy for the decode kernel's weight
+// tiles, read once a step).
+__device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
+                                                 uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+      "{%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
+// A box of the 3-D tensor `map` at (c0, c1, c2).
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                            uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+      : "memory");
+}
+#endif
 
 }  // namespace rill::cuda

@@ -86,6 +86,9 @@ struct AttentionArgs {
   /// head_dim ≤ 128 and 256 at 256). Part of the arithmetic: every call of a process must use
   /// the same value.
   int span_keys = 0;
+  /// Slots in each cache (num_blocks · block_size); 0: unknown (then no kernel that addresses the
+  /// cache through tensor maps runs).
+  int64_t num_slots = 0;
 };
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
@@ -226,10 +229,13 @@ void set_gemm_wide_tile(bool on);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
 /// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled
-/// (RILL_ATTENTION_WGMMA; on when supported). Same bits as the mma.sync kernel.
+/// (RILL_ATTENTION_WGMMA; on when supported) over caches of power-of-two blocks of ≥ 8 slots.
+/// Same bits as the mma.sync kernel.
 bool attention_wgmma_supported();
 void set_attention_wgmma(bool on);
 bool attention_wgmma_enabled();
+/// Launches of the warpgroup attention kernel so far (tests check that it ran).
+uint64_t attention_wgmma_launches();
 /// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
 /// position of row i in x.
 void launch_gemm(const GemmArgs& a, cudaStream_t stream);

@@ -90,8 +90,10 @@ struct Cache {
   std::vector<std::vector<int32_t>> table;  // block ids per row
   DevTensor k, v;
 
+  // poison_tail: the slots past each row's length in its last block hold NaN (cache memory never
+  // written), which a kernel must not let into any output (a masked key's weight 0 times NaN).
   Cache(std::mt19937_64& rng, int hq_, int hkv_, int d_, int bs_, std::vector<int> lens_, int window_ = 0,
-        float softcap_ = 0.f)
+        float softcap_ = 0.f, bool poison_tail = false)
       : hq(hq_), hkv(hkv_), d(d_), bs(bs_), window(window_), softcap(softcap_), lens(std::move(lens_)) {
     int total = 0;
     for (int l : lens) total += (l + bs - 1) / bs;
@@ -104,8 +106,16 @@ struct Cache {
       for (int b = 0; b < (l + bs - 1) / bs; ++b) table.back().push_back(ids[next++]);
     }
     const int64_t elems = int64_t(ids.size()) * bs * hkv * d;
-    k = upload_bf16(random_bf16_values(rng, size_t(elems), -2.f, 2.f), {int64_t(ids.size()), bs, hkv, d});
-    v = upload_bf16(random_bf16_values(rng, size_t(elems), -2.f, 2.f), {int64_t(ids.size()), bs, hkv, d});
+    auto kv = random_bf16_values(rng, size_t(elems), -2.f, 2.f), vv = random_bf16_values(rng, size_t(elems), -2.f, 2.f);
+    if (poison_tail)
+      for (size_t r = 0; r < lens.size(); ++r)
+        for (int pos = lens[r]; pos % bs != 0; ++pos) {
+          const int64_t at = (int64_t(table[r].back()) * bs + pos % bs) * hkv * d;
+          std::fill(kv.begin() + at, kv.begin() + at + int64_t(hkv) * d, std::nanf(""));
+          std::fill(vv.begin() + at, vv.begin() + at + int64_t(hkv) * d, std::nanf(""));
+        }
+    k = upload_bf16(kv, {int64_t(ids.size()), bs, hkv, d});
+    v = upload_bf16(vv, {int64_t(ids.size()), bs, hkv, d});
   }
 
   // Block-table columns of the longest row.
@@ -286,8 +296,9 @@ TEST(CudaInvariance, AttentionPromptInOneChunkEqualsChunks) {
 
 // The warpgroup attention kernel (the fold schedule at head_dim 128, 128-row blocks) gives the bits
 // of the mma.sync kernel's fold and split schedules: prompts of 1-1500 tokens, some over a cached
-// prefix (queries only for the last positions), GQA 4 and 8, block sizes 16 and 32, a sliding
-// window, a softcap and a span of 256 keys.
+// prefix (queries only for the last positions), GQA 2, 4 and 8, block sizes 8, 16, 32 and 128 (the
+// tensor copies' pages: 8 a tile to part of a block), a sliding window, a softcap and a span of 256
+// keys; unwritten cache slots are poisoned (NaN) where the Cache leaves them so.
 TEST(CudaInvariance, WgmmaAttentionEqualsMmaSync) {
   RILL_REQUIRE_GPU();
   ASSERT_TRUE(backend().batch_invariant());
@@ -303,13 +314,15 @@ TEST(CudaInvariance, WgmmaAttentionEqualsMmaSync) {
   };
   const Case cases[] = {{"g4 block 16", 32, 8, 16, 0, 0.f, 0},
                         {"g8 block 32 window 300", 16, 2, 32, 300, 0.f, 0},
-                        {"g4 softcap, 256-key spans", 8, 2, 16, 0, 30.f, 256}};
+                        {"g4 softcap, 256-key spans", 8, 2, 16, 0, 30.f, 256},
+                        {"g4 block 128 (a tile is part of a block)", 8, 2, 128, 0, 0.f, 0},
+                        {"g2 block 8 (eight pages a tile)", 4, 2, 8, 0, 0.f, 0}};
   for (const Case& cs : cases) {
     SCOPED_TRACE(cs.name);
     std::uniform_int_distribution<int> len(1, 1500);
     std::vector<int> lens = {1500, 777, 64, 65, 1};
     for (int i = 0; i < 3; ++i) lens.push_back(len(rng));
-    Cache c(rng, cs.hq, cs.hkv, 128, cs.bs, lens, cs.window, cs.softcap);
+    Cache c(rng, cs.hq, cs.hkv, 128, cs.bs, lens, cs.window, cs.softcap, /*poison_tail=*/true);
     auto q = random_queries(rng, c, 1500);
     std::vector<Cache::Part> parts;
     for (size_t r = 0; r < lens.size(); ++r) {  // whole prompts, or the last 1..600 positions over a prefix
@@ -322,7 +335,9 @@ TEST(CudaInvariance, WgmmaAttentionEqualsMmaSync) {
     backend().set_attention_span_keys(cs.span_keys);
     backend().set_attention_variant(8, 0);  // 128-row blocks: the warpgroup kernel's shape
     cuda::set_attention_wgmma(true);
+    const uint64_t launches = cuda::attention_wgmma_launches();
     auto wg = c.run(parts, q, width + 2, 1);
+    EXPECT_GT(cuda::attention_wgmma_launches(), launches) << "the warpgroup kernel did not run";
     cuda::set_attention_wgmma(false);
     auto mma_fold = c.run(parts, q, width + 2, 1), mma_split = c.run(parts, q, width + 2, 2);
     cuda::set_attention_wgmma(true);
