@@ -71,7 +71,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform.
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
-  const bool wg_active = m0 + wg * 64 < packed;  // uniform over the warpgroup (wgmma needs all of it)
+  // Warpgroup 1 has rows only when the block's second 64 do; without, it only helps copy Q.
+  const int active_warps = m0 + 64 < packed ? 8 : 4;
 
   // Q tile: packed row m → token q_begin + m / group, head kvh · group + m % group.
   for (int i = threadIdx.x; i < kBM * (kD / 8); i += kThreads) {
@@ -82,12 +83,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async16(q_s + swizzled_offset(kBM, r, c), src, ok);
   }
   // Stage s holds tiles s, s + kStages, ...: "full" completes on the producer's one arrival and
-  // the tile's bytes, "empty" when every warp is done reading it (one arrival a warp). A warpgroup
-  // waits only for the tile it multiplies, so the two warpgroups may drift apart.
+  // the tile's bytes, "empty" when every active warp is done reading it (one arrival a warp). A
+  // warpgroup waits only for the tile it multiplies, so the two warpgroups may drift apart.
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) {
       mbar_init(&full[st], 1);
-      mbar_init(&empty[st], kThreads / 32);
+      mbar_init(&empty[st], unsigned(active_warps));
     }
     mbar_init_fence();
   }
@@ -130,6 +131,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   cp_async_wait<0>();  // Q landed (this thread's copies) ...
   fence_proxy_async_shared();  // ... is visible to wgmma ...
   __syncthreads();             // ... for every thread's rows
+  // An idle warpgroup leaves: it takes part in no barrier from here on (were it to arrive on
+  // "empty", it would run ahead by whole phases, nothing holding it back).
+  if (warp >= active_warps) return;
 
   const RowPos rp = RowPos::of(br, a, warp, g);
   float o[kD / 8][4], acc_o[kD / 8][4];
@@ -163,25 +167,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   // tensor cores compute S_{t+1} while this warpgroup merges the span (fold).
   // The arithmetic and its order are those of the serial loop (same bits); the softmax is done with
   // s before S_{t+1} overwrites it, so no second score buffer is needed.
-  if (wg_active && n_tiles > 0) issue_scores(0);
+  if (n_tiles > 0) issue_scores(0);
   int span_pos = t_lo % a.span_tiles;  // tile t's position inside its span (no division a tile)
   for (int t = 0; t < n_tiles; ++t) {
     const int tile = t_lo + t, tile_start = tile * kBN, st = t % kStages;
     const bool span_first = span_pos == 0, span_last = span_pos + 1 == a.span_tiles || t + 1 == n_tiles;
     span_pos = span_pos + 1 == a.span_tiles ? 0 : span_pos + 1;
-    // S_t, the only group in flight. Every warp waits (the inactive warpgroup has none in flight):
-    // the compiler then sees no wgmma in flight on any path through the divergent code below.
-    wgmma::wait<0>();
-    if (wg_active) {  // (warpgroup 0, which holds warp 0, always is: m0 < packed)
-      wgmma::pin(s);
-      // Warp 0 refills the stage tile t - 1 held with tile t + kStages - 1, once every warp is done
-      // with t - 1 (each of its lanes waits: a __syncwarp in this branch made the compiler
-      // serialize every wgmma of the kernel).
-      const int next = t + kStages - 1;
-      if (warp == 0 && next < n_tiles) {
-        if (t > 0) mbar_wait(&empty[(t - 1) % kStages], unsigned((t - 1) / kStages) & 1u);
-        request(next);
-      }
+    wgmma::wait<0>();  // S_t, the only group in flight
+    wgmma::pin(s);
+    // Warp 0 refills the stage tile t - 1 held with tile t + kStages - 1, once every warp is done
+    // with t - 1 (each of its lanes waits: a __syncwarp in this branch made the compiler serialize
+    // every wgmma of the kernel). Here, where no wgmma is in flight.
+    const int next = t + kStages - 1;
+    if (warp == 0 && next < n_tiles) {
+      if (t > 0) mbar_wait(&empty[(t - 1) % kStages], unsigned((t - 1) / kStages) & 1u);
+      request(next);
     }
     if (t + 1 == n_tiles && tile_start + kBN > kv_end) {
       // The last tile ends inside it: its V rows from kv_end on may hold anything (a page not
@@ -190,46 +190,44 @@ __global__ void __launch_bounds__(kThreads, 1)
       // for every row of the block), then every thread's zeros made visible to wgmma before P·V.
       mbar_wait(&full[st], unsigned(t / kStages) & 1u);
       const int r0 = kv_end - tile_start;
-      for (int i = threadIdx.x; i < (kBN - r0) * (kD / 8); i += kThreads)
+      for (int i = threadIdx.x; i < (kBN - r0) * (kD / 8); i += active_warps * 32)
         *reinterpret_cast<uint4*>(v_s + st * kKVBytes + swizzled_offset(kBN, r0 + i / (kD / 8), i % (kD / 8))) =
             make_uint4(0u, 0u, 0u, 0u);
       fence_proxy_async_shared();
-      asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+      asm volatile("bar.sync 1, %0;\n" ::"r"(active_warps * 32) : "memory");
     }
-    if (wg_active) {
-      scale_and_mask<kBN, kCap>(s, a, rp, tile_start, ctx, br.full_tile(a, tile_start, kBN), tig);
-      float alpha[2];
-      softmax_tile<kBN>(s, row_max, row_sum, alpha);
-      // o is exactly +0 at a span's first tile (alpha ≥ 0 would keep it so): no rescale there.
-      if constexpr (!kSpan1) {
-        if (t > 0 && !span_first) rescale<kD>(o, alpha);
-      } else {
+    scale_and_mask<kBN, kCap>(s, a, rp, tile_start, ctx, br.full_tile(a, tile_start, kBN), tig);
+    float alpha[2];
+    softmax_tile<kBN>(s, row_max, row_sum, alpha);
+    // o is exactly +0 at a span's first tile (alpha ≥ 0 would keep it so): no rescale there.
+    if constexpr (!kSpan1) {
+      if (t > 0 && !span_first) rescale<kD>(o, alpha);
+    } else {
 #pragma unroll
-        for (int i = 0; i < kD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-      }
-      uint32_t pf[kBN / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) p_fragment<kBN>(pf[kk], s, kk);
-      // V as the transposed B of P·V: 8-key groups 1024 bytes apart, its two 64-dim blocks kBN · 128.
-      const uint64_t v_desc = wgmma::desc(smem_addr(v_s + st * kKVBytes), kBN * 128, 1024);
-      wgmma::fence();  // o and pf were written by ordinary instructions
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk)  // keys 16kk..16kk+15: two 8-key groups; dims in two 64-wide blocks
-        wgmma::m64n128k16_rs_bt(o, pf[kk], wgmma::desc_advance(v_desc, kk * 16 * 128));
-      wgmma::commit();
-      if (t + 1 < n_tiles) {
-        issue_scores(t + 1);
-        wgmma::wait<1>();  // O += P_t·V_t done; S_{t+1} may still run
-      } else {
-        wgmma::wait<0>();
-      }
-      wgmma::pin(o);
+      for (int i = 0; i < kD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     }
+    uint32_t pf[kBN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) p_fragment<kBN>(pf[kk], s, kk);
+    // V as the transposed B of P·V: 8-key groups 1024 bytes apart, its two 64-dim blocks kBN · 128.
+    const uint64_t v_desc = wgmma::desc(smem_addr(v_s + st * kKVBytes), kBN * 128, 1024);
+    wgmma::fence();  // o and pf were written by ordinary instructions
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk)  // keys 16kk..16kk+15: two 8-key groups; dims in two 64-wide blocks
+      wgmma::m64n128k16_rs_bt(o, pf[kk], wgmma::desc_advance(v_desc, kk * 16 * 128));
+    wgmma::commit();
+    if (t + 1 < n_tiles) {
+      issue_scores(t + 1);
+      wgmma::wait<1>();  // O += P_t·V_t done; S_{t+1} may still run
+    } else {
+      wgmma::wait<0>();
+    }
+    wgmma::pin(o);
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[st]);  // this warp is done with stage st (K_t and V_t)
-    if (wg_active && (kSpan1 || span_last)) fold_span<kD, !kSpan1>(acc_o, acc_m, acc_l, o, row_max, row_sum);
+    if (kSpan1 || span_last) fold_span<kD, !kSpan1>(acc_o, acc_m, acc_l, o, row_max, row_sum);
   }
-  if (!wg_active) return;  // (every requested tile was waited for by warpgroup 0: no copy outlives the block)
+  // (Every requested tile was waited for: no copy outlives the block.)
   store_folded<kD>(a, acc_o, acc_l, rp, m0 + warp * 16 + g, q_begin, kvh, tig);
 #else
   __trap();  // not built for sm_90a: the host never launches this (attention_wgmma_available)
