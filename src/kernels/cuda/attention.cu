@@ -313,9 +313,9 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
   const int64_t slot_stride = int64_t(a.hkv) * D;
   const uint64_t evict_first = l2_evict_first_policy();  // K/V: read once a step
   slots.load(table, a.block_size, a.block_shift, my_lo * kBN, kv_end);
-  slots.copy(k_s, a.k_cache, slot_stride, kvh, evict_first);
+  slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
   cp_async_commit();
-  slots.copy(v_s, a.v_cache, slot_stride, kvh, evict_first);
+  slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first);
   cp_async_commit();
 
   const RowPos rp = RowPos::of(br, a, 0, g);  // every warp holds the block's 16 rows
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
     __syncthreads();  // every warp is done reading k_s
     if (t + 1 < n_tiles) {
       slots.load(table, a.block_size, a.block_shift, tile_start + kBN, kv_end);
-      slots.copy(k_s, a.k_cache, slot_stride, kvh, evict_first);
+      slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
       cp_async_commit();
     }
     scale_and_mask<16>(s, a, rp, tile_start + 16 * warp, ctx, br.full_tile(a, tile_start, kBN), tig);
@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
     }
     __syncthreads();  // every warp is done reading v_s, p_s and sum_s
     if (t + 1 < n_tiles) {
-      slots.copy(v_s, a.v_cache, slot_stride, kvh, evict_first);  // same tile as the K issued above
+      slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first);  // same tile as the K issued above
       cp_async_commit();
     }
   }

@@ -1,7 +1,8 @@
 // kernels/cuda/attention_common.cuh — what the paged attention kernels share (attention.cu: the
 // mma.sync kernels of every schedule; attention_wgmma.cu: the Hopper fold schedule at head_dim
 // 128): kernel arguments, the span merge whose explicitly rounded operations make the schedules
-// agree bit for bit, and the gather of K/V tiles through the block table.
+// agree bit for bit, the masking and softmax of a tile, and the gather of K/V tiles through the
+// block table (the mma.sync kernels; the warpgroup kernel's tiles arrive by tensor copies).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -109,40 +110,20 @@ struct TileSlots {
     }
   }
 
-  // Copies the tile of one kv head from `cache` into smem rows of D + 8 elements.
-  __device__ __forceinline__ void copy(bf16* smem, const bf16* cache, int64_t slot_stride, int kvh) const {
-    const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
-    const bf16* base = cache + kvh * D + c * 8;
-    bf16* dst = smem + r0 * (D + 8) + c * 8;
-#pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      bool ok = slot[it] >= 0;
-      cp_async16(dst + it * kRowsPerIter * (D + 8), ok ? base + slot[it] * slot_stride : cache, ok);
-    }
-  }
-  // The same with an L2 policy for the copies (the decode kernel's K/V: read once a step).
+  // Copies the tile of one kv head from `cache` into smem rows of D + 8 elements; with kHint, the
+  // copies carry the L2 policy `policy` (the decode kernel's K/V: read once a step).
+  template <bool kHint = false>
   __device__ __forceinline__ void copy(bf16* smem, const bf16* cache, int64_t slot_stride, int kvh,
-                                       uint64_t policy) const {
+                                       uint64_t policy = 0) const {
     const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
     const bf16* base = cache + kvh * D + c * 8;
     bf16* dst = smem + r0 * (D + 8) + c * 8;
-#pragma unroll
-    for (int it = 0; it < kIters; ++it) {
-      bool ok = slot[it] >= 0;
-      cp_async16(dst + it * kRowsPerIter * (D + 8), ok ? base + slot[it] * slot_stride : cache, ok, policy);
-    }
-  }
-
-  // The same rows into a 128-byte-swizzled tile (wgmma.cuh): 64-dim blocks of kBN rows × 128 bytes.
-  __device__ __forceinline__ void copy_swizzled(unsigned char* smem, const bf16* cache, int64_t slot_stride,
-                                                int kvh) const {
-    const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
-    const bf16* base = cache + kvh * D + c * 8;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       const bool ok = slot[it] >= 0;
-      cp_async16(smem + swizzled_offset(kBN, r0 + it * kRowsPerIter, c), ok ? base + slot[it] * slot_stride : cache,
-                 ok);
+      const bf16* src = ok ? base + slot[it] * slot_stride : cache;
+      if constexpr (kHint) cp_async16(dst + it * kRowsPerIter * (D + 8), src, ok, policy);
+      else cp_async16(dst + it * kRowsPerIter * (D + 8), src, ok);
     }
   }
 };
