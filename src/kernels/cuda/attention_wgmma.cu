@@ -227,6 +227,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0) mbar_arrive(&empty[st]);  // this warp is done with stage st (K_t and V_t)
     if (kSpan1 || span_last) fold_span<kD, !kSpan1>(acc_o, acc_m, acc_l, o, row_max, row_sum);
   }
+  wgmma::wait<0>();  // (nothing in flight here; said, so the compiler need not insert it)
   // (Every requested tile was waited for: no copy outlives the block.)
   store_folded<kD>(a, acc_o, acc_l, rp, m0 + warp * 16 + g, q_begin, kvh, tig);
 #else
