@@ -31,7 +31,6 @@
 // as in the tiled kernel). Stages cycle through "full" (copies landed) and "empty" (both
 // consumers done reading) mbarriers.
 #include <algorithm>
-#include <cstdio>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm_common.cuh"
@@ -473,25 +472,12 @@ __global__ void wgmma_probe_kernel(int* out) {
 #endif
 }
 
-
 // A 2-D bf16 tensor [rows, k] (row stride k) read in box_rows × 64-k boxes with the 128-byte swizzle.
 CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
-  CUtensorMap map;
   const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(k) * 2};
   const cuuint32_t box[2] = {cuuint32_t(kBK), cuuint32_t(box_rows)};
-  const cuuint32_t elem[2] = {1, 1};
-  const CUresult r = tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(p), dims,
-                                          strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    char msg[160];
-    std::snprintf(msg, sizeof msg, "[matmul] cuTensorMapEncodeTiled failed (error %d) for a [%lld, %lld] bf16 operand",
-                  int(r), static_cast<long long>(rows), static_cast<long long>(k));
-    throw_error(msg);
-  }
-  return map;
+  return swizzled_bf16_map(p, 2, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "matmul");
 }
 
 }  // namespace

@@ -11,4 +11,11 @@ namespace rill::cuda {
 /// cuTensorMapEncodeTiled; throws when the driver has none.
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder();
 
+/// A bf16 tensor of `rank` dimensions (sizes innermost first, byte strides of the outer ones) read
+/// in `box` boxes written to shared memory with the 128-byte swizzle, no out-of-bounds fill.
+/// Throws "[<who>] cuTensorMapEncodeTiled failed (error N) for a bf16 tensor of sizes [...]" when the
+/// driver refuses it.
+CUtensorMap swizzled_bf16_map(const void* base, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
+                              const cuuint32_t* box, CUtensorMapL2promotion promotion, const char* who);
+
 }  // namespace rill::cuda
