@@ -279,7 +279,8 @@ void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, 
   }();
   (void)attr_set;
   const int box_rows = 1 << std::min(k.block_shift, 6);
-  const CUtensorMap tk = cache_map(k.k_cache, hkv, num_slots, box_rows), tv = cache_map(k.v_cache, hkv, num_slots, box_rows);
+  const CUtensorMap tk = cache_map(k.k_cache, hkv, num_slots, box_rows);
+  const CUtensorMap tv = cache_map(k.v_cache, hkv, num_slots, box_rows);
   const dim3 grid(m_tiles, unsigned(hkv), unsigned(num_rows));
   const bool cap = k.softcap > 0.f, span1 = k.span_tiles == 1;
   if (cap && span1) launch_pdl(attention_wgmma_kernel<1, true>, grid, dim3(kThreads), kSmemBytes, stream, tk, tv, k);

@@ -250,7 +250,7 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream) {
     else if (d == 128) launch_pdl(rope_heads_kernel<16>, grid, dim3(kThreads), 0, stream, a);
     else launch_pdl(rope_heads_kernel<32>, grid, dim3(kThreads), 0, stream, a);
   } else {
-    launch_pdl(rope_kernel, dim3(dim3(unsigned(a.tokens), q_groups + 1)), dim3(kThreads), 0, stream, a, vec, vec_rotate);
+    launch_pdl(rope_kernel, dim3(unsigned(a.tokens), q_groups + 1), dim3(kThreads), 0, stream, a, vec, vec_rotate);
   }
   RILL_CUDA_CHECK_LAUNCH();
 }
