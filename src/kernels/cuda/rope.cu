@@ -33,6 +33,39 @@ __device__ __forceinline__ void copy_row(const bf16* src, bf16* dst, int64_t ele
 // a layer).
 constexpr int kQHeadsPerBlock = 8;
 
+// The token's rotation table into shared memory (the caller syncs): cos / sin of pos · inv_freq[j],
+// scaled by attention_factor and rounded to bf16, for j < half.
+__device__ __forceinline__ void fill_rotation(const RopeArgs& a, float pos, int half, float* cos_s, float* sin_s) {
+  for (int j = threadIdx.x; j < half; j += blockDim.x) {
+    const float ang = pos * a.inv_freq[j];
+    float sn, cs;
+    sincosf(ang, &sn, &cs);  // one range reduction for both (the values of sinf and cosf)
+    cos_s[j] = round_bf16(cs * a.attention_factor);
+    sin_s[j] = round_bf16(sn * a.attention_factor);
+  }
+}
+
+// Elements c..c+7 of a normalized head: x · inv times weight c + i (f32 or bf16, optionally 1 + w),
+// x̂ rounded to bf16 before the weight unless norm_fp32_scale — rms_norm_kernel's arithmetic.
+__device__ __forceinline__ void normalize8(const RopeArgs& a, const void* w, int c, bf16* v, float inv) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float wf =
+        a.norm_f32 ? static_cast<const float*>(w)[c + i] : __bfloat162float(static_cast<const bf16*>(w)[c + i]);
+    if (a.norm_one_plus) wf = 1.f + wf;
+    const float xhat = __bfloat162float(v[i]) * inv;
+    v[i] = __float2bfloat16_rn(a.norm_fp32_scale ? xhat * wf : round_bf16(xhat) * wf);
+  }
+}
+
+// The rotated pair (x1, x2) = (element j, element j + half): three bf16 ops as torch runs them.
+__device__ __forceinline__ bf16 rotated_first(float x1, float x2, float c, float s) {
+  return __float2bfloat16_rn(round_bf16(x1 * c) + round_bf16(-x2 * s));
+}
+__device__ __forceinline__ bf16 rotated_second(float x1, float x2, float c, float s) {
+  return __float2bfloat16_rn(round_bf16(x2 * c) + round_bf16(x1 * s));
+}
+
 __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
   pdl_wait();
   pdl_trigger();
@@ -41,14 +74,7 @@ __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
   const int q_groups = int(gridDim.y) - 1;
   const bool k_block = int(blockIdx.y) == q_groups;
   const int half = a.rotary_dim / 2;
-  const float pos = float(a.positions[t]);
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    const float ang = pos * a.inv_freq[j];
-    float sn, cs;
-    sincosf(ang, &sn, &cs);  // one range reduction for both (the values of sinf and cosf)
-    cos_s[j] = round_bf16(cs * a.attention_factor);
-    sin_s[j] = round_bf16(sn * a.attention_factor);
-  }
+  fill_rotation(a, float(a.positions[t]), half, cos_s, sin_s);
   __syncthreads();
   bf16* heads;
   int count;
@@ -83,13 +109,7 @@ __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
       for (int c = lane * 8; c < a.head_dim; c += 256) {
         bf16 v[8];
         *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(x + c);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          float wf = a.norm_f32 ? static_cast<const float*>(w)[c + i] : __bfloat162float(static_cast<const bf16*>(w)[c + i]);
-          if (a.norm_one_plus) wf = 1.f + wf;
-          const float xhat = __bfloat162float(v[i]) * inv;
-          v[i] = __float2bfloat16_rn(a.norm_fp32_scale ? xhat * wf : round_bf16(xhat) * wf);
-        }
+        normalize8(a, w, c, v, inv);
         *reinterpret_cast<uint4*>(x + c) = *reinterpret_cast<uint4*>(v);
       }
     }
@@ -98,8 +118,8 @@ __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
   auto rotate = [&](bf16& e1, bf16& e2, int j) {
     const float x1 = __bfloat162float(e1), x2 = __bfloat162float(e2);
     const float c = cos_s[j], s = sin_s[j];
-    e1 = __float2bfloat16_rn(round_bf16(x1 * c) + round_bf16(-x2 * s));
-    e2 = __float2bfloat16_rn(round_bf16(x2 * c) + round_bf16(x1 * s));
+    e1 = rotated_first(x1, x2, c, s);
+    e2 = rotated_second(x1, x2, c, s);
   };
   if (vec_rotate) {  // 8 pairs a thread: 16-byte loads and stores of both halves
     const int chunks = half / 8;
@@ -138,7 +158,8 @@ __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
 // threads idle in each of its three phases, with two block barriers between them (~3x its memory
 // time in a 4096-token prefill). Same arithmetic as the general kernel: the norm's sum of squares
 // is each lane's 8 values in order, then a butterfly over the head's lanes (the warp-wide
-// butterfly there adds only zeros in its first steps), and the rotation is the same expression.
+// butterfly there adds only zeros in its first steps); the table, the weighting and the rotation
+// are the helpers both kernels call.
 template <int kC>
 __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
   pdl_wait();
@@ -146,14 +167,7 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
   constexpr int kHalf = kC * 4, kHeadsPerBlock = kThreads / kC, kD = kC * 8;
   __shared__ float cos_s[kHalf], sin_s[kHalf];
   const int64_t t = blockIdx.x;
-  const float pos = float(a.positions[t]);
-  for (int j = threadIdx.x; j < kHalf; j += blockDim.x) {
-    const float ang = pos * a.inv_freq[j];
-    float sn, cs;
-    sincosf(ang, &sn, &cs);
-    cos_s[j] = round_bf16(cs * a.attention_factor);
-    sin_s[j] = round_bf16(sn * a.attention_factor);
-  }
+  fill_rotation(a, float(a.positions[t]), kHalf, cos_s, sin_s);
   __syncthreads();
   const int hh = int(blockIdx.y) * kHeadsPerBlock + int(threadIdx.x) / kC, c = int(threadIdx.x) % kC;
   if (hh >= a.hq + a.hkv) return;  // whole heads leave: a head's lanes stay together
@@ -176,14 +190,7 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
     for (int o = kC / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(group, ss, o);
     const float inv = rsqrtf(ss / float(kD) + a.norm_eps);
     const void* w = is_k ? a.k_norm : a.q_norm;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      float wf = a.norm_f32 ? static_cast<const float*>(w)[c * 8 + i]
-                            : __bfloat162float(static_cast<const bf16*>(w)[c * 8 + i]);
-      if (a.norm_one_plus) wf = 1.f + wf;
-      const float xhat = __bfloat162float(v[i]) * inv;
-      v[i] = __float2bfloat16_rn(a.norm_fp32_scale ? xhat * wf : round_bf16(xhat) * wf);
-    }
+    normalize8(a, w, c * 8, v, inv);
   }
   uint4 other;
   other.x = __shfl_xor_sync(group, raw.x, kC / 2);
@@ -198,8 +205,7 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
     const float cs = cos_s[j0 + e], sn = sin_s[j0 + e];
     // (x1, x2) = (element j, element j + half); this lane writes x1' in the first half, x2' in the second.
     const float x1 = __bfloat162float(first_half ? v[e] : p[e]), x2 = __bfloat162float(first_half ? p[e] : v[e]);
-    v[e] = first_half ? __float2bfloat16_rn(round_bf16(x1 * cs) + round_bf16(-x2 * sn))
-                      : __float2bfloat16_rn(round_bf16(x2 * cs) + round_bf16(x1 * sn));
+    v[e] = first_half ? rotated_first(x1, x2, cs, sn) : rotated_second(x1, x2, cs, sn);
   }
   *reinterpret_cast<uint4*>(x) = raw;
   if (!is_k || !a.k_cache) return;
