@@ -185,6 +185,12 @@ class Kernels {
                          const AttentionParams& p, Tensor& out) = 0;
   /// y[M,I] = silu(x[M, :I]) * x[M, I:] where x is [M, 2I] (gate and up projections side by side).
   virtual void swiglu(const Tensor& x, Tensor& y) = 0;
+  /// y[M,I] = swiglu(matmul(x, w, bias)) for w [2I, K] (gate rows, then up rows); gate_up [M, 2I]
+  /// is scratch for the product. Backends may fuse the two (same bits); this default runs them in turn.
+  virtual void matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) {
+    matmul(x, w, bias, gate_up);
+    swiglu(gate_up, y);
+  }
   /// out[T,H] = table[ids[T]] (table f32 or bf16, out in the activation dtype).
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
   /// out = a + b (same shape; out may alias a or b).

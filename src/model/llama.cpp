@@ -223,8 +223,7 @@ Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits
     k.attention(q, cache[i], ab, ap, attn);
     k.matmul(attn2, L.o, opt(L.o_bias), delta);
     k.add_rms_norm(residual, delta, L.post_norm, norm_, h);
-    k.matmul(h, L.gate_up, opt(L.gate_up_bias), gate_up);
-    k.swiglu(gate_up, mlp_in);
+    k.matmul_swiglu(h, L.gate_up, opt(L.gate_up_bias), gate_up, mlp_in);
     k.matmul(mlp_in, L.down, opt(L.down_bias), delta);
   }
   k.add_rms_norm(residual, delta, final_norm_, norm_, h);

@@ -632,8 +632,7 @@ Tensor Qwen35Model::forward(const StepBatch& batch, std::span<KvLayer> cache) {
       moe_arena_.reset();
       L.moe.forward(k, moe_arena_, h, delta);
     } else {
-      k.matmul(h, L.gate_up, nullptr, gate_up);
-      k.swiglu(gate_up, mlp_in);
+      k.matmul_swiglu(h, L.gate_up, nullptr, gate_up, mlp_in);
       k.matmul(mlp_in, L.down, nullptr, delta);
     }
   }

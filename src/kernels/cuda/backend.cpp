@@ -118,6 +118,7 @@ int parse_wgmma_switch(std::string_view name, const char* value) {
 int parse_gemm_wgmma(const char* value) { return parse_wgmma_switch("RILL_GEMM_WGMMA", value); }
 int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GEMM_WIDE_TILE", value) == 1; }
 int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
+int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_SWIGLU", value) != 0; }
 
 CudaKernels::CudaKernels(int device_ordinal)
     : info_(open_device(device_ordinal)), allocator_(device_ordinal), stream_(Stream::create()), lt_(CublasLtHandle::create()) {
@@ -152,6 +153,7 @@ CudaKernels::CudaKernels(int device_ordinal)
          "sm_{}{}", info_.cc_major, info_.cc_minor);
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
+  fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
   if (decode_config >= 18 && !gemm_wgmma_enabled())
     fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "
          "(RILL_CUDA_ARCHITECTURES=90a) and RILL_GEMM_WGMMA not 0; this GPU is sm_{}{}",
@@ -304,6 +306,21 @@ void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor*
                                     n, k))
     return;
   Kernels::matmul_outputs(x, w, bias, ys);  // one checked matmul a range
+}
+
+void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) {
+  const bool on_device = x.device() == Device::cuda && w.device() == Device::cuda && y.device() == Device::cuda &&
+                         (!bias || bias->device() == Device::cuda);
+  const bool bf16s = x.dtype() == DType::bf16 && w.dtype() == DType::bf16 && y.dtype() == DType::bf16 &&
+                     (!bias || bias->dtype() == DType::bf16);
+  const int64_t k = w.ndim() == 2 ? w.size(1) : 0, inter = w.ndim() == 2 ? w.size(0) / 2 : 0;
+  const int64_t m = k && x.size(-1) == k ? x.numel() / k : -1;
+  const bool shapes = m >= 0 && w.size(0) == 2 * inter && y.size(-1) == inter && y.numel() == m * inter &&
+                      (!bias || bias->numel() == 2 * inter);
+  if (fuse_swiglu_ && on_device && bf16s && shapes && x.is_contiguous() && w.is_contiguous() && y.is_contiguous() &&
+      matmul_->run_swiglu(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, inter, k))
+    return;
+  Kernels::matmul_swiglu(x, w, bias, gate_up, y);  // the two checked ops
 }
 
 void CudaKernels::rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) {

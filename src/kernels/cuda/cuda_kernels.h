@@ -45,6 +45,9 @@ class CudaKernels final : public Kernels {
   void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch, const AttentionParams& p,
                  Tensor& out) override;
   void swiglu(const Tensor& x, Tensor& y) override;
+  /// One GEMM with SwiGLU in its epilogue where the matmul engine takes it (MatmulEngine::run_swiglu),
+  /// else the two ops.
+  void matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& index, Tensor& out) override;
@@ -112,6 +115,7 @@ class CudaKernels final : public Kernels {
   int attention_span_keys_ = 0;  // RILL_ATTENTION_SPAN_KEYS, 0: the kernel's default (64)
   int attention_warps_ = 0;
   int attention_bn_ = 0;
+  bool fuse_swiglu_ = true;  // RILL_GEMM_SWIGLU
 };
 
 /// RILL_ATTENTION_SPAN_KEYS: the invariant attention's span (KV positions folded as one partial;
@@ -135,6 +139,10 @@ int parse_gemm_wgmma(const char* value);
 /// H200); "1" → 1 (the warpgroup GEMM's 128 × 192 tiles where N is a multiple of 192, configuration
 /// 16: a measurement knob, the bits do not change); anything else → an error naming the variable.
 int parse_gemm_wide_tile(const char* value);
+/// RILL_GEMM_SWIGLU: null or "1" → 1 (SwiGLU fused into the gate/up GEMM's epilogue where the
+/// warpgroup GEMM runs it, prefill-sized M); "0" → 0 (the GEMM, then the SwiGLU kernel: a
+/// measurement knob, the bits do not change); anything else → an error naming the variable.
+int parse_gemm_swiglu(const char* value);
 /// RILL_ATTENTION_WGMMA: the same for the warpgroup attention kernel (the invariant fold schedule
 /// at head_dim 128, prefill; attention_wgmma.cu).
 int parse_attention_wgmma(const char* value);

@@ -19,6 +19,10 @@ __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 /// Round-to-nearest-even f32 → bf16 then back (a bf16 store and load).
 __device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
+// silu(g) = g·sigmoid(g) in f32 (torch's formula); SwiGLU then rounds it to bf16 before the product
+// with the up projection (two torch ops). The elementwise kernel and the GEMM's SwiGLU epilogue share it.
+__device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

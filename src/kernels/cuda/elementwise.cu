@@ -18,8 +18,6 @@ unsigned grid_for(int64_t n) {
   return unsigned(blocks < (int64_t(1) << 20) ? blocks : (int64_t(1) << 20));
 }
 
-__device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
-
 // One thread per output pair when inter is even (4-byte accesses), else per element.
 __global__ void swiglu_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int64_t m, int64_t inter) {
   pdl_wait();

@@ -447,10 +447,16 @@ GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
   return best;
 }
 
+bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
+  return g_wgmma && inter > 0 && inter % 64 == 0 && k % 8 == 0 &&
+         2 * ceil_div(m, int64_t(128)) * (2 * inter / 128) >= std::max(num_sms, 1);
+}
+
 void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   if (a.m == 0 || a.n == 0) return;
   if (a.k <= 0) throw_error("[matmul] the batch-invariant GEMM needs K > 0");
   auto aligned = [](const void* p, uintptr_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
+  // The split ranges are those of the unfused gate/up GEMM (N = 2 · inter): the same additions.
   GemmSplit sp = gemm_split(a.n, a.k, a.num_sms);
   GemmKernelArgs k{};
   k.x = static_cast<const bf16*>(a.x);
@@ -482,6 +488,14 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   k.k = a.k;
   k.ks = sp.ks;
   k.splits = sp.splits;
+  if (a.glu_inter > 0) {  // SwiGLU in the warpgroup kernel's epilogue (variant 7)
+    if (!g_wgmma || a.n != 2 * a.glu_inter || a.glu_inter % 64 != 0 || a.num_outs > 0 || a.k % 8 != 0 ||
+        !aligned(a.x, 16) || !aligned(a.w, 16) || !aligned(a.y, 4))
+      throw_error("[matmul] the SwiGLU GEMM needs the warpgroup GEMM (sm_90a), N = 2 x inter with inter % 64 == 0, "
+                  "K % 8 == 0, 16-byte aligned x and w and one 4-byte aligned output (see gemm_swiglu_fits)");
+    gemm_detail::launch_gemm_wgmma(k, 7, a.num_sms, a.workspace_bytes, stream);
+    return;
+  }
   if (a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16)) {
     launch_pdl(gemm_fallback_kernel, dim3(unsigned(ceil_div(a.m * a.n, int64_t(256)))), dim3(256), 0, stream, k);
     RILL_CUDA_CHECK_LAUNCH();

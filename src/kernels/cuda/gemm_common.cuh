@@ -81,7 +81,8 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 /// variant 0 / 1: 5 stages, one CTA a tile / persistent CTAs (one an SM); 2 / 3: the same with 6
 /// stages; 4: one split range a CTA, its partial written to a.ws (ws_bytes), which the caller
 /// then folds with gemm_reduce_kernel (configurations 11-15); 5 / 6: persistent 128 × 192 tiles with
-/// 5 / 4 stages (configurations 16, 17: opt-in, RILL_GEMM_WIDE_TILE; 17 measures the stage count).
+/// 5 / 4 stages (configurations 16, 17: opt-in, RILL_GEMM_WIDE_TILE; 17 measures the stage count);
+/// 7: persistent, 5 stages, SwiGLU in the epilogue (w is [gate; up], y [m, n / 2]; GemmArgs::glu_inter).
 /// Same bits.
 void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream);
 /// The streaming decode kernel (gemm_stream.cu), configuration 7 (two CTAs an SM) or 8 (three);

@@ -130,12 +130,20 @@ __device__ __forceinline__ void consume_ranges(float (&acc)[kNT][4], float (&tot
 // memory at the tensor rate while the copies write 64: more than its 128 a cycle). Its 96
 // accumulator and 96 total registers a thread fit once the producer warpgroup hands registers to
 // the consumers (setmaxnreg 40 / 232).
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN>
+// kGlu (variant 7, persistent fold schedule): SwiGLU in the epilogue. w is [gate; up] (n = 2·inter
+// rows) and y [m, inter]; output tile n0 (of n / 128) takes w rows [n0 / 2, n0 / 2 + 64) of gate
+// and the same 64 of up (two 64-row boxes of the w map), so each thread holds g and u of the same
+// 16 columns (accumulator columns 0-63 and 64-127) and writes bf16(bf16(silu(bf16(g))) · bf16(u)):
+// the gate/up GEMM's rounding, then the SwiGLU kernel's, bit for bit — without the [m, 2·inter]
+// product's trip through HBM and the SwiGLU launch (at 4096 tokens on the 8B shape, 302 MB a layer
+// of writes and reads).
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                       GemmKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
   static_assert(kN == kBN || (kN == 192 && kPersistent && !kSplit), "the 192-column tile: persistent, fold");
+  static_assert(!kGlu || (kN == kBN && kPersistent && !kSplit), "SwiGLU: 128-column tiles, persistent, fold");
   constexpr int kWBytes = kN * kBK * 2;  // one w stage (an x stage is kTileBytes)
   constexpr bool kWide = kN != kBN;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -165,6 +173,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform, and the
   // consumers' wgmma sit on no divergent path (else it serializes them, warning C7520).
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
+  // One stage's w tile: rows [n0, n0 + kN) of w, or with kGlu gate's 64 and up's 64 (see above).
+  auto load_w = [&](unsigned char* dst, int k0, int64_t n0, uint64_t* bar) {
+    if constexpr (kGlu) {
+      tma_load_2d(dst, &tw, k0, int(n0 / 2), bar);
+      tma_load_2d(dst + kWBytes / 2, &tw, k0, int(a.n / 2 + n0 / 2), bar);
+    } else {
+      tma_load_2d(dst, &tw, k0, int(n0), bar);
+    }
+  };
 
   if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, kConsumers * 4);  // a release per consumer warp
   __syncthreads();
@@ -186,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
           for (int p = 0; p < pro; ++p) {
             mbar_arrive_expect_tx(&full[p], kTileBytes + kWBytes);
-            tma_load_2d(sw + p * kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p]);
+            load_w(sw + p * kWBytes, (kt_begin + p) * kBK, n0, &full[p]);
           }
           pdl_wait();
           pdl_trigger();
@@ -198,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (; t < kt_end; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);
           mbar_arrive_expect_tx(&full[s], kTileBytes + kWBytes);
-          tma_load_2d(sw + s * kWBytes, &tw, t * kBK, int(n0), &full[s]);
+          load_w(sw + s * kWBytes, t * kBK, n0, &full[s]);
           tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, int(m0), &full[s]);
           if (++s == kStages) s = 0, phase ^= 1u;
         }
@@ -254,6 +271,30 @@ __global__ void __launch_bounds__(kThreads, 1)
     // store forms inlined for each of the 2·kN/8 pairs, is ~100 KB of straight-line code a tile:
     // instruction-fetch stalls, "no_instruction", were the third stall reason of configuration 12
     // and the first of configuration 16.) Same additions and rounding.
+    if constexpr (kGlu) {  // total[j] holds gate column i0 + 8j + 2·tig (+1), total[j + 8] up's
+      const int64_t inter = a.n / 2, i0 = n0 / 2, row0 = m0 + c * 64 + warp * 16 + g;
+      bf16* const y0 = a.ys[0] + row0 * inter + i0 + tig * 2;
+#pragma unroll
+      for (int j = 0; j < kN / 16; ++j) {
+        const int64_t col = i0 + j * 8 + tig * 2;  // (inter % 64 == 0: col + 1 < inter)
+        float bg0 = 0.f, bg1 = 0.f, bu0 = 0.f, bu1 = 0.f;
+        if (a.bias) {
+          bg0 = __bfloat162float(a.bias[col]), bg1 = __bfloat162float(a.bias[col + 1]);
+          bu0 = __bfloat162float(a.bias[inter + col]), bu1 = __bfloat162float(a.bias[inter + col + 1]);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (row0 + 8 * h >= a.m) continue;
+          float g0 = total[j][2 * h], g1 = total[j][2 * h + 1];
+          float u0 = total[j + kN / 16][2 * h], u1 = total[j + kN / 16][2 * h + 1];
+          if (a.bias) g0 += bg0, g1 += bg1, u0 += bu0, u1 += bu1;  // (no + 0.f without one: -0 stays -0)
+          const float o0 = round_bf16(silu(round_bf16(g0))) * round_bf16(u0);
+          const float o1 = round_bf16(silu(round_bf16(g1))) * round_bf16(u1);
+          *reinterpret_cast<uint32_t*>(y0 + 8 * h * inter + j * 8) = float2_to_bf16x2(o0, o1);
+        }
+      }
+      continue;
+    }
     int64_t width, end;
     bf16* const y = out_col(a, n0, width, end);
     if (!kSplit && a.pairs && std::min<int64_t>(n0 + kN, a.n) <= end) {
@@ -503,19 +544,20 @@ bool gemm_wgmma_available() {
 
 namespace {
 
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN>
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false>
 void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
+  constexpr auto kernel = gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN, kGlu>;
   static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes(kStages, kN))));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(smem_bytes(kStages, kN))));
     return true;
   }();
   (void)attr_set;
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kN);
+  // (kGlu: a stage's w tile is two 64-row boxes, gate's and up's.)
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kGlu ? kN / 2 : kN);
   const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kN - 1) / kN);
   const int64_t ctas = kSplit ? tiles * a.splits : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
-  launch_pdl(gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN>, dim3(unsigned(ctas)), dim3(kThreads),
-             smem_bytes(kStages, kN), stream, tx, tw, a);
+  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(kThreads), smem_bytes(kStages, kN), stream, tx, tw, a);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
@@ -587,7 +629,13 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
       return;
     case 5: launch_variant<5, true, false, 192>(a, num_sms, stream); return;
     case 6: launch_variant<4, true, false, 192>(a, num_sms, stream); return;
-    default: throw_error("[matmul] warpgroup GEMM variant must be 0..6");
+    case 7:  // SwiGLU epilogue: w [gate; up], y [m, n / 2] (launch_gemm checked the shapes)
+      if (a.n % kBN != 0 || a.ny != 1 || !a.pairs)
+        throw_error("[matmul] the SwiGLU GEMM needs 2 x inter rows of w with inter % 64 == 0 and one 4-byte "
+                    "aligned output");
+      launch_variant<5, true, false, kBN, true>(a, num_sms, stream);
+      return;
+    default: throw_error("[matmul] warpgroup GEMM variant must be 0..7");
   }
 }
 

@@ -314,6 +314,21 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
   return true;
 }
 
+// Decode-sized M keeps its decode configuration (timed per shape; the SwiGLU kernel after it is
+// small there), so only the persistent prefill kernel takes the fused epilogue.
+bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t inter,
+                              int64_t k) {
+  if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || m <= decode_rows() ||
+      !gemm_swiglu_fits(m, inter, k, num_sms_) || pointer_alignment(x) < 16 || pointer_alignment(w) < 16 ||
+      pointer_alignment(y) < 4)
+    return false;
+  GemmArgs a = gemm_args(x, w, bias, m, 2 * inter, k);
+  a.y = y;
+  a.glu_inter = inter;
+  launch_gemm(a, stream_);
+  return true;
+}
+
 // One cuBLASLt algorithm per (N, K, bias) for every M: the heuristic's best pick for a
 // prefill-sized M among the algorithms without split-K (no workspace, so no split reduction
 // either) that also apply to M = 1, needing only 16-byte alignment. Each output element is then

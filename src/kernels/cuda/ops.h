@@ -204,7 +204,16 @@ struct GemmArgs {
   /// the partials in range order itself (no second kernel); every launch leaves them zero again.
   unsigned* counters = nullptr;
   int64_t num_counters = 0;
+  /// SwiGLU fused into the epilogue (> 0): w is [gate; up] with n = 2 · glu_inter rows and y, [m,
+  /// glu_inter], receives bf16(bf16(silu(g)) · u) of the product's bf16 columns g = [0, glu_inter) and
+  /// u = [glu_inter, n) — the bits of this GEMM then launch_swiglu. The warpgroup kernel (sm_90a)
+  /// only; glu_inter % 64 == 0, no fused outputs (gemm_swiglu_fits).
+  int64_t glu_inter = 0;
 };
+/// Whether launch_gemm can fuse SwiGLU (GemmArgs::glu_inter) into an m × 2·inter × k GEMM here, and
+/// it pays: the warpgroup GEMM enabled, inter % 64 == 0, k % 8 == 0, and 128 × 128 output tiles
+/// filling at least half the SMs (the persistent kernel the unfused GEMM would run too).
+bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms);
 /// The split-K ranges of the batch-invariant GEMM: a function of (n, k) and the device only.
 struct GemmSplit {
   int splits = 1;

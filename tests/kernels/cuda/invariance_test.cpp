@@ -549,6 +549,64 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
   }
 }
 
+// SwiGLU in the warpgroup GEMM's epilogue (variant 7): y = bf16(bf16(silu(g)) · u) of the bf16
+// gate/up product gives the bits of the GEMM then the SwiGLU kernel — M not a multiple of 128
+// (rows past M never written), K tails (200, 1048), one and several split ranges, with and without
+// bias; and through the backend's matmul_swiglu, which must leave its gate/up scratch untouched
+// (the fused path ran) where the shape fills the GPU, and fall back to the two ops below it.
+TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
+  RILL_REQUIRE_GPU();
+  if (!cuda::gemm_wgmma_enabled()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct S {
+    int64_t m, inter, k;
+  };
+  const S shapes[] = {{77, 192, 1048}, {300, 1536, 4096}, {1000, 512, 200}, {129, 64, 12296}};
+  for (const S& sh : shapes) {
+    const int64_t n = 2 * sh.inter;
+    SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " inter=" << sh.inter << " K=" << sh.k);
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * sh.k)), {n, sh.k});
+    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(sh.m * sh.k), -2.f, 2.f), {sh.m, sh.k});
+    for (bool bias : {false, true}) {
+      const void* b = bias ? db.t.data() : nullptr;
+      DevTensor gate_up(DType::bf16, {sh.m, n}), want(DType::bf16, {sh.m, sh.inter}), got(DType::bf16, {sh.m, sh.inter});
+      for (DevTensor* t : {&gate_up, &want, &got}) t->poison();
+      cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), b, gate_up.t.data(), sh.m, n, sh.k, 12), backend().stream());
+      cuda::launch_swiglu(gate_up.t.data(), want.t.data(), sh.m, sh.inter, backend().stream());
+      cuda::GemmArgs ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), b, sh.m, n, sh.k);
+      ga.y = got.t.data();
+      ga.glu_inter = sh.inter;
+      cuda::launch_gemm(ga, backend().stream());
+      const auto w = download_bf16(want), g = download_bf16(got);
+      for (float v : g) ASSERT_FALSE(std::isnan(v)) << "unwritten output, bias " << bias;
+      size_t differ = 0;
+      for (size_t i = 0; i < w.size(); ++i) differ += std::memcmp(&w[i], &g[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << "outputs differing of " << w.size() << ", bias " << bias;
+    }
+  }
+  // Through the backend: 300 × 1536 × 4096 fills the GPU (3 × 24 tiles of 128 × 128), so the fused
+  // kernel runs and the scratch stays poisoned; 65 rows is decode-sized, the two ops run.
+  for (int64_t m : {300, 65}) {
+    const int64_t inter = 1536, k = 4096;
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(2 * inter * k)), {2 * inter, k});
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
+    DevTensor gate_up(DType::bf16, {m, 2 * inter}), want(DType::bf16, {m, inter}), got(DType::bf16, {m, inter});
+    for (DevTensor* t : {&gate_up, &want, &got}) t->poison();
+    backend().matmul(dx.t, dw.t, nullptr, gate_up.t);
+    backend().swiglu(gate_up.t, want.t);
+    gate_up.poison();
+    backend().matmul_swiglu(dx.t, dw.t, nullptr, gate_up.t, got.t);
+    const auto w = download_bf16(want), g = download_bf16(got), scratch = download_bf16(gate_up);
+    EXPECT_TRUE(same_bits(w.data(), g.data(), w.size())) << "M=" << m;
+    const bool fused = std::all_of(scratch.begin(), scratch.end(), [](float v) { return std::isnan(v); });
+    const bool fits = cuda::gemm_swiglu_fits(m, inter, k, backend().info().num_sms);
+    EXPECT_EQ(fused, m > backend().matmul_engine().decode_rows() && fits) << "M=" << m;
+  }
+}
+
 // Fused outputs (q/k/v from one weight) and the in-kernel split fold (tile counters): the
 // outputs hold exactly the columns of the one GEMM computed by the fold schedule with no
 // workspace, for decode-sized and larger M, launch after launch (the counters reset themselves).

@@ -62,6 +62,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_wide_tile("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_wide_tile("1"), 1);
   expect_rejects(cuda::parse_gemm_wide_tile, {"", "2", "on", "0x"}, "RILL_GEMM_WIDE_TILE");
+  EXPECT_EQ(cuda::parse_gemm_swiglu(nullptr), 1);
+  EXPECT_EQ(cuda::parse_gemm_swiglu("0"), 0);
+  EXPECT_EQ(cuda::parse_gemm_swiglu("1"), 1);
+  expect_rejects(cuda::parse_gemm_swiglu, {"", "2", "off", "1x"}, "RILL_GEMM_SWIGLU");
   EXPECT_EQ(cuda::parse_attention_wgmma(nullptr), -1);
   EXPECT_EQ(cuda::parse_attention_wgmma("0"), 0);
   EXPECT_EQ(cuda::parse_attention_wgmma("1"), 1);
