@@ -31,6 +31,8 @@
 // as in the tiled kernel). Stages cycle through "full" (copies landed) and "empty" (both
 // consumers done reading) mbarriers.
 #include <algorithm>
+#include <cstdlib>
+#include <type_traits>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm_common.cuh"
@@ -118,6 +120,79 @@ __device__ __forceinline__ void consume_ranges(float (&acc)[kNT][4], float (&tot
 }
 #endif
 
+#if defined(RILL_WGMMA_DEVICE)
+// consume_ranges with two accumulator sets (the fold kernels, 128 columns): a split range's partial
+// is added into total while the next range's first k tile multiplies into the other set, so the
+// wgmma pipeline never drains at a range end (consume_ranges waits for every wgmma there: q/k/v at
+// K = 4096 has 8 ranges a tile). Same additions in the same order: each range from 0, its partial
+// into total in range order. 192 accumulator registers a thread (the producer hands registers over).
+template <class Mma>
+__device__ __forceinline__ void consume_ranges_overlapped(float (&acc0)[16][4], float (&acc1)[16][4],
+                                                          float (&total)[16][4], int t, int kt_end, int tiles_per_split,
+                                                          int64_t k, uint64_t* full, uint64_t* empty, int stages,
+                                                          int& s, unsigned& phase, int& prev, uint32_t x_base,
+                                                          uint32_t x_stage_bytes, uint32_t w_base,
+                                                          uint32_t w_stage_bytes, int lane, Mma mma) {
+  bool held = false;  // stage prev is still read by a pending wgmma group
+  // k tile t into d: issued and committed; then every group but this one is complete, so the stage
+  // of the tile before it is released. A range's first tile starts d with a scale-d 0 step (d =
+  // a·b, the value 0 + a·b of a zeroed d): zeroing d here, while the other set's wgmma are in
+  // flight, made the compiler serialize every wgmma (C7515).
+  auto step = [&](float (&d)[16][4], auto first) {
+    mbar_wait(&full[s], phase);
+    const int64_t k0 = int64_t(t) * kBK;
+    const int steps = int(std::min<int64_t>(kBK / 16, (k - k0 + 15) / 16));
+    const uint64_t xd = wgmma::desc_k_major(x_base + uint32_t(s) * x_stage_bytes);
+    const uint64_t wd = wgmma::desc_k_major(w_base + uint32_t(s) * w_stage_bytes);
+    wgmma::fence();
+    if constexpr (decltype(first)::value) wgmma::m64n128k16_ss_set(d, xd, wd);
+    else mma(d, xd, wd);
+    if (steps == kBK / 16) {
+#pragma unroll
+      for (int kk = 1; kk < kBK / 16; ++kk) mma(d, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
+    } else {
+      for (int kk = 1; kk < steps; ++kk) mma(d, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
+    }
+    wgmma::commit();
+    wgmma::wait<1>();
+    if (held && lane == 0) mbar_arrive(&empty[prev]);
+    held = true;
+    prev = s;
+    if (++s == stages) s = 0, phase ^= 1u;
+    ++t;
+  };
+  auto fold = [&](float (&d)[16][4]) {  // d's wgmma are complete (pinned after the wait)
+    wgmma::pin(d);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) total[j][e] += d[j][e];
+  };
+  // One range into cur; last (the range before, if any) is folded once cur's first tile is issued.
+  auto range = [&](float (&cur)[16][4], float (&last)[16][4], bool fold_last) {
+    const int range_end = std::min(kt_end, t + tiles_per_split);
+    step(cur, std::true_type{});
+    if (fold_last) fold(last);
+    while (t < range_end) step(cur, std::false_type{});
+  };
+  for (bool first = true;; first = false) {
+    range(acc0, acc1, !first);
+    if (t >= kt_end) {
+      wgmma::wait<0>();
+      fold(acc0);
+      break;
+    }
+    range(acc1, acc0, true);
+    if (t >= kt_end) {
+      wgmma::wait<0>();
+      fold(acc1);
+      break;
+    }
+  }
+  if (lane == 0) mbar_arrive(&empty[prev]);
+}
+#endif
+
 // kPersistent: one CTA an SM walks output tiles blockIdx.x, + gridDim.x, ...; its producer runs
 // into the next tile while the consumers write the last one out. Otherwise one CTA a tile.
 // kSplit (one CTA a tile and range; the split schedule of gemm.cu for GEMMs with too few output
@@ -137,15 +212,17 @@ __device__ __forceinline__ void consume_ranges(float (&acc)[kNT][4], float (&tot
 // the gate/up GEMM's rounding, then the SwiGLU kernel's, bit for bit — without the [m, 2·inter]
 // product's trip through HBM and the SwiGLU launch (at 4096 tokens on the 8B shape, 302 MB a layer
 // of writes and reads).
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false>
+// kOverlap (fold schedule, 128 columns): consume_ranges_overlapped.
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kOverlap = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                       GemmKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
   static_assert(kN == kBN || (kN == 192 && kPersistent && !kSplit), "the 192-column tile: persistent, fold");
   static_assert(!kGlu || (kN == kBN && kPersistent && !kSplit), "SwiGLU: 128-column tiles, persistent, fold");
+  static_assert(!kOverlap || (kN == kBN && !kSplit), "two accumulator sets: 128-column tiles, fold");
+  constexpr bool kMoreRegs = kN != kBN || kOverlap;  // consumers take registers from the producer
   constexpr int kWBytes = kN * kBK * 2;  // one w stage (an x stage is kTileBytes)
-  constexpr bool kWide = kN != kBN;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   // The swizzle pattern repeats every 1024 bytes: stages start on such a boundary.
@@ -190,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // `phase` (the producer's first round waits for nothing: a fresh barrier's phase of parity 1
   // counts as complete).
   if (wg == 0) {
-    if constexpr (kWide) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");  // registers to the consumers
+    if constexpr (kMoreRegs) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");  // registers to the consumers
     if (threadIdx.x == 0) {
       int s = 0;
       unsigned phase = 0;
@@ -226,13 +303,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  if constexpr (kWide) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  if constexpr (kMoreRegs) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   pdl_wait();  // before the first global write (an earlier kernel may still read y)
   pdl_trigger();
   const int c = wg - 1, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx) + uint32_t(c * 64 * 128), w_base = smem_addr(sw);
   float acc[kN / 8][4], total[kN / 8][4];
+  float acc1[kOverlap ? kN / 8 : 1][4];
   int s = 0, prev = 0;
   unsigned phase = 0;
   // (kSplit and one CTA a tile: one pass, visibly so to the compiler: the split epilogue's
@@ -243,11 +321,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     origin(tile, m0, n0);
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
-    consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
-                   kTileBytes, w_base, kWBytes, lane, [](float (&d)[kN / 8][4], uint64_t xd, uint64_t wd) {
-                     if constexpr (kN == 192) wgmma::m64n192k16_ss(d, xd, wd);
-                     else wgmma::m64n128k16_ss(d, xd, wd);
-                   });
+    if constexpr (kOverlap) {
+      consume_ranges_overlapped(acc, acc1, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s,
+                                phase, prev, x_base, kTileBytes, w_base, kWBytes, lane,
+                                [](float (&d)[16][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); });
+    } else {
+      consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev,
+                     x_base, kTileBytes, w_base, kWBytes, lane, [](float (&d)[kN / 8][4], uint64_t xd, uint64_t wd) {
+                       if constexpr (kN == 192) wgmma::m64n192k16_ss(d, xd, wd);
+                       else wgmma::m64n128k16_ss(d, xd, wd);
+                     });
+    }
 
     // Accumulator layout (wgmma.cuh; as mma.sync's per 8 columns): total[j][2h + e] holds row
     // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × kN tile.
@@ -544,9 +628,9 @@ bool gemm_wgmma_available() {
 
 namespace {
 
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false>
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kOverlap = false>
 void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
-  constexpr auto kernel = gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN, kGlu>;
+  constexpr auto kernel = gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN, kGlu, kOverlap>;
   static const bool attr_set = [] {
     RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          int(smem_bytes(kStages, kN))));
@@ -608,6 +692,15 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   else launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
 }
 
+// Experiment switch (RILL_GEMM_RANGE_OVERLAP=0: one accumulator set, a drain at every range end).
+bool range_overlap() {
+  static const bool on = [] {
+    const char* v = std::getenv("RILL_GEMM_RANGE_OVERLAP");
+    return !(v && v[0] == '0');
+  }();
+  return on;
+}
+
 void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {
   if (!gemm_wgmma_available())
     throw_error("[matmul] GEMM configurations 11-17 need an sm_90 GPU and a build for sm_90a "
@@ -618,7 +711,10 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
   a.counters = nullptr;
   switch (variant) {
     case 0: launch_variant<5, false>(a, num_sms, stream); return;
-    case 1: launch_variant<5, true>(a, num_sms, stream); return;
+    case 1:
+      if (range_overlap()) launch_variant<5, true, false, kBN, false, true>(a, num_sms, stream);
+      else launch_variant<5, true>(a, num_sms, stream);
+      return;
     case 2: launch_variant<6, false>(a, num_sms, stream); return;
     case 3: launch_variant<6, true>(a, num_sms, stream); return;
     case 4:  // the caller checked the workspace and runs the reduction (gemm.cu)
@@ -633,7 +729,8 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
       if (a.n % kBN != 0 || a.ny != 1 || !a.pairs)
         throw_error("[matmul] the SwiGLU GEMM needs 2 x inter rows of w with inter % 64 == 0 and one 4-byte "
                     "aligned output");
-      launch_variant<5, true, false, kBN, true>(a, num_sms, stream);
+      if (range_overlap()) launch_variant<5, true, false, kBN, true, true>(a, num_sms, stream);
+      else launch_variant<5, true, false, kBN, true>(a, num_sms, stream);
       return;
     default: throw_error("[matmul] warpgroup GEMM variant must be 0..7");
   }

@@ -692,6 +692,16 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     return double(t[t.size() / 2]);
   };
   const bool configs = std::getenv("RILL_GEMM_CONFIGS") != nullptr;
+  // RILL_GEMM_CONFIGS=12,16: those configurations only (any other value: all of them).
+  std::vector<int> config_list;
+  for (const char* p = configs ? std::getenv("RILL_GEMM_CONFIGS") : ""; *p;) {
+    char* end = nullptr;
+    const long c = std::strtol(p, &end, 10);
+    if (end == p) break;
+    if (c > 1) config_list.push_back(int(c));
+    p = *end == ',' ? end + 1 : end;
+  }
+  if (config_list.empty()) config_list = {2, 3, 4, 11, 12, 13, 14, 16, 17};
   // Decode: the 8B model's o, gate (a half of gate_up), down and lm_head shapes; prefill
   // (RILL_GEMM_CONFIGS): its four projections (q/k/v fused, o, gate_up fused, down) and 12288 × 4096.
   const std::vector<std::pair<int64_t, int64_t>> nk =
@@ -703,7 +713,7 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     if (configs) {  // prefill tile configurations side by side
       for (int64_t m : {512, 4096}) {
         DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
-        for (int config : {2, 3, 4, 11, 12, 13, 14, 16, 17}) {
+        for (int config : config_list) {
           if (config >= 11 && !cuda::gemm_wgmma_supported()) continue;
           cuda::GemmArgs a = engine.gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
           a.y = dy.t.data();
