@@ -2,8 +2,8 @@
 // warpgroup MMA (wgmma) from shared memory fed by the tensor copy engine (TMA), one producer
 // warpgroup and two consumer warpgroups, a 128 × 128 output tile, 64-wide k stages, 5 or 6
 // stages, one CTA a tile or persistent CTAs (configurations 11-14; 12, persistent with 5 stages,
-// is the default once the tiles fill half the SMs: 446-581 TFLOP/s on the 8B shapes at M = 512
-// and 4096 on the H200, against 158-176 for the mma.sync kernel and ~795 for cuBLASLt), or one
+// is the default once the tiles fill half the SMs: 417-633 / 614-682 TFLOP/s on the 8B shapes at M =
+// 512 / 4096 on the H200, against 158-176 for the mma.sync kernel and 775-826 for cuBLASLt), or one
 // split range a CTA with the partials folded by gemm.cu's reduction kernel (configuration 15, the
 // default for fewer tiles: decode batches of 65-256 rows), and a decode kernel shaped for a weight
 // stream (configurations 18, 19: M ≤ 8 / ≤ 64, see below). bench/RESULTS.md has the figures.
@@ -31,7 +31,6 @@
 // as in the tiled kernel). Stages cycle through "full" (copies landed) and "empty" (both
 // consumers done reading) mbarriers.
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/check.h"
@@ -212,15 +211,16 @@ __device__ __forceinline__ void consume_ranges_overlapped(float (&acc0)[16][4], 
 // the gate/up GEMM's rounding, then the SwiGLU kernel's, bit for bit — without the [m, 2·inter]
 // product's trip through HBM and the SwiGLU launch (at 4096 tokens on the 8B shape, 302 MB a layer
 // of writes and reads).
-// kOverlap (fold schedule, 128 columns): consume_ranges_overlapped.
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kOverlap = false>
+// The fold kernels with 128 columns (all but kSplit and kN = 192) take consume_ranges_overlapped:
+// +1-3% on the 8B shapes at M = 4096 (bench/RESULTS.md run K).
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                       GemmKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
   static_assert(kN == kBN || (kN == 192 && kPersistent && !kSplit), "the 192-column tile: persistent, fold");
   static_assert(!kGlu || (kN == kBN && kPersistent && !kSplit), "SwiGLU: 128-column tiles, persistent, fold");
-  static_assert(!kOverlap || (kN == kBN && !kSplit), "two accumulator sets: 128-column tiles, fold");
+  constexpr bool kOverlap = kN == kBN && !kSplit;  // two accumulator sets (192 registers a thread)
   constexpr bool kMoreRegs = kN != kBN || kOverlap;  // consumers take registers from the producer
   constexpr int kWBytes = kN * kBK * 2;  // one w stage (an x stage is kTileBytes)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -628,9 +628,9 @@ bool gemm_wgmma_available() {
 
 namespace {
 
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kOverlap = false>
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false>
 void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
-  constexpr auto kernel = gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN, kGlu, kOverlap>;
+  constexpr auto kernel = gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN, kGlu>;
   static const bool attr_set = [] {
     RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          int(smem_bytes(kStages, kN))));
@@ -692,15 +692,6 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   else launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
 }
 
-// Experiment switch (RILL_GEMM_RANGE_OVERLAP=0: one accumulator set, a drain at every range end).
-bool range_overlap() {
-  static const bool on = [] {
-    const char* v = std::getenv("RILL_GEMM_RANGE_OVERLAP");
-    return !(v && v[0] == '0');
-  }();
-  return on;
-}
-
 void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {
   if (!gemm_wgmma_available())
     throw_error("[matmul] GEMM configurations 11-17 need an sm_90 GPU and a build for sm_90a "
@@ -711,10 +702,7 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
   a.counters = nullptr;
   switch (variant) {
     case 0: launch_variant<5, false>(a, num_sms, stream); return;
-    case 1:
-      if (range_overlap()) launch_variant<5, true, false, kBN, false, true>(a, num_sms, stream);
-      else launch_variant<5, true>(a, num_sms, stream);
-      return;
+    case 1: launch_variant<5, true>(a, num_sms, stream); return;
     case 2: launch_variant<6, false>(a, num_sms, stream); return;
     case 3: launch_variant<6, true>(a, num_sms, stream); return;
     case 4:  // the caller checked the workspace and runs the reduction (gemm.cu)
@@ -729,8 +717,7 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
       if (a.n % kBN != 0 || a.ny != 1 || !a.pairs)
         throw_error("[matmul] the SwiGLU GEMM needs 2 x inter rows of w with inter % 64 == 0 and one 4-byte "
                     "aligned output");
-      if (range_overlap()) launch_variant<5, true, false, kBN, true, true>(a, num_sms, stream);
-      else launch_variant<5, true, false, kBN, true>(a, num_sms, stream);
+      launch_variant<5, true, false, kBN, true>(a, num_sms, stream);
       return;
     default: throw_error("[matmul] warpgroup GEMM variant must be 0..7");
   }

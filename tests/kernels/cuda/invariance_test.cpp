@@ -556,6 +556,7 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
 // (the fused path ran) where the shape fills the GPU, and fall back to the two ops below it.
 TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
   RILL_REQUIRE_GPU();
+  (void)backend();  // its creation turns the warpgroup GEMM on where supported
   if (!cuda::gemm_wgmma_enabled()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
   uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
