@@ -12,9 +12,11 @@
 // those of the split schedule — checked on the device (CudaInvariance.WgmmaAttentionEqualsMmaSync
 // and the schedule-agreement tests).
 //
-// K/V tiles arrive by tensor copies (TMA) through the block table, kStages deep: warp 0 requests
-// each tile in pages of min(block_size, 64) keys (one box per page, K or V and 64-dim half), so the
-// other warps issue no copy instructions at all; the cache is a 3-D tensor [slots, kv heads, 128]
+// K/V tiles arrive by tensor copies (TMA) through the block table, kStages deep: the first warp of a
+// producer warpgroup (which hands its registers to the consumers) requests each tile in pages of
+// min(block_size, 64) keys (one box per page, K or V and 64-dim half) as soon as every consumer
+// warp released its stage, so the consumers issue no copy instructions and never wait on one
+// another (a consumer warp requested them before, pacing both warpgroups); the cache is a 3-D tensor [slots, kv heads, 128]
 // (attention_wgmma_fits: power-of-two blocks of at least 8 slots; the mma.sync kernel, same bits,
 // takes any other cache). Per tile the warpgroup issues S_{t+1} = Q·K_{t+1}ᵀ right behind
 // O = P_t·V_t, so the span merge of tile t runs while the tensor cores compute the next scores.
@@ -35,7 +37,9 @@
 namespace rill::cuda::attention_detail {
 namespace {
 
-constexpr int kD = 128, kBN = 64, kWGs = 2, kBM = 64 * kWGs, kThreads = 128 * kWGs, kStages = 4;
+// Two consumer warpgroups of 64 query rows, and a producer warpgroup (warpgroup 0) whose first warp
+// requests the K/V tiles.
+constexpr int kD = 128, kBN = 64, kWGs = 2, kBM = 64 * kWGs, kThreads = 128 * (kWGs + 1), kStages = 4;
 constexpr int kQBytes = kBM * kD * 2;   // two 64-dim blocks of kBM rows × 128 bytes
 constexpr int kKVBytes = kBN * kD * 2;  // one K or V tile: two 64-dim blocks of kBN rows
 constexpr size_t kSmemBytes = size_t(kQBytes) + size_t(2 * kStages) * kKVBytes + 1024;  // + alignment slack
@@ -67,10 +71,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n_tiles = max(t_hi - t_lo, 0);
   const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
 
-  // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform.
+  // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform. wg 0
+  // produces; consumer warpgroup wg - 1 owns rows [64 (wg - 1), 64 wg) of the block, its warp
+  // `warp` (0-7 over both) rows 16 warp ...
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
-  // Warpgroup 1 has rows only when the block's second 64 do; without, it only helps copy Q.
+  const int cwg = wg - 1, warp = int(threadIdx.x / 32) - 4, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
+  // The second consumer warpgroup has rows only when the block's second 64 do; without, it only
+  // helps copy Q.
   const int active_warps = m0 + 64 < packed ? 8 : 4;
 
   // Q tile: packed row m → token q_begin + m / group, head kvh · group + m % group.
@@ -92,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  // K/V tiles arrive by tensor copies issued by warp 0: a tile is 64 / box_rows pages of box_rows
+  // K/V tiles arrive by tensor copies issued by the producer warp: a tile is 64 / box_rows pages of box_rows
   // = min(block_size, 64) keys (whole cache blocks, or one part of a block), each page four boxes
   // (K and V, two 64-dim halves) of box_rows × 128 bytes, written with the 128-byte swizzle the
   // descriptors name. Lane p handles page p; its block-table entry is read a tile ahead. Pages at or
@@ -107,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     ? (__ldg(table + (kp >> a.block_shift)) << a.block_shift) | (kp & (a.block_size - 1))
                     : -1;
   };
-  auto request = [&](int t) {  // warp 0: tile t (its pages loaded) into stage t % kStages
+  auto request = [&](int t) {  // the producer warp: tile t (its pages loaded) into stage t % kStages
     const int st = t % kStages, tile_start = (t_lo + t) * kBN;
     const int issued = min(pages, (kv_end - tile_start + box_rows - 1) >> box_shift);
     // The phase's one arrival, with its byte count; copies landing before it only drive the
@@ -123,16 +130,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     if (t + 1 < n_tiles) load_page(t + 1);
   };
-  if (warp == 0 && n_tiles > 0) {
+  const bool producer = threadIdx.x < 32;  // the producer warpgroup's first warp
+  if (producer && n_tiles > 0) {
     load_page(0);
-    for (int t = 0; t < kStages - 1 && t < n_tiles; ++t) request(t);
+    for (int t = 0; t < kStages && t < n_tiles; ++t) request(t);
   }
   cp_async_wait<0>();  // Q landed (this thread's copies) ...
   fence_proxy_async_shared();  // ... is visible to wgmma ...
   __syncthreads();             // ... for every thread's rows
+  if (wg == 0) {  // the producer: each later tile into its stage once every active warp released it
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");  // registers to the consumers
+    if (producer)
+      for (int t = kStages; t < n_tiles; ++t) {
+        mbar_wait(&empty[t % kStages], unsigned(t / kStages - 1) & 1u);
+        request(t);
+      }
+    return;  // (the consumers wait for every requested tile: no copy outlives the block)
+  }
   // An idle warpgroup leaves: it takes part in no barrier from here on (were it to arrive on
-  // "empty", it would run ahead by whole phases, nothing holding it back).
+  // "empty", it would complete phases the producer waits for).
   if (warp >= active_warps) return;
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
 
   const RowPos rp = RowPos::of(br, a, warp, g);
   float o[kD / 8][4], acc_o[kD / 8][4];
@@ -143,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
   float acc_m[2] = {-INFINITY, -INFINITY}, acc_l[2] = {0.f, 0.f};
-  const uint64_t q_desc = wgmma::desc_k_major(smem_addr(q_s) + uint32_t(wg * 64 * 128));
+  const uint64_t q_desc = wgmma::desc_k_major(smem_addr(q_s) + uint32_t(cwg * 64 * 128));
 
   // S = Q·K_tᵀ of tile t, issued asynchronously as its own group: 8 k16 steps (64-dim block kk / 4,
   // 32 bytes a step inside it), the first one writing s (scale-d 0: no zeroing; it changes at most
@@ -174,14 +192,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     span_pos = span_pos + 1 == a.span_tiles ? 0 : span_pos + 1;
     wgmma::wait<0>();  // S_t, the only group in flight
     wgmma::pin(s);
-    // Warp 0 refills the stage tile t - 1 held with tile t + kStages - 1, once every warp is done
-    // with t - 1 (each of its lanes waits: a __syncwarp in this branch made the compiler serialize
-    // every wgmma of the kernel). Here, where no wgmma is in flight.
-    const int next = t + kStages - 1;
-    if (warp == 0 && next < n_tiles) {
-      if (t > 0) mbar_wait(&empty[(t - 1) % kStages], unsigned((t - 1) / kStages) & 1u);
-      request(next);
-    }
     if (t + 1 == n_tiles && tile_start + kBN > kv_end) {
       // The last tile ends inside it: its V rows from kv_end on may hold anything (a page not
       // requested keeps an older tile; a requested one, cache slots never written), and a masked
@@ -189,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // for every row of the block), then every thread's zeros made visible to wgmma before P·V.
       mbar_wait(&full[st], unsigned(t / kStages) & 1u);
       const int r0 = kv_end - tile_start;
-      for (int i = threadIdx.x; i < (kBN - r0) * (kD / 8); i += active_warps * 32)
+      for (int i = threadIdx.x - 128; i < (kBN - r0) * (kD / 8); i += active_warps * 32)
         *reinterpret_cast<uint4*>(v_s + st * kKVBytes + swizzled_offset(kBN, r0 + i / (kD / 8), i % (kD / 8))) =
             make_uint4(0u, 0u, 0u, 0u);
       fence_proxy_async_shared();

@@ -45,30 +45,17 @@ __device__ __forceinline__ void fill_rotation(const RopeArgs& a, float pos, int 
   }
 }
 
-// Element i of a normalized head: x · inv times weight i (f32 or bf16, optionally 1 + w), x̂
-// rounded to bf16 before the weight unless norm_fp32_scale — rms_norm_kernel's arithmetic; the
-// result rounded to bf16.
-__device__ __forceinline__ bf16 normalized(const RopeArgs& a, const void* w, int i, float x, float inv) {
-  float wf = a.norm_f32 ? static_cast<const float*>(w)[i] : __bfloat162float(static_cast<const bf16*>(w)[i]);
-  if (a.norm_one_plus) wf = 1.f + wf;
-  const float xhat = x * inv;
-  return __float2bfloat16_rn(a.norm_fp32_scale ? xhat * wf : round_bf16(xhat) * wf);
-}
-
-// Elements c..c+7 of a normalized head, in place.
+// Elements c..c+7 of a normalized head: x · inv times weight c + i (f32 or bf16, optionally 1 + w),
+// x̂ rounded to bf16 before the weight unless norm_fp32_scale — rms_norm_kernel's arithmetic.
 __device__ __forceinline__ void normalize8(const RopeArgs& a, const void* w, int c, bf16* v, float inv) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = normalized(a, w, c + i, __bfloat162float(v[i]), inv);
-}
-
-// 8 bf16 in a 16-byte word ↔ 8 floats, by bit operations (no local-memory copy of the word).
-__device__ __forceinline__ void unpack8(const uint4& r, float (&f)[8]) {
-  const uint32_t w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-}
-__device__ __forceinline__ uint32_t pack2(bf16 lo, bf16 hi) {
-  return uint32_t(__bfloat16_as_ushort(lo)) | (uint32_t(__bfloat16_as_ushort(hi)) << 16);
+  for (int i = 0; i < 8; ++i) {
+    float wf =
+        a.norm_f32 ? static_cast<const float*>(w)[c + i] : __bfloat162float(static_cast<const bf16*>(w)[c + i]);
+    if (a.norm_one_plus) wf = 1.f + wf;
+    const float xhat = __bfloat162float(v[i]) * inv;
+    v[i] = __float2bfloat16_rn(a.norm_fp32_scale ? xhat * wf : round_bf16(xhat) * wf);
+  }
 }
 
 // The rotated pair (x1, x2) = (element j, element j + half): three bf16 ops as torch runs them.
@@ -180,65 +167,54 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
   constexpr int kHalf = kC * 4, kHeadsPerBlock = kThreads / kC, kD = kC * 8;
   __shared__ float cos_s[kHalf], sin_s[kHalf];
   const int64_t t = blockIdx.x;
+  fill_rotation(a, float(a.positions[t]), kHalf, cos_s, sin_s);
+  __syncthreads();
   const int hh = int(blockIdx.y) * kHeadsPerBlock + int(threadIdx.x) / kC, c = int(threadIdx.x) % kC;
-  const bool active = hh < a.hq + a.hkv;  // whole heads are inactive: a head's lanes stay together
+  if (hh >= a.hq + a.hkv) return;  // whole heads leave: a head's lanes stay together
   const unsigned lane = threadIdx.x % 32;
   const unsigned group = kC == 32 ? 0xffffffffu : ((1u << kC) - 1u) << (lane & ~unsigned(kC - 1));
   const bool is_k = hh >= a.hq;
   const int kh = hh - a.hq;
-  const int64_t row = int64_t(a.hkv) * kD, off = int64_t(kh) * kD + c * 8;
   bf16* x = is_k ? static_cast<bf16*>(a.k) + (t * a.hkv + kh) * kD + c * 8
                  : static_cast<bf16*>(a.q) + (t * a.hq + hh) * kD + c * 8;
-  // The loads and the norm first: their latency hides behind the rotation table's sines.
-  uint4 raw{}, vraw{};
-  if (active) {
-    raw = *reinterpret_cast<const uint4*>(x);
-    if (is_k && a.k_cache) vraw = *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off);
-  }
-  float f[8];  // the chunk (normalized: rounded to bf16 as the norm writes it)
-  unpack8(raw, f);
-  if (active && a.q_norm) {
+  uint4 raw = *reinterpret_cast<const uint4*>(x);
+  bf16* v = reinterpret_cast<bf16*>(&raw);
+  if (a.q_norm) {
     float ss = 0.f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) ss += f[i] * f[i];
+    for (int i = 0; i < 8; ++i) {
+      const float f = __bfloat162float(v[i]);
+      ss += f * f;
+    }
 #pragma unroll
     for (int o = kC / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(group, ss, o);
     const float inv = rsqrtf(ss / float(kD) + a.norm_eps);
     const void* w = is_k ? a.k_norm : a.q_norm;
-    uint32_t n[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      n[i] = pack2(normalized(a, w, c * 8 + 2 * i, f[2 * i], inv), normalized(a, w, c * 8 + 2 * i + 1, f[2 * i + 1], inv));
-    raw = make_uint4(n[0], n[1], n[2], n[3]);
-    unpack8(raw, f);
+    normalize8(a, w, c * 8, v, inv);
   }
-  fill_rotation(a, float(a.positions[t]), kHalf, cos_s, sin_s);
-  __syncthreads();
-  if (!active) return;
   uint4 other;
   other.x = __shfl_xor_sync(group, raw.x, kC / 2);
   other.y = __shfl_xor_sync(group, raw.y, kC / 2);
   other.z = __shfl_xor_sync(group, raw.z, kC / 2);
   other.w = __shfl_xor_sync(group, raw.w, kC / 2);
-  float p[8];
-  unpack8(other, p);
+  const bf16* p = reinterpret_cast<const bf16*>(&other);
   const bool first_half = c < kC / 2;
   const int j0 = (c % (kC / 2)) * 8;
-  bf16 out[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const float cs = cos_s[j0 + e], sn = sin_s[j0 + e];
     // (x1, x2) = (element j, element j + half); this lane writes x1' in the first half, x2' in the second.
-    const float x1 = first_half ? f[e] : p[e], x2 = first_half ? p[e] : f[e];
-    out[e] = first_half ? rotated_first(x1, x2, cs, sn) : rotated_second(x1, x2, cs, sn);
+    const float x1 = __bfloat162float(first_half ? v[e] : p[e]), x2 = __bfloat162float(first_half ? p[e] : v[e]);
+    v[e] = first_half ? rotated_first(x1, x2, cs, sn) : rotated_second(x1, x2, cs, sn);
   }
-  raw = make_uint4(pack2(out[0], out[1]), pack2(out[2], out[3]), pack2(out[4], out[5]), pack2(out[6], out[7]));
   *reinterpret_cast<uint4*>(x) = raw;
   if (!is_k || !a.k_cache) return;
   const int32_t slot = a.slot_mapping[t];
   if (slot < 0 || slot >= a.num_slots) return;
+  const int64_t row = int64_t(a.hkv) * kD, off = int64_t(kh) * kD + c * 8;
   *reinterpret_cast<uint4*>(static_cast<bf16*>(a.k_cache) + slot * row + off) = raw;
-  *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_cache) + slot * row + off) = vraw;
+  *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_cache) + slot * row + off) =
+      *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off);
 }
 
 __global__ void store_kv_kernel(const bf16* k, const bf16* v, const int32_t* slot_mapping, bf16* k_cache,
