@@ -573,9 +573,11 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(sh.m * sh.k), -2.f, 2.f), {sh.m, sh.k});
     for (bool bias : {false, true}) {
       const void* b = bias ? db.t.data() : nullptr;
-      DevTensor gate_up(DType::bf16, {sh.m, n}), want(DType::bf16, {sh.m, sh.inter}), got(DType::bf16, {sh.m, sh.inter});
+      DevTensor gate_up(DType::bf16, {sh.m, n}), want(DType::bf16, {sh.m, sh.inter});
+      DevTensor got(DType::bf16, {sh.m, sh.inter});
       for (DevTensor* t : {&gate_up, &want, &got}) t->poison();
-      cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), b, gate_up.t.data(), sh.m, n, sh.k, 12), backend().stream());
+      cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), b, gate_up.t.data(), sh.m, n, sh.k, 12),
+                        backend().stream());
       cuda::launch_swiglu(gate_up.t.data(), want.t.data(), sh.m, sh.inter, backend().stream());
       cuda::GemmArgs ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), b, sh.m, n, sh.k);
       ga.y = got.t.data();
