@@ -13,6 +13,7 @@
 #include <numeric>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/ops.h"
@@ -589,6 +590,19 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
       for (size_t i = 0; i < w.size(); ++i) differ += std::memcmp(&w[i], &g[i], sizeof(float)) != 0;
       EXPECT_EQ(differ, 0u) << "outputs differing of " << w.size() << ", bias " << bias;
     }
+  }
+  // Bad arguments are errors, not launches: inter not a multiple of 64, N not 2 · inter.
+  {
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(200 * 256)), {200, 256});
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(300 * 256)), {300, 256});
+    DevTensor dy(DType::bf16, {300, 100});
+    cuda::GemmArgs ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), nullptr, 300, 200, 256);
+    ga.y = dy.t.data();
+    ga.glu_inter = 100;
+    EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);
+    ga.glu_inter = 64;
+    EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);
+    EXPECT_FALSE(cuda::gemm_swiglu_fits(300, 100, 256, backend().info().num_sms));
   }
   // Through the backend: 300 × 1536 × 4096 fills the GPU (3 × 24 tiles of 128 × 128), so the fused
   // kernel runs and the scratch stays poisoned; 65 rows is decode-sized, the two ops run.
