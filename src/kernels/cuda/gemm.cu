@@ -447,9 +447,17 @@ GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
   return best;
 }
 
+namespace {
+// The rule for the persistent warpgroup kernel (configuration 12): its 128 × 128 output tiles fill
+// at least half the SMs.
+bool persistent_tiles_fill(int64_t m, int64_t n, int num_sms) {
+  return 2 * ceil_div(m, int64_t(128)) * ceil_div(n, int64_t(128)) >= num_sms;
+}
+}  // namespace
+
 bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
   return g_wgmma && inter > 0 && inter % 64 == 0 && k % 8 == 0 &&
-         2 * ceil_div(m, int64_t(128)) * (2 * inter / 128) >= std::max(num_sms, 1);
+         persistent_tiles_fill(m, 2 * inter, std::max(num_sms, 1));
 }
 
 void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
@@ -507,12 +515,11 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   // kernel, when the partials fit the workspace; otherwise, and without sm_90a code, the 64×128
   // mma.sync tiles (2 CTAs per SM, split ranges across CTAs at small M; 158-176 TFLOP/s). (MatmulEngine
   // sets a decode configuration for M ≤ 64 first: 18 / 19 on sm_90a.)
-  const int64_t wgmma_tiles = ceil_div(a.m, int64_t(128)) * ceil_div(a.n, int64_t(128));
   const bool wgmma_split = g_wgmma && sp.splits > 1 && a.workspace &&
                            size_t(sp.splits) * size_t(a.m * a.n) * sizeof(float) <= a.workspace_bytes;
   const int config = a.config > 0   ? a.config
                      : a.m <= 16    ? 1
-                     : g_wgmma && 2 * wgmma_tiles >= a.num_sms ? (g_wide_tile && a.n % 192 == 0 ? 16 : 12)
+                     : g_wgmma && persistent_tiles_fill(a.m, a.n, a.num_sms) ? (g_wide_tile && a.n % 192 == 0 ? 16 : 12)
                      : wgmma_split  ? 15
                                     : 2;
   switch (config) {
