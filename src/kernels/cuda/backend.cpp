@@ -166,6 +166,9 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_attention_wgmma(attn_wgmma != 0);
   // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
+#if defined(RILL_PDL_TRACE)
+  pdl_trace_start();
+#endif
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
     const std::string_view v(impl);
     if (v == "cublaslt") matmul_->set_invariant_impl(MatmulEngine::InvariantImpl::cublaslt);

@@ -30,11 +30,74 @@ void set_pdl_enabled(bool on);
 /// RILL_PDL: null → true; "1" → true; "0" → false; anything else → an error naming the variable.
 bool parse_pdl_setting(const char* value);
 
+#if defined(RILL_PDL_TRACE)
+// Trace builds (cmake -DRILL_PDL_TRACE=ON; never the default): block (0, 0, 0)'s thread 0 of every
+// kernel that calls pdl_wait records when it reached the wait and when the wait released it (the
+// %globaltimer, ns) with the call site, in a host-mapped buffer written out at exit to the file
+// named by RILL_PDL_TRACE (tools/pdl_trace_summary.py reads it). Release to release of consecutive
+// kernels is a kernel's share of the step's critical path; arrival before the predecessor's
+// release shows how early it became resident. Each translation unit has its own copy of the
+// device-side handle, set through the registration below when the backend starts.
+struct PdlTraceRecord {
+  unsigned long long arrive, release;
+  int line;
+  char file[20];  // the call site's file name, its last 19 characters
+};
+struct PdlTrace {
+  PdlTraceRecord* records = nullptr;  // device view of the host-mapped buffer
+  unsigned* count = nullptr;
+  unsigned capacity = 0;
+};
+/// Records a function that copies the trace handle into one translation unit's device copy.
+bool register_pdl_trace_unit(void (*set)(const PdlTrace&));
+/// Allocates the buffer, hands it to every unit and writes it out at exit (RILL_PDL_TRACE unset: nothing).
+void pdl_trace_start();
+
+#if defined(__CUDACC__)
+namespace {
+__device__ PdlTrace g_pdl_trace;
+[[maybe_unused]] const bool g_pdl_trace_unit = register_pdl_trace_unit(
+    [](const PdlTrace& t) { RILL_CUDA_CHECK(cudaMemcpyToSymbol(g_pdl_trace, &t, sizeof t)); });
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t = 0;
+#if defined(__CUDA_ARCH__)
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+#endif
+  return t;
+}
+}  // namespace
+#endif
+
+__device__ __forceinline__ void pdl_wait(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const bool rec = threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
+                   g_pdl_trace.records;
+  const unsigned long long arrive = rec ? global_ns() : 0;
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (rec) {
+    const unsigned long long release = global_ns();
+    const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
+    if (i < g_pdl_trace.capacity) {
+      PdlTraceRecord& r = g_pdl_trace.records[i];
+      r.arrive = arrive;
+      r.release = release;
+      r.line = line;
+      int n = 0;
+      while (file[n]) ++n;
+      const int from = n > 19 ? n - 19 : 0;
+      for (int j = 0; j < 20; ++j) r.file[j] = from + j < n ? file[from + j] : 0;
+    }
+  }
+#endif
+}
+#else
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+#endif
 
 __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -2,6 +2,11 @@
 #include "kernels/cuda/runtime.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
 #include <string_view>
 
 #include "core/error.h"
@@ -24,6 +29,53 @@ bool parse_pdl_setting(const char* value) {
   if (v == "0") return false;
   fail("RILL_PDL: must be 0 (kernels never overlap) or 1 (the default), got '{}'", v);
 }
+
+#if defined(RILL_PDL_TRACE)
+namespace {
+std::vector<void (*)(const PdlTrace&)>& pdl_trace_units() {
+  static std::vector<void (*)(const PdlTrace&)> units;
+  return units;
+}
+PdlTraceRecord* g_trace_host = nullptr;
+unsigned g_trace_capacity = 0;
+std::string g_trace_path;
+
+void write_pdl_trace() {
+  std::FILE* f = std::fopen(g_trace_path.c_str(), "w");
+  if (!f) return;
+  std::fprintf(f, "seq,arrive_ns,release_ns,file,line\n");
+  for (unsigned i = 0; i < g_trace_capacity && g_trace_host[i].release != 0; ++i) {
+    const PdlTraceRecord& r = g_trace_host[i];
+    char file[21] = {};
+    std::memcpy(file, r.file, 20);
+    std::fprintf(f, "%u,%llu,%llu,%s,%d\n", i, r.arrive, r.release, file, r.line);
+  }
+  std::fclose(f);
+}
+}  // namespace
+
+bool register_pdl_trace_unit(void (*set)(const PdlTrace&)) {
+  pdl_trace_units().push_back(set);
+  return true;
+}
+
+void pdl_trace_start() {
+  const char* path = std::getenv("RILL_PDL_TRACE");
+  if (!path || g_trace_host) return;
+  g_trace_path = path;
+  g_trace_capacity = 1u << 21;
+  const size_t bytes = size_t(g_trace_capacity) * sizeof(PdlTraceRecord);
+  RILL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&g_trace_host), bytes, cudaHostAllocMapped));
+  std::memset(g_trace_host, 0, bytes);
+  PdlTrace t;
+  RILL_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&t.records), g_trace_host, 0));
+  RILL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&t.count), sizeof(unsigned)));
+  RILL_CUDA_CHECK(cudaMemset(t.count, 0, sizeof(unsigned)));
+  t.capacity = g_trace_capacity;
+  for (auto set : pdl_trace_units()) set(t);
+  std::atexit(write_pdl_trace);  // runs before the CUDA runtime's own exit handlers (registered earlier)
+}
+#endif
 
 DeviceInfo open_device(int ordinal) {
   int count = 0;

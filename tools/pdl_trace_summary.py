@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Summarise a programmatic-launch trace (a build with -DRILL_PDL_TRACE=ON, run with RILL_PDL_TRACE=FILE).
+
+Each record is one kernel: when its first CTA reached pdl_wait ("arrive") and when the wait released
+it ("release": the previous kernel had finished and its writes were visible). Steps are cut at the
+step's last kernel (default: the argmax, reduce.cu); the last --steps steps of the most common
+length are folded position by position (median over steps). For each kernel:
+  span = next kernel's release - this release: its share of the step's critical path (its work after
+         the wait, plus the completion hand-off to the next kernel);
+  lead = this release - this arrival: how long it sat resident before its inputs were ready.
+Prints the step, a per-call-site total, and the positions of --layer-window kernels from --from.
+
+usage: pdl_trace_summary.py TRACE.csv [--end-site reduce.cu] [--steps 32] [--from 0] [--layer-window 40]
+"""
+import argparse
+import collections
+import csv
+import statistics
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--end-site", default="reduce.cu")
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--from", dest="start", type=int, default=0)
+    ap.add_argument("--layer-window", type=int, default=40)
+    args = ap.parse_args()
+
+    rows = []
+    with open(args.trace) as f:
+        for r in csv.DictReader(f):
+            site = r["file"].split("/")[-1] + ":" + r["line"]
+            rows.append((int(r["seq"]), int(r["arrive_ns"]), int(r["release_ns"]), site))
+    rows.sort()
+    print(f"{len(rows)} records")
+    steps, cur = [], []
+    for row in rows:
+        cur.append(row)
+        if row[3].startswith(args.end_site):
+            steps.append(cur)
+            cur = []
+    lengths = collections.Counter(len(s) for s in steps)
+    if not lengths:
+        print("no step ends found")
+        return
+    length, _ = lengths.most_common(1)[0]
+    idx = [i for i, s in enumerate(steps) if len(s) == length and i + 1 < len(steps)]
+    idx = idx[-args.steps:]
+    print(f"step length {length} kernels; {len(idx)} steps used (of {len(steps)}; lengths {dict(lengths)})")
+
+    spans = [[] for _ in range(length)]
+    leads = [[] for _ in range(length)]
+    totals = []
+    for i in idx:
+        s, nxt = steps[i], steps[i + 1]
+        totals.append(nxt[0][2] - s[0][2])
+        for p in range(length):
+            nrel = s[p + 1][2] if p + 1 < length else nxt[0][2]
+            spans[p].append(nrel - s[p][2])
+            leads[p].append(s[p][2] - s[p][1])
+    sites = [steps[idx[-1]][p][3] for p in range(length)]
+    med_span = [statistics.median(v) for v in spans]
+    med_lead = [statistics.median(v) for v in leads]
+    print(f"step (release of the first kernel to the next step's): median {statistics.median(totals) / 1e3:.1f} us, "
+          f"min {min(totals) / 1e3:.1f}, max {max(totals) / 1e3:.1f}")
+
+    by_site = collections.OrderedDict()
+    for p in range(length):
+        t = by_site.setdefault(sites[p], [0, 0.0, 0.0])
+        t[0] += 1
+        t[1] += med_span[p]
+        t[2] += med_lead[p]
+    print(f"\n{'site':<28}{'calls':>6}{'span us/step':>14}{'span us/call':>14}{'lead us/call':>14}")
+    for site, (n, sp, ld) in sorted(by_site.items(), key=lambda kv: -kv[1][1]):
+        print(f"{site:<28}{n:>6}{sp / 1e3:>14.1f}{sp / n / 1e3:>14.2f}{ld / n / 1e3:>14.2f}")
+
+    print(f"\npositions {args.start}..{args.start + args.layer_window - 1} (median us):")
+    print(f"{'pos':>5}  {'site':<28}{'span':>9}{'lead':>9}")
+    for p in range(args.start, min(length, args.start + args.layer_window)):
+        print(f"{p:>5}  {sites[p]:<28}{med_span[p] / 1e3:>9.2f}{med_lead[p] / 1e3:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
