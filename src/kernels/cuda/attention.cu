@@ -278,8 +278,6 @@ struct DecodeSplitCfg {
 
 template <int D>
 __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
-  pdl_wait();
-  pdl_trigger();
   using C = DecodeSplitCfg<D>;
   constexpr int kBM = C::kBM, kBN = C::kBN, kStride = C::kStride, kThreads = C::kThreads;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -292,15 +290,38 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
 
   const int row = blockIdx.z / a.splits, split = blockIdx.z % a.splits;
   const int kvh = blockIdx.y;
+  // Before the wait (launch.h): the step's lengths and block table (uploaded before its first
+  // kernel) and, when every key of the span precedes the row's new tokens, the span's K and V —
+  // rows written by earlier steps, which no kernel of this step writes. Only Q (and the K/V of
+  // the span holding this step's keys, written by the RoPE kernel) waits for the predecessors.
   BlockRows br;
-  if (!br.init(a, row, kBM, kBN)) return;
+  const bool has_rows = br.init(a, row, kBM, kBN);
+  const int my_lo = has_rows ? max(br.t_lo, split * a.span_tiles) : 0;
+  const int my_hi = has_rows ? min(br.t_hi, (split + 1) * a.span_tiles) : 0;
+  if (my_lo >= my_hi) {  // no rows, or a span past (or before) the row's keys: nobody reads it
+    pdl_wait();
+    pdl_trigger();
+    return;
+  }
   const int q_begin = br.q_begin, ctx = br.ctx, m0 = br.m0, kv_end = br.kv_end;
-  const int my_lo = max(br.t_lo, split * a.span_tiles), my_hi = min(br.t_hi, (split + 1) * a.span_tiles);
-  if (my_lo >= my_hi) return;  // span past (or before) the row's keys: nobody reads it
   const int n_tiles = my_hi - my_lo;
   const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
 
+  TileSlots<D, kBN, kThreads> slots;
+  const int64_t slot_stride = int64_t(a.hkv) * D;
+  const uint64_t evict_first = l2_evict_first_policy();  // K/V: read once a step
+  slots.load(table, a.block_size, a.block_shift, my_lo * kBN, kv_end);
+  auto copy_kv = [&] {
+    slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
+    cp_async_commit();
+    slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first);
+    cp_async_commit();
+  };
+  const bool old_keys = my_hi * kBN <= br.pos0;
+  if (old_keys) copy_kv();
+  pdl_wait();
+  pdl_trigger();
   for (int i = threadIdx.x; i < kBM * C::kChunks; i += kThreads) {  // Q, as attention_kernel
     const int r = i / C::kChunks, c = i % C::kChunks, m = m0 + r;
     const bool ok = m < br.packed;
@@ -309,14 +330,7 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
     cp_async16(q_s + r * kStride + c * 8, src, ok);
   }
   cp_async_commit();
-  TileSlots<D, kBN, kThreads> slots;
-  const int64_t slot_stride = int64_t(a.hkv) * D;
-  const uint64_t evict_first = l2_evict_first_policy();  // K/V: read once a step
-  slots.load(table, a.block_size, a.block_shift, my_lo * kBN, kv_end);
-  slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
-  cp_async_commit();
-  slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first);
-  cp_async_commit();
+  if (!old_keys) copy_kv();
 
   const RowPos rp = RowPos::of(br, a, 0, g);  // every warp holds the block's 16 rows
   float o[2 * C::kDT2w][4];                   // output dims 16·(kDT2w·warp + j) + ...
@@ -325,7 +339,9 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
   const bf16* q_frag_base = q_s + (lane % 16) * kStride + (lane / 16) * 8;
 
-  cp_async_wait<1>();  // Q and K of the first tile
+  // Q and K of the first tile (requested K, V, Q when the keys are old: V of the tile too).
+  if (old_keys) cp_async_wait<0>();
+  else cp_async_wait<1>();
   __syncthreads();
   for (int t = 0; t < n_tiles; ++t) {
     const int tile_start = (my_lo + t) * kBN;
@@ -497,8 +513,6 @@ template <int D>
 __global__ void attention_combine_spans_kernel(const float* part_o, const float* part_ml, bf16* out,
                                                const int32_t* cu_seqlens_q, const int32_t* context_lens,
                                                int64_t tokens, int hq, int window, int span_keys) {
-  pdl_wait();
-  pdl_trigger();
   constexpr int kThreads = D < 128 ? D : 128, kPer = D / kThreads, kBatch = kThreads / kPer;
   constexpr int kWarpLanes = kThreads < 32 ? kThreads : 32;
   constexpr unsigned kMask = kThreads >= 32 ? 0xffffffffu : (1u << kThreads) - 1u;
@@ -507,9 +521,12 @@ __global__ void attention_combine_spans_kernel(const float* part_o, const float*
   __shared__ float warp_s[(kThreads + 31) / 32];
   const int row = int(blockIdx.x / unsigned(hq)), head = int(blockIdx.x % unsigned(hq));
   const int i = int(blockIdx.y);
-  const int q_begin = cu_seqlens_q[row], q_len = cu_seqlens_q[row + 1] - q_begin;
+  // The step's lengths were uploaded before its first kernel: read before the wait (launch.h).
+  const int q_begin = cu_seqlens_q[row], q_len = cu_seqlens_q[row + 1] - q_begin, ctx_len = context_lens[row];
+  pdl_wait();
+  pdl_trigger();
   if (i >= q_len) return;
-  const int pos = context_lens[row] - q_len + i;
+  const int pos = ctx_len - q_len + i;
   const int kv_lo = window > 0 ? max(0, pos - window + 1) : 0;
   const int js = kv_lo / span_keys, je = pos / span_keys + 1;
   const int64_t idx = int64_t(q_begin + i) * hq + head, stride = tokens * hq;

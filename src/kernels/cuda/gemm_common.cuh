@@ -29,6 +29,7 @@ struct GemmKernelArgs {
   int splits;
   int tiles_per_split;  // ks / BK
   int l2_prefetch;      // decode: weight tiles requested into L2 ahead of the shared-memory stages
+  int prewait_stages;   // warpgroup decode: weight stages requested before the wait (≥ kStages: all)
   bool split_schedule;
 };
 

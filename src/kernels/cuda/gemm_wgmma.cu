@@ -496,7 +496,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
         item_range(item, n0, range, kt_begin, kt_end);
         int t = kt_begin;
         if (!waited) {  // the first item's weights: requested before waiting for the previous kernel
-          const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
+          const int pro = min(min(kt_end - kt_begin, kStages), a.prewait_stages);
           for (int p = 0; p < pro; ++p) {
             mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
             tma_load_2d_hint(sw + p * T::kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p], evict_first);
@@ -607,6 +607,8 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
 
 }  // namespace
 
+int g_decode_prewait = -1;  // set_decode_prewait_stages
+
 bool gemm_wgmma_available() {
   static const bool available = [] {
     int dev = 0, major = 0, minor = 0;
@@ -686,6 +688,7 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
                 "(RILL_CUDA_ARCHITECTURES=90a)");
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
+  a.prewait_stages = g_decode_prewait < 0 ? 1 << 30 : g_decode_prewait;
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM); M ≤ 64: 6 stages of 16 KB (two).
   if (variant == 0) launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
@@ -724,3 +727,7 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
 }
 
 }  // namespace rill::cuda::gemm_detail
+
+namespace rill::cuda {
+void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = stages; }
+}  // namespace rill::cuda

@@ -235,6 +235,9 @@ void set_gemm_wgmma(bool on);
 /// Whether M > 16 GEMMs whose N is a multiple of 192 take the warpgroup kernel's 128 × 192 tiles
 /// (configuration 16; off by default, RILL_GEMM_WIDE_TILE=1). Same bits either way.
 void set_gemm_wide_tile(bool on);
+/// At most this many weight stages a CTA of the warpgroup decode GEMM requests before its wait
+/// (-1: all; RILL_DECODE_PREWAIT). Same bits either way.
+void set_decode_prewait_stages(int stages);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
 /// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled

@@ -23,22 +23,89 @@ struct NormKernelArgs {
   bool one_plus, fp32_scale;
 };
 
-template <typename W>
-__device__ __forceinline__ float norm_out(float xhat, const W* w, int64_t c, bool one_plus, bool fp32_scale) {
-  float wf = to_float(w[c]);
+__device__ __forceinline__ float norm_out(float xhat, float wf, bool one_plus, bool fp32_scale) {
   if (one_plus) wf = 1.f + wf;
   if (fp32_scale) return xhat * wf;
   return round_bf16(xhat) * wf;
 }
 
+template <typename W>
+__device__ __forceinline__ float norm_out(float xhat, const W* w, int64_t c, bool one_plus, bool fp32_scale) {
+  return norm_out(xhat, to_float(w[c]), one_plus, fp32_scale);
+}
+
 // kVec elements per access (8: 16-byte loads; 1: scalar). kRowThreads threads per row.
-template <typename W, int kVec, int kRowThreads>
+// kHold > 0 (16-byte aligned rows and weight, dim ≤ kHold · kRowThreads · 8): each thread keeps its
+// ≤ kHold vectors of the row in registers between the two passes, and its weight vectors are
+// requested before the wait (constant data, launch.h), so the kernel makes one dependent memory
+// round trip after its predecessor instead of three (x and r; r again; w). In a batch-1 decode
+// step that round trip waits behind the next GEMM's weight stream: ~4 µs each. Same operations
+// in the same order as the two-pass loop below.
+template <typename W, int kVec, int kRowThreads, int kHold>
 __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
-  pdl_wait();
-  pdl_trigger();
   __shared__ float scratch[32];
   int64_t row = kRowThreads == 32 ? int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32 : blockIdx.x;
   int t = kRowThreads == 32 ? (threadIdx.x & 31) : threadIdx.x;
+  if constexpr (kHold > 0) {
+    static_assert(kVec == 8, "the register path moves 16-byte vectors");
+    constexpr int kWChunks = int(sizeof(W)) * kVec / 16;
+    W wv[kHold][kVec];
+#pragma unroll
+    for (int h = 0; h < kHold; ++h) {
+      const int64_t c = (int64_t(t) + int64_t(h) * kRowThreads) * kVec;
+      if (c < a.dim)
+#pragma unroll
+        for (int j = 0; j < kWChunks; ++j)
+          reinterpret_cast<uint4*>(wv[h])[j] = reinterpret_cast<const uint4*>(a.w + c)[j];
+    }
+    pdl_wait();
+    pdl_trigger();
+    if (kRowThreads == 32 && row >= a.rows) return;
+    const bf16* x = a.x + row * a.dim;
+    bf16* r = a.residual ? a.residual + row * a.dim : nullptr;
+    bf16* y = a.y + row * a.dim;
+    uint4 v[kHold], rv[kHold];
+#pragma unroll
+    for (int h = 0; h < kHold; ++h) {
+      const int64_t c = (int64_t(t) + int64_t(h) * kRowThreads) * kVec;
+      if (c >= a.dim) continue;
+      v[h] = *reinterpret_cast<const uint4*>(x + c);
+      if (r) rv[h] = *reinterpret_cast<const uint4*>(r + c);
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int h = 0; h < kHold; ++h) {
+      const int64_t c = (int64_t(t) + int64_t(h) * kRowThreads) * kVec;
+      if (c >= a.dim) continue;
+      bf16* e = reinterpret_cast<bf16*>(&v[h]);
+      if (r) {
+        const bf16* re = reinterpret_cast<const bf16*>(&rv[h]);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) e[i] = __float2bfloat16_rn(__bfloat162float(re[i]) + __bfloat162float(e[i]));
+        *reinterpret_cast<uint4*>(r + c) = v[h];
+      }
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const float f = __bfloat162float(e[i]);
+        ss += f * f;
+      }
+    }
+    ss = kRowThreads == 32 ? warp_sum(ss) : block_sum(ss, scratch);
+    const float inv = rsqrtf(ss / float(a.dim) + a.eps);
+#pragma unroll
+    for (int h = 0; h < kHold; ++h) {
+      const int64_t c = (int64_t(t) + int64_t(h) * kRowThreads) * kVec;
+      if (c >= a.dim) continue;
+      bf16* e = reinterpret_cast<bf16*>(&v[h]);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i)
+        e[i] = __float2bfloat16_rn(norm_out(__bfloat162float(e[i]) * inv, to_float(wv[h][i]), a.one_plus, a.fp32_scale));
+      *reinterpret_cast<uint4*>(y + c) = v[h];
+    }
+    return;
+  }
+  pdl_wait();
+  pdl_trigger();
   if (kRowThreads == 32 && row >= a.rows) return;
   const bf16* x = a.x + row * a.dim;
   bf16* r = a.residual ? a.residual + row * a.dim : nullptr;
@@ -99,15 +166,20 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
                       static_cast<bf16*>(a.y), a.rows, a.dim, a.eps, a.one_plus_weight, a.scale_in_fp32};
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   bool vec = a.dim % 8 == 0 && aligned(a.x) && aligned(a.y) && (!a.residual || aligned(a.residual));
+  const bool hold = vec && aligned(a.w);  // the register path (rms_norm_kernel's kHold)
   if (a.dim <= 1024) {
     constexpr int kRowsPerBlock = 8;
     unsigned grid = ceil_div(a.rows, kRowsPerBlock);
-    if (vec) launch_pdl(rms_norm_kernel<W, 8, 32>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
-    else launch_pdl(rms_norm_kernel<W, 1, 32>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
+    if (hold) launch_pdl(rms_norm_kernel<W, 8, 32, 4>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
+    else if (vec) launch_pdl(rms_norm_kernel<W, 8, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
+    else launch_pdl(rms_norm_kernel<W, 1, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
   } else {
-    constexpr int kBlock = 512;
-    if (vec) launch_pdl(rms_norm_kernel<W, 8, kBlock>, dim3(unsigned(a.rows)), dim3(kBlock), 0, stream, k);
-    else launch_pdl(rms_norm_kernel<W, 1, kBlock>, dim3(unsigned(a.rows)), dim3(kBlock), 0, stream, k);
+    constexpr int kBlock = 512, kHold = 2;
+    const dim3 grid(unsigned(a.rows));
+    if (hold && a.dim <= int64_t(kHold) * kBlock * 8)
+      launch_pdl(rms_norm_kernel<W, 8, kBlock, kHold>, grid, dim3(kBlock), 0, stream, k);
+    else if (vec) launch_pdl(rms_norm_kernel<W, 8, kBlock, 0>, grid, dim3(kBlock), 0, stream, k);
+    else launch_pdl(rms_norm_kernel<W, 1, kBlock, 0>, grid, dim3(kBlock), 0, stream, k);
   }
   RILL_CUDA_CHECK_LAUNCH();
 }

@@ -47,15 +47,24 @@ __device__ __forceinline__ void fill_rotation(const RopeArgs& a, float pos, int 
 
 // Elements c..c+7 of a normalized head: x · inv times weight c + i (f32 or bf16, optionally 1 + w),
 // x̂ rounded to bf16 before the weight unless norm_fp32_scale — rms_norm_kernel's arithmetic.
-__device__ __forceinline__ void normalize8(const RopeArgs& a, const void* w, int c, bf16* v, float inv) {
+// (The weights loaded apart from their use: the decode kernel requests them before its wait.)
+__device__ __forceinline__ void norm_weights8(const RopeArgs& a, const void* w, int c, float (&wf)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    wf[i] = a.norm_f32 ? static_cast<const float*>(w)[c + i] : __bfloat162float(static_cast<const bf16*>(w)[c + i]);
+}
+__device__ __forceinline__ void normalize8(const RopeArgs& a, const float (&w)[8], bf16* v, float inv) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    float wf =
-        a.norm_f32 ? static_cast<const float*>(w)[c + i] : __bfloat162float(static_cast<const bf16*>(w)[c + i]);
-    if (a.norm_one_plus) wf = 1.f + wf;
+    const float wf = a.norm_one_plus ? 1.f + w[i] : w[i];
     const float xhat = __bfloat162float(v[i]) * inv;
     v[i] = __float2bfloat16_rn(a.norm_fp32_scale ? xhat * wf : round_bf16(xhat) * wf);
   }
+}
+__device__ __forceinline__ void normalize8(const RopeArgs& a, const void* w, int c, bf16* v, float inv) {
+  float wf[8];
+  norm_weights8(a, w, c, wf);
+  normalize8(a, wf, v, inv);
 }
 
 // The rotated pair (x1, x2) = (element j, element j + half): three bf16 ops as torch runs them.
@@ -159,25 +168,36 @@ __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
 // time in a 4096-token prefill). Same arithmetic as the general kernel: the norm's sum of squares
 // is each lane's 8 values in order, then a butterfly over the head's lanes (the warp-wide
 // butterfly there adds only zeros in its first steps); the table, the weighting and the rotation
-// are the helpers both kernels call.
+// are the helpers both kernels call. Everything that does not come from the previous kernel — the
+// step's position and slot (uploaded before the step's first kernel), the rotation table, the
+// norm weights — is read before the wait (launch.h); after it, the head chunk and the v chunk are
+// requested together: one dependent memory round trip (a batch-1 decode step waits on it).
 template <int kC>
 __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
-  pdl_wait();
-  pdl_trigger();
   constexpr int kHalf = kC * 4, kHeadsPerBlock = kThreads / kC, kD = kC * 8;
   __shared__ float cos_s[kHalf], sin_s[kHalf];
   const int64_t t = blockIdx.x;
   fill_rotation(a, float(a.positions[t]), kHalf, cos_s, sin_s);
-  __syncthreads();
   const int hh = int(blockIdx.y) * kHeadsPerBlock + int(threadIdx.x) / kC, c = int(threadIdx.x) % kC;
-  if (hh >= a.hq + a.hkv) return;  // whole heads leave: a head's lanes stay together
-  const unsigned lane = threadIdx.x % 32;
-  const unsigned group = kC == 32 ? 0xffffffffu : ((1u << kC) - 1u) << (lane & ~unsigned(kC - 1));
+  const bool live = hh < a.hq + a.hkv;
   const bool is_k = hh >= a.hq;
   const int kh = hh - a.hq;
+  const int32_t slot = live && is_k && a.k_cache ? a.slot_mapping[t] : -1;
+  const bool store = slot >= 0 && slot < a.num_slots;
+  float nw[8];
+  if (live && a.q_norm) norm_weights8(a, is_k ? a.k_norm : a.q_norm, c * 8, nw);
+  __syncthreads();
+  pdl_wait();
+  pdl_trigger();
+  if (!live) return;  // whole heads leave: a head's lanes stay together
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned group = kC == 32 ? 0xffffffffu : ((1u << kC) - 1u) << (lane & ~unsigned(kC - 1));
   bf16* x = is_k ? static_cast<bf16*>(a.k) + (t * a.hkv + kh) * kD + c * 8
                  : static_cast<bf16*>(a.q) + (t * a.hq + hh) * kD + c * 8;
+  const int64_t row = int64_t(a.hkv) * kD, off = int64_t(kh) * kD + c * 8;
   uint4 raw = *reinterpret_cast<const uint4*>(x);
+  const uint4 vraw = store ? *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off)
+                           : make_uint4(0u, 0u, 0u, 0u);
   bf16* v = reinterpret_cast<bf16*>(&raw);
   if (a.q_norm) {
     float ss = 0.f;
@@ -189,8 +209,7 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
 #pragma unroll
     for (int o = kC / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(group, ss, o);
     const float inv = rsqrtf(ss / float(kD) + a.norm_eps);
-    const void* w = is_k ? a.k_norm : a.q_norm;
-    normalize8(a, w, c * 8, v, inv);
+    normalize8(a, nw, v, inv);
   }
   uint4 other;
   other.x = __shfl_xor_sync(group, raw.x, kC / 2);
@@ -208,13 +227,9 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
     v[e] = first_half ? rotated_first(x1, x2, cs, sn) : rotated_second(x1, x2, cs, sn);
   }
   *reinterpret_cast<uint4*>(x) = raw;
-  if (!is_k || !a.k_cache) return;
-  const int32_t slot = a.slot_mapping[t];
-  if (slot < 0 || slot >= a.num_slots) return;
-  const int64_t row = int64_t(a.hkv) * kD, off = int64_t(kh) * kD + c * 8;
+  if (!store) return;
   *reinterpret_cast<uint4*>(static_cast<bf16*>(a.k_cache) + slot * row + off) = raw;
-  *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_cache) + slot * row + off) =
-      *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off);
+  *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_cache) + slot * row + off) = vraw;
 }
 
 __global__ void store_kv_kernel(const bf16* k, const bf16* v, const int32_t* slot_mapping, bf16* k_cache,

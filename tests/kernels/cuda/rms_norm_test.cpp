@@ -1,6 +1,7 @@
 // CUDA rms_norm / add_rms_norm against double references that also emulate the rounding order
 // of each NormParams flavour (Llama/Qwen3 two roundings, fp32 scale, 1 + w): the relative error
-// must be < 1e-2 and ≥ 99% of outputs bit-equal to the emulation (label cuda).
+// must be < 1e-2 and ≥ 99% of outputs bit-equal to the emulation (label cuda). The widths reach
+// each kernel path: per-warp rows, a block's rows held in registers, and the two-pass loop.
 #include "kernels/cuda/cuda_test_util.h"
 
 namespace rill {
@@ -39,7 +40,9 @@ TEST(CudaRmsNorm, AllFlavoursAndWidths) {
   std::mt19937_64 rng(seed);
   const NormParams flavours[] = {{1e-6f, false, false}, {1e-5f, false, true}, {1e-6f, true, true},
                                  {1e-6f, true, false}};
-  for (int64_t dim : {128, 1000, 4096, 4099, 100}) {
+  // 4096 / 8200 / 2056: registers between the passes (one or two vectors a thread, or none for some
+  // threads); 12288: past that path's reach (two passes); 4099 / 100: scalar.
+  for (int64_t dim : {128, 1000, 4096, 8200, 2056, 12288, 4099, 100}) {
     for (const NormParams& p : flavours) {
       for (bool f32_weight : {false, true}) {
         SCOPED_TRACE(::testing::Message() << "dim " << dim << " one_plus " << p.one_plus_weight << " fp32 "
@@ -83,7 +86,7 @@ TEST(CudaRmsNorm, FusedAddRmsNorm) {
   uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  for (int64_t dim : {4096, 4099, 64}) {
+  for (int64_t dim : {4096, 8200, 12288, 4099, 64}) {
     const int64_t rows = 11;
     NormParams p{1e-6f, false, false};
     auto r = random_bf16_values(rng, size_t(rows * dim), -3.f, 3.f);
