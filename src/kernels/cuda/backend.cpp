@@ -125,6 +125,12 @@ int parse_decode_prewait(const char* value) {
   if (n && *n >= 0 && *n <= 8) return int(*n);
   fail("RILL_DECODE_PREWAIT: must be 0..8 (weight stages requested before the wait), got '{}'", value);
 }
+int parse_decode_l2_prefetch(const char* value) {
+  if (!value) return 0;
+  const auto n = exact_int(value);
+  if (n && *n >= 0 && *n <= 64) return int(*n);
+  fail("RILL_DECODE_L2_PREFETCH: must be 0..64 (weight tiles requested into L2 before the wait), got '{}'", value);
+}
 
 CudaKernels::CudaKernels(int device_ordinal)
     : info_(open_device(device_ordinal)), allocator_(device_ordinal), stream_(Stream::create()), lt_(CublasLtHandle::create()) {
@@ -160,6 +166,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
+  set_decode_prewait_l2_tiles(parse_decode_l2_prefetch(std::getenv("RILL_DECODE_L2_PREFETCH")));
   fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
   if (decode_config >= 18 && !gemm_wgmma_enabled())
     fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "
@@ -328,7 +335,12 @@ void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* 
   const bool shapes = m >= 0 && w.size(0) == 2 * inter && y.size(-1) == inter && y.numel() == m * inter &&
                       (!bias || bias->numel() == 2 * inter);
   if (fuse_swiglu_ && on_device && bf16s && shapes && x.is_contiguous() && w.is_contiguous() && y.is_contiguous() &&
-      matmul_->run_swiglu(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, inter, k))
+      matmul_->run_swiglu(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(),
+                          gate_up.device() == Device::cuda && gate_up.is_contiguous() &&
+                                  gate_up.dtype() == DType::bf16 && gate_up.numel() == 2 * m * inter
+                              ? gate_up.data()
+                              : nullptr,
+                          m, inter, k))
     return;
   Kernels::matmul_swiglu(x, w, bias, gate_up, y);  // the two checked ops
 }

@@ -22,6 +22,12 @@ __device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(_
 // silu(g) = g·sigmoid(g) in f32 (torch's formula); SwiGLU then rounds it to bf16 before the product
 // with the up projection (two torch ops). The elementwise kernel and the GEMM's SwiGLU epilogue share it.
 __device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
+// The SwiGLU of a gate/up product's f32 sums g and u (bias included): each rounded to bf16 as the
+// product's output would be, then silu rounded, times u; the caller rounds the result once — the
+// bits of the GEMM followed by the SwiGLU kernel (the GEMMs' fused epilogues).
+__device__ __forceinline__ float swiglu_of_sums(float g, float u) {
+  return round_bf16(silu(round_bf16(g))) * round_bf16(u);
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

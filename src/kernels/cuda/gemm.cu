@@ -496,6 +496,14 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   k.k = a.k;
   k.ks = sp.ks;
   k.splits = sp.splits;
+  if (a.glu_inter > 0 && a.config == 18) {  // decode rows: the warpgroup decode kernel's SwiGLU (its variant 2)
+    if (!g_wgmma || a.m > 8 || a.n != 2 * a.glu_inter || a.glu_inter % 32 != 0 || a.num_outs > 0 || a.k % 8 != 0 ||
+        !aligned(a.x, 16) || !aligned(a.w, 16))
+      throw_error("[matmul] the decode SwiGLU GEMM (configuration 18) needs the warpgroup GEMM (sm_90a), M <= 8, "
+                  "N = 2 x inter with inter % 32 == 0, K % 8 == 0 and 16-byte aligned x and w");
+    gemm_detail::launch_gemm_wgmma_decode(k, 2, a.workspace_bytes, a.num_counters, a.num_sms, stream);
+    return;
+  }
   if (a.glu_inter > 0) {  // SwiGLU in the warpgroup kernel's epilogue (variant 7)
     if (!g_wgmma || a.n != 2 * a.glu_inter || a.glu_inter % 64 != 0 || a.num_outs > 0 || a.k % 8 != 0 ||
         !aligned(a.x, 16) || !aligned(a.w, 16) || !aligned(a.y, 4))

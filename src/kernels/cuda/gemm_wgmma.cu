@@ -372,8 +372,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           float g0 = total[j][2 * h], g1 = total[j][2 * h + 1];
           float u0 = total[j + kN / 16][2 * h], u1 = total[j + kN / 16][2 * h + 1];
           if (a.bias) g0 += bg0, g1 += bg1, u0 += bu0, u1 += bu1;  // (no + 0.f without one: -0 stays -0)
-          const float o0 = round_bf16(silu(round_bf16(g0))) * round_bf16(u0);
-          const float o1 = round_bf16(silu(round_bf16(g1))) * round_bf16(u1);
+          const float o0 = swiglu_of_sums(g0, u0), o1 = swiglu_of_sums(g1, u1);
           *reinterpret_cast<uint32_t*>(y0 + 8 * h * inter + j * 8) = float2_to_bf16x2(o0, o1);
         }
       }
@@ -442,6 +441,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Split schedule: each item writes its range's f32 partial to the workspace, and the last item of
 // a column tile to arrive (per-tile counters, reset by it) adds the partials in range order, then
 // the bias, then one rounding: the additions of the fold schedule and of gemm.cu's kernels.
+// kGlu (variant 2, M ≤ 8): SwiGLU fused as in the prefill kernel's variant 7. w is [gate; up]
+// (n = 2·inter rows), y [m, inter]; a work item's w tile is gate's rows [32t, 32t + 32) and up's
+// same 32 (two 32-row boxes, one 64-row stage as before), so accumulator columns 0-31 hold g and
+// 32-63 u of the same 32 output columns. The fold is per product column exactly as above (partials
+// of gate column c and up column c at c and inter + c of the workspace), then
+// bf16(bf16(silu(bf16 g)) · bf16 u): the gate/up GEMM's bits, then the SwiGLU kernel's — one launch
+// and one latency-bound kernel fewer in a decode step's critical path.
 template <int kBN, int kXRows>
 struct DecodeTile {
   static_assert(kBN == 64, "one wgmma m64n64k16 a k step");
@@ -454,7 +460,7 @@ struct DecodeTile {
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 #endif
 
-template <int kBN, int kXRows, int kStages>
+template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                              GemmKernelArgs a, int splits) {
@@ -480,6 +486,17 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     kt_end = split ? std::min(ktiles, kt_begin + a.tiles_per_split) : ktiles;
   };
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
+  // A stage's w tile for the item at product column n0: rows [n0, n0 + 64), or with kGlu gate's
+  // 32 rows [n0 / 2, n0 / 2 + 32) and up's 32 (output columns n0 / 2 ...).
+  const int64_t inter = a.n / 2;
+  auto load_w = [&](unsigned char* dst, int k0, int64_t n0, uint64_t* bar, uint64_t policy) {
+    if constexpr (kGlu) {
+      tma_load_2d_hint(dst, &tw, k0, int(n0 / 2), bar, policy);
+      tma_load_2d_hint(dst + T::kWBytes / 2, &tw, k0, int(inter + n0 / 2), bar, policy);
+    } else {
+      tma_load_2d_hint(dst, &tw, k0, int(n0), bar, policy);
+    }
+  };
 
   if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp
   __syncthreads();
@@ -499,7 +516,28 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
           const int pro = min(min(kt_end - kt_begin, kStages), a.prewait_stages);
           for (int p = 0; p < pro; ++p) {
             mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
-            tma_load_2d_hint(sw + p * T::kWBytes, &tw, (kt_begin + p) * kBK, int(n0), &full[p], evict_first);
+            load_w(sw + p * T::kWBytes, (kt_begin + p) * kBK, n0, &full[p], evict_first);
+          }
+          // Then up to prewait_l2 more of this CTA's tiles, in the order it will read them, into L2
+          // only: the stages hold ~25 MB over the GPU, less than a q/k/v or o projection.
+          int64_t pn = n0;
+          int pt = kt_begin + pro, pe = kt_end, pitem = item;
+          for (int left = a.prewait_l2; left > 0;) {
+            if (pt < pe) {
+              if constexpr (kGlu) {
+                tma_prefetch_l2_2d(&tw, pt * kBK, int(pn / 2));
+                tma_prefetch_l2_2d(&tw, pt * kBK, int(inter + pn / 2));
+              } else {
+                tma_prefetch_l2_2d(&tw, pt * kBK, int(pn));
+              }
+              ++pt;
+              --left;
+              continue;
+            }
+            pitem += gridDim.x;
+            if (pitem >= items) break;
+            int prange;
+            item_range(pitem, pn, prange, pt, pe);
           }
           pdl_wait();
           pdl_trigger();
@@ -512,7 +550,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
         for (; t < kt_end; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);
           mbar_arrive_expect_tx(&full[s], T::kXBytes + T::kWBytes);
-          tma_load_2d_hint(sw + s * T::kWBytes, &tw, t * kBK, int(n0), &full[s], evict_first);
+          load_w(sw + s * T::kWBytes, t * kBK, n0, &full[s], evict_first);
           tma_load_2d(sx + s * T::kXBytes, &tx, t * kBK, 0, &full[s]);
           if (++s == kStages) s = 0, phase ^= 1u;
         }
@@ -544,25 +582,44 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
                    T::kXBytes, w_base, T::kWBytes, lane,
                    [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
 
-    // Accumulator [j][2h + e]: row 16·warp + g + 8h, column n0 + 8j + 2·tig + e (wgmma.cuh).
+    // Accumulator [j][2h + e]: row 16·warp + g + 8h, product column n0 + 8j + 2·tig + e (wgmma.cuh);
+    // with kGlu, j < kBN / 16 holds gate's column i0 + 8j + 2·tig + e and j + kBN / 16 up's.
+    const int64_t i0 = n0 / 2;  // (kGlu: the item's first output column)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t row = 16 * warp + g + 8 * h;
       if (row >= a.m) continue;
+      if constexpr (kGlu) {
 #pragma unroll
-      for (int j = 0; j < kBN / 8; ++j)
+        for (int j = 0; j < kBN / 16; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t col = n0 + 8 * j + 2 * tig + e;
-          if (col >= a.n) continue;
-          if (split) {
-            a.ws[(int64_t(range) * a.m + row) * a.n + col] = total[j][2 * h + e];
-          } else {
-            float v = total[j][2 * h + e];
-            if (a.bias) v += __bfloat162float(a.bias[col]);
-            *out_at(a, row, col) = __float2bfloat16_rn(v);
+          for (int e = 0; e < 2; ++e) {
+            const int64_t c = i0 + 8 * j + 2 * tig + e;  // (inter % 32 == 0: c < inter)
+            if (split) {
+              a.ws[(int64_t(range) * a.m + row) * a.n + c] = total[j][2 * h + e];
+              a.ws[(int64_t(range) * a.m + row) * a.n + inter + c] = total[j + kBN / 16][2 * h + e];
+            } else {
+              float gv = total[j][2 * h + e], uv = total[j + kBN / 16][2 * h + e];
+              if (a.bias) gv += __bfloat162float(a.bias[c]), uv += __bfloat162float(a.bias[inter + c]);
+              a.ys[0][row * inter + c] = __float2bfloat16_rn(swiglu_of_sums(gv, uv));
+            }
           }
-        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int64_t col = n0 + 8 * j + 2 * tig + e;
+            if (col >= a.n) continue;
+            if (split) {
+              a.ws[(int64_t(range) * a.m + row) * a.n + col] = total[j][2 * h + e];
+            } else {
+              float v = total[j][2 * h + e];
+              if (a.bias) v += __bfloat162float(a.bias[col]);
+              *out_at(a, row, col) = __float2bfloat16_rn(v);
+            }
+          }
+      }
     }
     if (!split) continue;
     __threadfence();  // this item's partial is visible device-wide before it is counted
@@ -575,6 +632,27 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     consumer_sync();
     if (!is_last) continue;  // (read by every consumer thread before the next item's first sync)
     __threadfence();
+    if constexpr (kGlu) {
+#pragma unroll
+      // M ≤ kXRows rows of kBN / 2 columns, two passes of the warpgroup, the SwiGLU computed by every
+      // thread and stored by those with an element: silu's expf on a divergent path made ptxas
+      // serialize every wgmma of the kernel (C7520).
+      for (int it = 0; it < kXRows * (kBN / 2) / 128; ++it) {
+        const int idx = int(threadIdx.x) - 128 + 128 * it;
+        const bool ok = idx < int(a.m) * (kBN / 2);
+        const int64_t row = ok ? idx / (kBN / 2) : 0, c = i0 + idx % (kBN / 2);
+        float gv = 0.f, uv = 0.f;
+        for (int p = 0; p < a.splits; ++p) {
+          const float* part = a.ws + (int64_t(p) * a.m + row) * a.n;
+          gv += __ldcg(part + c);
+          uv += __ldcg(part + inter + c);
+        }
+        if (a.bias) gv += __bfloat162float(a.bias[c]), uv += __bfloat162float(a.bias[inter + c]);
+        const float o = swiglu_of_sums(gv, uv);
+        if (ok) a.ys[0][row * inter + c] = __float2bfloat16_rn(o);
+      }
+      continue;
+    }
     for (int idx = threadIdx.x - 128; idx < int(a.m) * kBN; idx += 128) {
       const int64_t row = idx / kBN, col = n0 + idx % kBN;
       if (col >= a.n) continue;
@@ -607,7 +685,8 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
 
 }  // namespace
 
-int g_decode_prewait = -1;  // set_decode_prewait_stages
+int g_decode_prewait = -1;    // set_decode_prewait_stages
+int g_decode_prewait_l2 = 0;  // set_decode_prewait_l2_tiles
 
 bool gemm_wgmma_available() {
   static const bool available = [] {
@@ -647,21 +726,24 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   RILL_CUDA_CHECK_LAUNCH();
 }
 
-template <int kBN, int kXRows, int kStages>
+template <int kBN, int kXRows, int kStages, bool kGlu = false>
 void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
                            cudaStream_t stream) {
   using T = DecodeTile<kBN, kXRows>;
+  constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
   constexpr size_t smem = size_t(kStages) * (T::kXBytes + T::kWBytes) + 1024;
   static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_decode_kernel<kBN, kXRows, kStages>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
   }();
   (void)attr_set;
   if (a.m > kXRows)
     throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
                             : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kXRows), tw = tile_map(a.w, a.n, a.k, kBN);
+  if (kGlu && (a.n % kBN != 0 || a.ny != 1))
+    throw_error("[matmul] the warpgroup decode GEMM's SwiGLU takes 2 x inter rows of w with inter % 32 == 0 and one "
+                "output");
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kXRows), tw = tile_map(a.w, a.n, a.k, kGlu ? kBN / 2 : kBN);
   const int64_t tiles = (a.n + kBN - 1) / kBN;
   // Split schedule when the partials and the per-tile counters fit; else one CTA walks every range.
   const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
@@ -669,12 +751,11 @@ void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   const int64_t items = tiles * (split ? a.splits : 1);
   static const int per_sm = [] {
     int n = 0;
-    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_wgmma_decode_kernel<kBN, kXRows, kStages>,
-                                                                256, smem));
+    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, smem));
     return std::max(n, 1);
   }();
   const int64_t ctas = std::min<int64_t>(items, int64_t(per_sm) * std::max(num_sms, 1));  // persistent beyond one wave
-  launch_pdl(gemm_wgmma_decode_kernel<kBN, kXRows, kStages>, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw,
+  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw,
              a, split ? a.splits : 1);
   RILL_CUDA_CHECK_LAUNCH();
 }
@@ -689,9 +770,12 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
   a.prewait_stages = g_decode_prewait < 0 ? 1 << 30 : g_decode_prewait;
+  a.prewait_l2 = g_decode_prewait_l2;
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM); M ≤ 64: 6 stages of 16 KB (two).
+  // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
   if (variant == 0) launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
+  else if (variant == 2) launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
   else launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
 }
 
@@ -730,4 +814,5 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
 
 namespace rill::cuda {
 void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = stages; }
+void set_decode_prewait_l2_tiles(int tiles) { gemm_detail::g_decode_prewait_l2 = tiles; }
 }  // namespace rill::cuda

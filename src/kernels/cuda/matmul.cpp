@@ -314,15 +314,25 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
   return true;
 }
 
-// Decode-sized M keeps its decode configuration (timed per shape; the SwiGLU kernel after it is
-// small there), so only the persistent prefill kernel takes the fused epilogue.
-bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t inter,
-                              int64_t k) {
-  if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || m <= decode_rows() ||
-      !gemm_swiglu_fits(m, inter, k, num_sms_) || pointer_alignment(x) < 16 || pointer_alignment(w) < 16 ||
-      pointer_alignment(y) < 4)
+// Prefill-sized M: the persistent kernel's fused epilogue where it runs. Decode rows (M ≤ 8): the
+// warpgroup decode kernel's SwiGLU when configuration 18 is the shape's decode configuration — in
+// a batch-1 decode step the SwiGLU kernel was a latency-bound link of the critical path (~3.6 µs a
+// layer, bench/RESULTS.md run L). `scratch` ([m, 2·inter]) receives the unfused product while a
+// shape's decode configurations are timed (its first eager call).
+bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, void* y, void* scratch, int64_t m,
+                              int64_t inter, int64_t k) {
+  if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || pointer_alignment(x) < 16 ||
+      pointer_alignment(w) < 16 || pointer_alignment(y) < 4)
     return false;
   GemmArgs a = gemm_args(x, w, bias, m, 2 * inter, k);
+  if (m <= decode_rows()) {
+    if (m > 8 || inter % 32 != 0 || k % 8 != 0 || !gemm_wgmma_enabled() || !scratch) return false;
+    a.y = scratch;
+    if (decode_config(a) != 18) return false;
+    a.config = 18;
+  } else if (!gemm_swiglu_fits(m, inter, k, num_sms_)) {
+    return false;
+  }
   a.y = y;
   a.glu_inter = inter;
   launch_gemm(a, stream_);

@@ -55,10 +55,15 @@ class MatmulEngine {
   bool run_outputs(const void* x, const void* w, const void* bias, void* const* outs, const int64_t* out_end,
                    int num_outs, int64_t m, int64_t n, int64_t k);
   /// Batch-invariant mode with our GEMM: y[M, inter] = SwiGLU of x · wᵀ (w [2·inter, K]: gate rows,
-  /// then up rows) in one launch, the bits of run() then launch_swiglu. Returns false, doing
-  /// nothing, where it does not apply (another path, decode-sized M, gemm_swiglu_fits false): the
-  /// caller then runs the two ops.
-  bool run_swiglu(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t inter, int64_t k);
+  /// then up rows) in one launch, the bits of run() then launch_swiglu: prefill-sized M where
+  /// gemm_swiglu_fits, M ≤ 8 where the shape's decode configuration is 18 (scratch, [M, 2·inter]
+  /// or null, takes the unfused product while that configuration is timed). Returns false, doing
+  /// nothing, where it does not apply (another path, M 9..64, no scratch): the caller then runs
+  /// the two ops.
+  bool run_swiglu(const void* x, const void* w, const void* bias, void* y, void* scratch, int64_t m, int64_t inter,
+                  int64_t k);
+  /// The decode configuration of `a`'s shape (m ≤ decode_rows()): timed on its first eager call.
+  int decode_config_for(const GemmArgs& a) { return decode_config(a); }
   /// GEMM arguments with this engine's workspaces and counters (no output set).
   GemmArgs gemm_args(const void* x, const void* w, const void* bias, int64_t m, int64_t n, int64_t k) const;
   /// Times the invariant GEMM's decode configurations (decode_configs(); same bits) on `a` (m ≤ 16):

@@ -553,8 +553,11 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
 // SwiGLU in the warpgroup GEMM's epilogue (variant 7): y = bf16(bf16(silu(g)) · u) of the bf16
 // gate/up product gives the bits of the GEMM then the SwiGLU kernel — M not a multiple of 128
 // (rows past M never written), K tails (200, 1048), one and several split ranges, with and without
-// bias; and through the backend's matmul_swiglu, which must leave its gate/up scratch untouched
-// (the fused path ran) where the shape fills the GPU, and fall back to the two ops below it.
+// bias; the same for the warpgroup decode kernel's SwiGLU (configuration 18, M ≤ 8; inter a
+// multiple of 32, not of 64; the split schedule's in-kernel fold and, without a workspace, the
+// fold schedule); and through the backend's matmul_swiglu, which must leave its gate/up scratch
+// untouched (the fused path ran) where the shape fills the GPU or, at M ≤ 8, where 18 is the
+// shape's decode configuration, and run the two ops otherwise.
 TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
   RILL_REQUIRE_GPU();
   (void)backend();  // its creation turns the warpgroup GEMM on where supported
@@ -591,7 +594,53 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
       EXPECT_EQ(differ, 0u) << "outputs differing of " << w.size() << ", bias " << bias;
     }
   }
-  // Bad arguments are errors, not launches: inter not a multiple of 64, N not 2 · inter.
+  const S decode_shapes[] = {{1, 96, 4096}, {3, 1536, 4096}, {8, 160, 200}, {5, 1024, 12296}};
+  for (const S& sh : decode_shapes) {
+    const int64_t n = 2 * sh.inter;
+    SCOPED_TRACE(::testing::Message() << "decode M=" << sh.m << " inter=" << sh.inter << " K=" << sh.k);
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * sh.k)), {n, sh.k});
+    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(sh.m * sh.k), -2.f, 2.f), {sh.m, sh.k});
+    for (bool bias : {false, true}) {
+      const void* b = bias ? db.t.data() : nullptr;
+      DevTensor gate_up(DType::bf16, {sh.m, n}), want(DType::bf16, {sh.m, sh.inter});
+      cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), b, gate_up.t.data(), sh.m, n, sh.k), backend().stream());
+      cuda::launch_swiglu(gate_up.t.data(), want.t.data(), sh.m, sh.inter, backend().stream());
+      const auto w = download_bf16(want);
+      for (bool workspace : {true, false}) {
+        DevTensor got(DType::bf16, {sh.m, sh.inter});
+        got.poison();
+        cuda::GemmArgs ga = workspace ? backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), b, sh.m, n, sh.k)
+                                      : plain_gemm(dx.t.data(), dw.t.data(), b, nullptr, sh.m, n, sh.k);
+        ga.y = got.t.data();
+        ga.glu_inter = sh.inter;
+        ga.config = 18;
+        for (int rep = 0; rep < 2; ++rep) {  // (the split schedule's counters reset themselves)
+          cuda::launch_gemm(ga, backend().stream());
+          const auto g = download_bf16(got);
+          size_t differ = 0;
+          for (size_t i = 0; i < w.size(); ++i) differ += std::memcmp(&w[i], &g[i], sizeof(float)) != 0;
+          EXPECT_EQ(differ, 0u) << "outputs differing of " << w.size() << ", bias " << bias << ", workspace "
+                                << workspace << ", launch " << rep;
+        }
+      }
+    }
+  }
+  // Bad arguments are errors, not launches: inter not a multiple of 64 (32 for the decode kernel),
+  // N not 2 · inter, more than 8 rows for the decode kernel.
+  {
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(192 * 256)), {192, 256});
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(9 * 256)), {9, 256});
+    DevTensor dy(DType::bf16, {9, 96});
+    cuda::GemmArgs ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), nullptr, 9, 192, 256);
+    ga.y = dy.t.data();
+    ga.glu_inter = 96;
+    ga.config = 18;
+    EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);  // M = 9
+    ga.m = 8;
+    ga.glu_inter = 80;
+    EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);  // inter % 32 != 0
+  }
   {
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(200 * 256)), {200, 256});
     DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(300 * 256)), {300, 256});
@@ -605,8 +654,9 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     EXPECT_FALSE(cuda::gemm_swiglu_fits(300, 100, 256, backend().info().num_sms));
   }
   // Through the backend: 300 × 1536 × 4096 fills the GPU (3 × 24 tiles of 128 × 128), so the fused
-  // kernel runs and the scratch stays poisoned; 65 rows is decode-sized, the two ops run.
-  for (int64_t m : {300, 65}) {
+  // kernel runs and the scratch stays poisoned; 65 rows is decode-sized (9..64), the two ops run;
+  // 1 and 5 rows take the decode kernel's SwiGLU where 18 is the shape's decode configuration.
+  for (int64_t m : {300, 65, 1, 5}) {
     const int64_t inter = 1536, k = 4096;
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(2 * inter * k)), {2 * inter, k});
     DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
@@ -620,7 +670,10 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     EXPECT_TRUE(same_bits(w.data(), g.data(), w.size())) << "M=" << m;
     const bool fused = std::all_of(scratch.begin(), scratch.end(), [](float v) { return std::isnan(v); });
     const bool fits = cuda::gemm_swiglu_fits(m, inter, k, backend().info().num_sms);
-    EXPECT_EQ(fused, m > backend().matmul_engine().decode_rows() && fits) << "M=" << m;
+    cuda::GemmArgs ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), nullptr, m, 2 * inter, k);
+    ga.y = gate_up.t.data();
+    const bool decode18 = m <= 8 && backend().matmul_engine().decode_config_for(ga) == 18;
+    EXPECT_EQ(fused, (m > backend().matmul_engine().decode_rows() && fits) || decode18) << "M=" << m;
   }
 }
 

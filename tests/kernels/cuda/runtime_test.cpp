@@ -66,6 +66,13 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_swiglu("1"), 1);
   expect_rejects(cuda::parse_gemm_swiglu, {"", "2", "off", "1x"}, "RILL_GEMM_SWIGLU");
+  EXPECT_EQ(cuda::parse_decode_prewait(nullptr), -1);
+  EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
+  EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
+  expect_rejects(cuda::parse_decode_prewait, {"", "9", "-1", "4x"}, "RILL_DECODE_PREWAIT");
+  EXPECT_EQ(cuda::parse_decode_l2_prefetch("0"), 0);
+  EXPECT_EQ(cuda::parse_decode_l2_prefetch("64"), 64);
+  expect_rejects(cuda::parse_decode_l2_prefetch, {"", "65", "-1", "8x"}, "RILL_DECODE_L2_PREFETCH");
   EXPECT_EQ(cuda::parse_attention_wgmma(nullptr), -1);
   EXPECT_EQ(cuda::parse_attention_wgmma("0"), 0);
   EXPECT_EQ(cuda::parse_attention_wgmma("1"), 1);
