@@ -125,11 +125,13 @@ int parse_decode_prewait(const char* value) {
   if (n && *n >= 0 && *n <= 8) return int(*n);
   fail("RILL_DECODE_PREWAIT: must be 0..8 (weight stages requested before the wait), got '{}'", value);
 }
-int parse_decode_l2_prefetch(const char* value) {
-  if (!value) return 0;
-  const auto n = exact_int(value);
-  if (n && *n >= 0 && *n <= 64) return int(*n);
-  fail("RILL_DECODE_L2_PREFETCH: must be 0..64 (weight tiles requested into L2 before the wait), got '{}'", value);
+int parse_decode_trigger(const char* value) {
+  if (!value) return -1;
+  const std::string_view v(value);
+  if (v == "early") return 0;
+  if (v == "late") return 1;
+  fail("RILL_DECODE_TRIGGER: must be early or late (when the decode GEMM lets the next kernel launch), got '{}'",
+       value);
 }
 
 CudaKernels::CudaKernels(int device_ordinal)
@@ -166,7 +168,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
-  set_decode_prewait_l2_tiles(parse_decode_l2_prefetch(std::getenv("RILL_DECODE_L2_PREFETCH")));
+  set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) == 1);
   fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
   if (decode_config >= 18 && !gemm_wgmma_enabled())
     fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "

@@ -154,9 +154,9 @@ int parse_attention_warps(const char* value);
 /// requests queue ahead of the latency-bound kernels before the GEMM; the bits do not change);
 /// anything else → an error naming the variable.
 int parse_decode_prewait(const char* value);
-/// RILL_DECODE_L2_PREFETCH: null → the default (see backend.cpp); 0..64 → weight tiles a CTA of the
-/// warpgroup decode GEMM requests into L2 before its wait, after its stages; anything else → an
-/// error naming the variable.
-int parse_decode_l2_prefetch(const char* value);
+/// RILL_DECODE_TRIGGER: null → -1 (the default placement, see backend.cpp); "early" → 0 (the
+/// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
+/// has requested its last weight tile); anything else → an error naming the variable.
+int parse_decode_trigger(const char* value);
 
 }  // namespace rill::cuda

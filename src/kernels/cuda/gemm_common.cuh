@@ -30,7 +30,7 @@ struct GemmKernelArgs {
   int tiles_per_split;  // ks / BK
   int l2_prefetch;      // decode: weight tiles requested into L2 ahead of the shared-memory stages
   int prewait_stages;   // warpgroup decode: weight stages requested before the wait (≥ kStages: all)
-  int prewait_l2;       // warpgroup decode: further weight tiles requested into L2 before the wait
+  bool late_trigger;    // warpgroup decode: the next kernel may launch once the last weight tile is requested
   bool split_schedule;
 };
 

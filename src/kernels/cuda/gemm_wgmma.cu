@@ -518,29 +518,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
             mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
             load_w(sw + p * T::kWBytes, (kt_begin + p) * kBK, n0, &full[p], evict_first);
           }
-          // Then up to prewait_l2 more of this CTA's tiles, in the order it will read them, into L2
-          // only: the stages hold ~25 MB over the GPU, less than a q/k/v or o projection.
-          int64_t pn = n0;
-          int pt = kt_begin + pro, pe = kt_end, pitem = item;
-          for (int left = a.prewait_l2; left > 0;) {
-            if (pt < pe) {
-              if constexpr (kGlu) {
-                tma_prefetch_l2_2d(&tw, pt * kBK, int(pn / 2));
-                tma_prefetch_l2_2d(&tw, pt * kBK, int(inter + pn / 2));
-              } else {
-                tma_prefetch_l2_2d(&tw, pt * kBK, int(pn));
-              }
-              ++pt;
-              --left;
-              continue;
-            }
-            pitem += gridDim.x;
-            if (pitem >= items) break;
-            int prange;
-            item_range(pitem, pn, prange, pt, pe);
-          }
           pdl_wait();
-          pdl_trigger();
+          if (!a.late_trigger) pdl_trigger();
           waited = true;
           for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
           t += pro;
@@ -555,18 +534,19 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
           if (++s == kStages) s = 0, phase ^= 1u;
         }
       }
-      if (!waited) {
-        pdl_wait();
-        pdl_trigger();
-      }
-    } else {
+      if (!waited) pdl_wait();
+      // Late trigger: the CTA has requested its last weight tile; the next kernel may launch once
+      // every CTA has (its CTAs then take the SMs this grid leaves, without competing with its
+      // weight stream). Early (the default): right after the wait.
+      pdl_trigger();
+    } else if (!a.late_trigger) {
       pdl_trigger();
     }
     return;
   }
 
   pdl_wait();  // before the first global write
-  pdl_trigger();
+  if (!a.late_trigger) pdl_trigger();
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
   float acc[kBN / 8][4], total[kBN / 8][4];
@@ -686,7 +666,7 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
 }  // namespace
 
 int g_decode_prewait = -1;    // set_decode_prewait_stages
-int g_decode_prewait_l2 = 0;  // set_decode_prewait_l2_tiles
+bool g_decode_late_trigger = false;  // set_decode_late_trigger
 
 bool gemm_wgmma_available() {
   static const bool available = [] {
@@ -770,7 +750,7 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
   a.prewait_stages = g_decode_prewait < 0 ? 1 << 30 : g_decode_prewait;
-  a.prewait_l2 = g_decode_prewait_l2;
+  a.late_trigger = g_decode_late_trigger;
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM); M ≤ 64: 6 stages of 16 KB (two).
   // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
@@ -814,5 +794,5 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
 
 namespace rill::cuda {
 void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = stages; }
-void set_decode_prewait_l2_tiles(int tiles) { gemm_detail::g_decode_prewait_l2 = tiles; }
+void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 }  // namespace rill::cuda

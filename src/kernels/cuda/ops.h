@@ -238,9 +238,9 @@ void set_gemm_wide_tile(bool on);
 /// At most this many weight stages a CTA of the warpgroup decode GEMM requests before its wait
 /// (-1: all; RILL_DECODE_PREWAIT). Same bits either way.
 void set_decode_prewait_stages(int stages);
-/// Further weight tiles (8 KB) a CTA of the warpgroup decode GEMM requests into L2 only before its
-/// wait (RILL_DECODE_L2_PREFETCH). Same bits either way.
-void set_decode_prewait_l2_tiles(int tiles);
+/// When a CTA of the warpgroup decode GEMM lets the next kernel launch: right after its wait
+/// (false, the default) or once it has requested its last weight tile (RILL_DECODE_TRIGGER=late).
+void set_decode_late_trigger(bool late);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
 /// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled

@@ -70,9 +70,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
   EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
   expect_rejects(cuda::parse_decode_prewait, {"", "9", "-1", "4x"}, "RILL_DECODE_PREWAIT");
-  EXPECT_EQ(cuda::parse_decode_l2_prefetch("0"), 0);
-  EXPECT_EQ(cuda::parse_decode_l2_prefetch("64"), 64);
-  expect_rejects(cuda::parse_decode_l2_prefetch, {"", "65", "-1", "8x"}, "RILL_DECODE_L2_PREFETCH");
+  EXPECT_EQ(cuda::parse_decode_trigger(nullptr), -1);
+  EXPECT_EQ(cuda::parse_decode_trigger("early"), 0);
+  EXPECT_EQ(cuda::parse_decode_trigger("late"), 1);
+  expect_rejects(cuda::parse_decode_trigger, {"", "0", "Late", "late "}, "RILL_DECODE_TRIGGER");
   EXPECT_EQ(cuda::parse_attention_wgmma(nullptr), -1);
   EXPECT_EQ(cuda::parse_attention_wgmma("0"), 0);
   EXPECT_EQ(cuda::parse_attention_wgmma("1"), 1);
