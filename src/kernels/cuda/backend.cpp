@@ -125,6 +125,7 @@ int parse_decode_prewait(const char* value) {
   if (n && *n >= 0 && *n <= 8) return int(*n);
   fail("RILL_DECODE_PREWAIT: must be 0..8 (weight stages requested before the wait), got '{}'", value);
 }
+int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
   const std::string_view v(value);
@@ -168,7 +169,9 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
-  set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) == 1);
+  // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
+  set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
+  fuse_decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU")) == 1;
   fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
   if (decode_config >= 18 && !gemm_wgmma_enabled())
     fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "
@@ -338,7 +341,7 @@ void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* 
                       (!bias || bias->numel() == 2 * inter);
   if (fuse_swiglu_ && on_device && bf16s && shapes && x.is_contiguous() && w.is_contiguous() && y.is_contiguous() &&
       matmul_->run_swiglu(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(),
-                          gate_up.device() == Device::cuda && gate_up.is_contiguous() &&
+                          fuse_decode_swiglu_ && gate_up.device() == Device::cuda && gate_up.is_contiguous() &&
                                   gate_up.dtype() == DType::bf16 && gate_up.numel() == 2 * m * inter
                               ? gate_up.data()
                               : nullptr,

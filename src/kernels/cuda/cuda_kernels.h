@@ -45,8 +45,8 @@ class CudaKernels final : public Kernels {
   void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch, const AttentionParams& p,
                  Tensor& out) override;
   void swiglu(const Tensor& x, Tensor& y) override;
-  /// One GEMM with SwiGLU in its epilogue where the matmul engine takes it (MatmulEngine::run_swiglu),
-  /// else the two ops.
+  /// One GEMM with SwiGLU in its epilogue where the matmul engine takes it (MatmulEngine::run_swiglu;
+  /// at M ≤ 8 only with RILL_DECODE_SWIGLU=1), else the two ops.
   void matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
@@ -85,6 +85,8 @@ class CudaKernels final : public Kernels {
   /// matmuls, attention splits sized to the batch).
   void set_batch_invariant(bool on) override;
   bool batch_invariant() const override { return batch_invariant_; }
+  /// Whether matmul_swiglu fuses SwiGLU at decode rows (RILL_DECODE_SWIGLU=1).
+  bool fuse_decode_swiglu() const { return fuse_decode_swiglu_; }
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
   void set_attention_splits(int splits) { attention_splits_ = splits; }
   /// Batch-invariant attention's span in keys (a multiple of 64; 0 = the default for the head_dim).
@@ -115,7 +117,8 @@ class CudaKernels final : public Kernels {
   int attention_span_keys_ = 0;  // RILL_ATTENTION_SPAN_KEYS, 0: the kernel's default (64)
   int attention_warps_ = 0;
   int attention_bn_ = 0;
-  bool fuse_swiglu_ = true;  // RILL_GEMM_SWIGLU
+  bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
+  bool fuse_decode_swiglu_ = false;  // RILL_DECODE_SWIGLU
 };
 
 /// RILL_ATTENTION_SPAN_KEYS: the invariant attention's span (KV positions folded as one partial;
@@ -154,9 +157,13 @@ int parse_attention_warps(const char* value);
 /// requests queue ahead of the latency-bound kernels before the GEMM; the bits do not change);
 /// anything else → an error naming the variable.
 int parse_decode_prewait(const char* value);
-/// RILL_DECODE_TRIGGER: null → -1 (the default placement, see backend.cpp); "early" → 0 (the
+/// RILL_DECODE_TRIGGER: null → -1 (the default placement, late; see backend.cpp); "early" → 0 (the
 /// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
 /// has requested its last weight tile); anything else → an error naming the variable.
 int parse_decode_trigger(const char* value);
+/// RILL_DECODE_SWIGLU: null or "0" → 0 (decode rows run the gate/up GEMM, then the SwiGLU kernel:
+/// measured faster in the batch-1 decode graph); "1" → 1 (the warpgroup decode GEMM's SwiGLU
+/// epilogue at M ≤ 8: a measurement knob, the bits do not change); anything else → an error.
+int parse_decode_swiglu(const char* value);
 
 }  // namespace rill::cuda

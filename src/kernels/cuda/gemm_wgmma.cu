@@ -537,7 +537,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
       if (!waited) pdl_wait();
       // Late trigger: the CTA has requested its last weight tile; the next kernel may launch once
       // every CTA has (its CTAs then take the SMs this grid leaves, without competing with its
-      // weight stream). Early (the default): right after the wait.
+      // weight stream; the backend's default). Early (RILL_DECODE_TRIGGER=early): after the wait.
       pdl_trigger();
     } else if (!a.late_trigger) {
       pdl_trigger();

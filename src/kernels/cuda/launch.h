@@ -6,8 +6,14 @@
 // each of a decode step's ~400 launches overlap the tail of the previous one. The contract, for
 // every kernel launched this way:
 //   - pdl_wait() before the first read of anything an earlier kernel wrote AND before the first
-//     global write (an earlier kernel may still be reading the buffer); only data no kernel
-//     writes (weights, biases, tables) may be read before it;
+//     global write (an earlier kernel may still be reading the buffer); only data no kernel of
+//     the step writes may be read before it: weights, biases, tables, the step's metadata
+//     (positions, lengths, slots, block tables: uploaded before the step's first kernel, and no
+//     kernel writes them) and K/V cache rows of earlier steps (keys before a row's new tokens);
+//     every kernel's loads of such data are best issued there (a decode step's latency-bound
+//     kernels each wait on one round trip fewer);
+//   - a thread of every CTA calls pdl_wait() before the CTA exits, even with no work: a kernel's completion
+//     then implies its predecessors', which later kernels rely on;
 //   - pdl_trigger() once the kernel no longer needs its SM slots to itself: the next kernel may
 //     then launch (its own pdl_wait still waits for this whole grid to finish and its writes
 //     to be visible; the trigger fires when every CTA has issued it or exited).

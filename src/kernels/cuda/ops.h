@@ -239,7 +239,8 @@ void set_gemm_wide_tile(bool on);
 /// (-1: all; RILL_DECODE_PREWAIT). Same bits either way.
 void set_decode_prewait_stages(int stages);
 /// When a CTA of the warpgroup decode GEMM lets the next kernel launch: right after its wait
-/// (false, the default) or once it has requested its last weight tile (RILL_DECODE_TRIGGER=late).
+/// (false: RILL_DECODE_TRIGGER=early) or once it has requested its last weight tile (true, the
+/// backend's default).
 void set_decode_late_trigger(bool late);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at

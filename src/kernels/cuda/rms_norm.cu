@@ -98,8 +98,10 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
       if (c >= a.dim) continue;
       bf16* e = reinterpret_cast<bf16*>(&v[h]);
 #pragma unroll
-      for (int i = 0; i < kVec; ++i)
-        e[i] = __float2bfloat16_rn(norm_out(__bfloat162float(e[i]) * inv, to_float(wv[h][i]), a.one_plus, a.fp32_scale));
+      for (int i = 0; i < kVec; ++i) {
+        const float xhat = __bfloat162float(e[i]) * inv;
+        e[i] = __float2bfloat16_rn(norm_out(xhat, to_float(wv[h][i]), a.one_plus, a.fp32_scale));
+      }
       *reinterpret_cast<uint4*>(y + c) = v[h];
     }
     return;

@@ -556,8 +556,8 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
 // bias; the same for the warpgroup decode kernel's SwiGLU (configuration 18, M ≤ 8; inter a
 // multiple of 32, not of 64; the split schedule's in-kernel fold and, without a workspace, the
 // fold schedule); and through the backend's matmul_swiglu, which must leave its gate/up scratch
-// untouched (the fused path ran) where the shape fills the GPU or, at M ≤ 8, where 18 is the
-// shape's decode configuration, and run the two ops otherwise.
+// untouched (the fused path ran) where the shape fills the GPU or, at M ≤ 8 with RILL_DECODE_SWIGLU=1,
+// where 18 is the shape's decode configuration, and run the two ops otherwise.
 TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
   RILL_REQUIRE_GPU();
   (void)backend();  // its creation turns the warpgroup GEMM on where supported
@@ -655,7 +655,7 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
   }
   // Through the backend: 300 × 1536 × 4096 fills the GPU (3 × 24 tiles of 128 × 128), so the fused
   // kernel runs and the scratch stays poisoned; 65 rows is decode-sized (9..64), the two ops run;
-  // 1 and 5 rows take the decode kernel's SwiGLU where 18 is the shape's decode configuration.
+  // 1 and 5 rows take the decode kernel's SwiGLU where it is on and 18 is the shape's configuration.
   for (int64_t m : {300, 65, 1, 5}) {
     const int64_t inter = 1536, k = 4096;
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(2 * inter * k)), {2 * inter, k});
@@ -672,7 +672,8 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     const bool fits = cuda::gemm_swiglu_fits(m, inter, k, backend().info().num_sms);
     cuda::GemmArgs ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), nullptr, m, 2 * inter, k);
     ga.y = gate_up.t.data();
-    const bool decode18 = m <= 8 && backend().matmul_engine().decode_config_for(ga) == 18;
+    const bool decode18 =
+        m <= 8 && backend().fuse_decode_swiglu() && backend().matmul_engine().decode_config_for(ga) == 18;
     EXPECT_EQ(fused, (m > backend().matmul_engine().decode_rows() && fits) || decode18) << "M=" << m;
   }
 }

@@ -70,6 +70,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
   EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
   expect_rejects(cuda::parse_decode_prewait, {"", "9", "-1", "4x"}, "RILL_DECODE_PREWAIT");
+  EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 0);
+  EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
+  EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
+  expect_rejects(cuda::parse_decode_swiglu, {"", "2", "on", "1x"}, "RILL_DECODE_SWIGLU");
   EXPECT_EQ(cuda::parse_decode_trigger(nullptr), -1);
   EXPECT_EQ(cuda::parse_decode_trigger("early"), 0);
   EXPECT_EQ(cuda::parse_decode_trigger("late"), 1);
