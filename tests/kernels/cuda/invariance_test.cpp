@@ -558,6 +558,25 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
 // fold schedule); and through the backend's matmul_swiglu, which must leave its gate/up scratch
 // untouched (the fused path ran) where the shape fills the GPU or, at M ≤ 8 with RILL_DECODE_SWIGLU=1,
 // where 18 is the shape's decode configuration, and run the two ops otherwise.
+// The elements of a and b (same size) whose bits differ.
+size_t differing_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return differ;
+}
+
+// A SwiGLU GEMM's inputs: w [2·inter, k] (gate rows, then up rows), its bias and x [m, k].
+struct GluInputs {
+  DevTensor w, bias, x;
+};
+GluInputs glu_inputs(std::mt19937_64& rng, int64_t m, int64_t inter, int64_t k) {
+  GluInputs in;
+  in.w = upload_bf16(random_bf16_values(rng, size_t(2 * inter * k)), {2 * inter, k});
+  in.bias = upload_bf16(random_bf16_values(rng, size_t(2 * inter)), {2 * inter});
+  in.x = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
+  return in;
+}
+
 TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
   RILL_REQUIRE_GPU();
   (void)backend();  // its creation turns the warpgroup GEMM on where supported
@@ -572,9 +591,8 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
   for (const S& sh : shapes) {
     const int64_t n = 2 * sh.inter;
     SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " inter=" << sh.inter << " K=" << sh.k);
-    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * sh.k)), {n, sh.k});
-    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
-    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(sh.m * sh.k), -2.f, 2.f), {sh.m, sh.k});
+    const GluInputs in = glu_inputs(rng, sh.m, sh.inter, sh.k);
+    const DevTensor &dw = in.w, &db = in.bias, &dx = in.x;
     for (bool bias : {false, true}) {
       const void* b = bias ? db.t.data() : nullptr;
       DevTensor gate_up(DType::bf16, {sh.m, n}), want(DType::bf16, {sh.m, sh.inter});
@@ -589,18 +607,15 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
       cuda::launch_gemm(ga, backend().stream());
       const auto w = download_bf16(want), g = download_bf16(got);
       for (float v : g) ASSERT_FALSE(std::isnan(v)) << "unwritten output, bias " << bias;
-      size_t differ = 0;
-      for (size_t i = 0; i < w.size(); ++i) differ += std::memcmp(&w[i], &g[i], sizeof(float)) != 0;
-      EXPECT_EQ(differ, 0u) << "outputs differing of " << w.size() << ", bias " << bias;
+      EXPECT_EQ(differing_bits(w, g), 0u) << "outputs differing of " << w.size() << ", bias " << bias;
     }
   }
   const S decode_shapes[] = {{1, 96, 4096}, {3, 1536, 4096}, {8, 160, 200}, {5, 1024, 12296}};
   for (const S& sh : decode_shapes) {
     const int64_t n = 2 * sh.inter;
     SCOPED_TRACE(::testing::Message() << "decode M=" << sh.m << " inter=" << sh.inter << " K=" << sh.k);
-    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * sh.k)), {n, sh.k});
-    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
-    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(sh.m * sh.k), -2.f, 2.f), {sh.m, sh.k});
+    const GluInputs in = glu_inputs(rng, sh.m, sh.inter, sh.k);
+    const DevTensor &dw = in.w, &db = in.bias, &dx = in.x;
     for (bool bias : {false, true}) {
       const void* b = bias ? db.t.data() : nullptr;
       DevTensor gate_up(DType::bf16, {sh.m, n}), want(DType::bf16, {sh.m, sh.inter});
@@ -617,11 +632,9 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
         ga.config = 18;
         for (int rep = 0; rep < 2; ++rep) {  // (the split schedule's counters reset themselves)
           cuda::launch_gemm(ga, backend().stream());
-          const auto g = download_bf16(got);
-          size_t differ = 0;
-          for (size_t i = 0; i < w.size(); ++i) differ += std::memcmp(&w[i], &g[i], sizeof(float)) != 0;
-          EXPECT_EQ(differ, 0u) << "outputs differing of " << w.size() << ", bias " << bias << ", workspace "
-                                << workspace << ", launch " << rep;
+          EXPECT_EQ(differing_bits(w, download_bf16(got)), 0u)
+              << "outputs differing of " << w.size() << ", bias " << bias << ", workspace " << workspace
+              << ", launch " << rep;
         }
       }
     }
