@@ -63,6 +63,8 @@ void pdl_trace_start() {
   const char* path = std::getenv("RILL_PDL_TRACE");
   if (!path || g_trace_host) return;
   g_trace_path = path;
+  if (std::FILE* f = std::fopen(path, "w")) std::fclose(f);  // fail now, not silently at exit
+  else fail("RILL_PDL_TRACE: cannot write the trace file '{}'", path);
   g_trace_capacity = 1u << 21;
   const size_t bytes = size_t(g_trace_capacity) * sizeof(PdlTraceRecord);
   RILL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&g_trace_host), bytes, cudaHostAllocMapped));
