@@ -31,7 +31,6 @@
 // correctly for any context lengths that fit the block-table width.
 #include <algorithm>
 #include <mutex>
-#include <type_traits>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
@@ -277,82 +276,6 @@ struct DecodeSplitCfg {
   static constexpr size_t kSmemBytes = kPOff + size_t(kNT) * 32 * sizeof(uint2);
 };
 
-// The in-kernel span fold (AttnKernelArgs::counters): the last block of a (row, kv head, m-tile)
-// group to arrive folds every span of its packed rows with attention_combine_spans_kernel's
-// operations, so the step needs no combine launch. A warp a packed row, its lanes D / 32 dims
-// each; a chunk of 32 spans at a time: lane j holds span c0 + j's (max, sum), a warp scan of the
-// max gives every span's SpanMerge weights at once (max is exact in any order), and the running
-// output is one FMA chain per dim in span order over partials requested kBatch spans at a time,
-// the first batch with the (max, sum) loads. Partials come through L2 (__ldcg): other SMs wrote
-// them during this kernel, and this SM's L1 may hold lines from an earlier launch.
-template <int D>
-__device__ __forceinline__ void fold_spans_in_block(const AttnKernelArgs& a, const BlockRows& br, int kvh, int kBM,
-                                                    int span_keys) {
-  constexpr int kDL = D / 32, kBatch = 16;
-  static_assert(kDL == 2 || kDL == 4, "head_dim 64 or 128");
-  using Vec = std::conditional_t<kDL == 4, float4, float2>;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const int rows = min(kBM, br.packed - br.m0);
-  const int64_t stride = a.tokens * a.hq;
-  for (int r = warp; r < rows; r += warps) {
-    const int m = br.m0 + r, qi = m / a.group, pos = br.pos0 + qi;
-    const int kv_lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
-    const int js = kv_lo / span_keys, je = pos / span_keys + 1;
-    const int64_t idx = int64_t(br.q_begin + qi) * a.hq + kvh * a.group + m % a.group;
-    float acc[kDL], acc_l = 0.f, carry = -INFINITY;  // carry: the max of every earlier chunk's m
-#pragma unroll
-    for (int p = 0; p < kDL; ++p) acc[p] = 0.f;
-    for (int c0 = js; c0 < je; c0 += 32) {
-      const int n = min(32, je - c0);
-      const float2 ml = lane < n ? __ldcg(reinterpret_cast<const float2*>(a.part_ml + ((c0 + lane) * stride + idx) * 2))
-                                 : make_float2(-INFINITY, 0.f);
-      Vec o[kBatch];
-      auto load = [&](int j0) {
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int j = j0 + u;
-          o[u] = j < n ? __ldcg(reinterpret_cast<const Vec*>(a.part_o + ((c0 + j) * stride + idx) * D) + lane) : Vec{};
-        }
-      };
-      load(0);
-      float incl = ml.x;
-#pragma unroll
-      for (int off = 1; off < 32; off *= 2) {
-        const float v = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl = fmaxf(incl, v);
-      }
-      incl = fmaxf(incl, carry);
-      const float before = __shfl_up_sync(0xffffffffu, incl, 1);
-      const float acc_m = lane == 0 ? carry : before;  // SpanMerge::make's operations
-      const float m_new = fmaxf(acc_m, ml.x);
-      const bool used = ml.x != -INFINITY;  // else the span saw no key (or lies past the chunk)
-      const float wa = used ? exp2_ftz(acc_m - m_new) : 0.f, wb = used ? exp2_ftz(ml.x - m_new) : 0.f;
-      carry = __shfl_sync(0xffffffffu, incl, 31);
-      for (int j0 = 0; j0 < n; j0 += kBatch) {
-        if (j0 > 0) load(j0);
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int j = j0 + u;
-          const float ja = __shfl_sync(0xffffffffu, wa, j & 31), jb = __shfl_sync(0xffffffffu, wb, j & 31);
-          const float jl = __shfl_sync(0xffffffffu, ml.y, j & 31);
-          const bool ju = __shfl_sync(0xffffffffu, int(used), j & 31) != 0;
-          if (j >= n || !ju) continue;
-          float ov[kDL];
-          if constexpr (kDL == 4) ov[0] = o[u].x, ov[1] = o[u].y, ov[2] = o[u].z, ov[3] = o[u].w;
-          else ov[0] = o[u].x, ov[1] = o[u].y;
-#pragma unroll
-          for (int p = 0; p < kDL; ++p) acc[p] = __fmaf_rn(acc[p], ja, __fmul_rn(ov[p], jb));
-          acc_l = __fmaf_rn(acc_l, ja, __fmul_rn(jl, jb));
-        }
-      }
-    }
-    bf16* dst = a.out + idx * D + lane * kDL;
-#pragma unroll
-    for (int p = 0; p < kDL; p += 2)
-      *reinterpret_cast<uint32_t*>(dst + p) = float2_to_bf16x2(span_result(acc[p], acc_l), span_result(acc[p + 1], acc_l));
-  }
-}
-
 template <int D>
 __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
   using C = DecodeSplitCfg<D>;
@@ -552,23 +475,6 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
           make_float2(row_max[h], sum);
     }
   }
-  if (a.counters == nullptr) return;  // attention_combine_spans_kernel folds the spans
-
-  // Count this span's arrival in its group; the group's active spans are [s_lo, s_hi) (the
-  // blocks with my_lo < my_hi above), so every block knows the count without a second pass.
-  __shared__ unsigned is_last;
-  __threadfence();  // this block's partial is visible device-wide before it is counted
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const int s_lo = br.t_lo / a.span_tiles, s_hi = (br.t_hi + a.span_tiles - 1) / a.span_tiles;
-    unsigned* counter = a.counters + (int64_t(row) * a.hkv + kvh) * gridDim.x + blockIdx.x;
-    is_last = atomicAdd(counter, 1u) == unsigned(s_hi - s_lo - 1);
-    if (is_last) *counter = 0;  // every span arrived: ready for the next launch
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  fold_spans_in_block<D>(a, br, kvh, kBM, a.span_tiles * kBN);
 }
 
 // Merges the splits' partials of one (token, head): weights 2^(m_s - M), skipping empty splits.
@@ -804,14 +710,7 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
         return true;
       }();
       (void)attr_set;
-      // The spans folded in the kernel (no combine launch) where the counters cover the groups.
-      const int64_t groups = int64_t(m_tiles) * a.hkv * a.num_rows;
-      if (a.counters && groups <= a.num_counters && spans <= a.fold_max_spans) k.counters = a.counters;
       launch_pdl(attention_decode_split_kernel<D>, dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, k);
-      if (k.counters) {
-        RILL_CUDA_CHECK_LAUNCH();
-        return;
-      }
     } else {
       launch_pdl(attention_kernel<D, kWarps, kBN, false>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
     }

@@ -71,9 +71,6 @@ struct AttnKernelArgs {
   int span_tiles;  // invariant mode: tiles per span (0: legacy equal splits of the row's tiles)
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
-  // Zeroed arrival counters, one a (row, kv head, m-tile), each reset by the block that folds
-  // (the decode split kernel); null: the combine kernel folds the spans.
-  unsigned* counters;
 };
 
 template <int D, int kWarps, int kBN>

@@ -25,12 +25,6 @@ constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kSplitKBytes = size_t(32) << 20;  // split-K partials (the invariant GEMM up to M ≈ 256)
 constexpr size_t kAttentionWorkspaceBytes = size_t(64) << 20;
 constexpr int64_t kGemmCounters = 8192;  // output tiles of one split GEMM launch (≥ 151936 / 64)
-// (row, kv head, m-tile) groups of one decode attention launch that folds its spans in the kernel
-// (the split schedule runs below one wave of blocks: at most ~1,300 groups on 132 SMs).
-constexpr int64_t kAttentionCounters = 4096;
-// RILL_ATTENTION_FOLD_SPANS default: the in-kernel span fold for block tables up to this many
-// spans (64 keys each; graphs group widths by powers of two).
-constexpr int kDefaultFoldSpans = 1 << 16;
 // RILL_GEMM_L2_PREFETCH (tiled decode configurations only): off. Batch-1 decode on the H200
 // measured 160.8-161.1 tok/s with 2-16 tiles against 155.7-156.5 without, but the prefetch also
 // slows the tiled kernels timed alone, which moved the automatic choice to the streaming kernels,
@@ -131,13 +125,6 @@ int parse_decode_prewait(const char* value) {
   if (n && *n >= 0 && *n <= 8) return int(*n);
   fail("RILL_DECODE_PREWAIT: must be 0..8 (weight stages requested before the wait), got '{}'", value);
 }
-int parse_attention_fold_spans(const char* value) {
-  if (!value) return kDefaultFoldSpans;
-  const auto n = exact_int(value);
-  if (n && *n >= 0 && *n <= (1 << 16)) return *n;
-  fail("RILL_ATTENTION_FOLD_SPANS: must be 0..65536 (block-table spans up to which decode attention folds its "
-       "spans in the kernel; 0: always the combine kernel), got '{}'", value);
-}
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
@@ -161,10 +148,6 @@ CudaKernels::CudaKernels(int device_ordinal)
   RILL_CUDA_CHECK(cudaMemsetAsync(gemm_counters_.data(), 0, gemm_counters_.size(), stream_.get()));
   RILL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   matmul_->set_gemm_counters(static_cast<unsigned*>(gemm_counters_.data()), kGemmCounters);
-  attention_counters_ = Buffer(allocator_, size_t(kAttentionCounters) * sizeof(unsigned));
-  RILL_CUDA_CHECK(cudaMemsetAsync(attention_counters_.data(), 0, attention_counters_.size(), stream_.get()));
-  RILL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-  attention_fold_spans_ = parse_attention_fold_spans(std::getenv("RILL_ATTENTION_FOLD_SPANS"));
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
   set_batch_invariant(!(inv && std::string_view(inv) == "0"));
   attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
@@ -598,9 +581,6 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   a.force_bn = attention_bn_;
   a.invariant = batch_invariant_;
   a.span_keys = attention_span_keys_;
-  a.counters = static_cast<unsigned*>(attention_counters_.data());
-  a.num_counters = kAttentionCounters;
-  a.fold_max_spans = attention_fold_spans_;
   launch_attention(a, stream_.get());
 }
 

@@ -93,10 +93,6 @@ class CudaKernels final : public Kernels {
   /// Part of the arithmetic, like RILL_ATTENTION_SPAN_KEYS: tests and benchmarks only.
   void set_attention_span_keys(int keys) { attention_span_keys_ = keys; }
   int attention_span_keys() const { return attention_span_keys_; }
-  /// Decode attention folds its spans in the kernel for block tables up to this many spans (0:
-  /// always the combine kernel; the bits are the same). RILL_ATTENTION_FOLD_SPANS sets it.
-  void set_attention_fold_spans(int spans) { attention_fold_spans_ = spans; }
-  int attention_fold_spans() const { return attention_fold_spans_; }
   /// Attention with a forced kernel variant (tests, benchmarks; 0 = automatic): warps per block
   /// 1/2/4/8 and keys per tile 32/64 (head_dim 256: 32 only; 32 only with 1 or 2 warps below 256).
   void set_attention_variant(int warps, int keys_per_tile) {
@@ -114,13 +110,11 @@ class CudaKernels final : public Kernels {
   Buffer lt_workspace_;
   Buffer splitk_workspace_;
   Buffer attention_workspace_;
-  Buffer gemm_counters_;       // zeroed tile counters of the invariant GEMM (split schedule)
-  Buffer attention_counters_;  // zeroed group counters of the decode attention's in-kernel fold
+  Buffer gemm_counters_;  // zeroed tile counters of the invariant GEMM (split schedule)
   std::unique_ptr<MatmulEngine> matmul_;
   bool batch_invariant_ = true;
   int attention_splits_ = 0;
   int attention_span_keys_ = 0;  // RILL_ATTENTION_SPAN_KEYS, 0: the kernel's default (64)
-  int attention_fold_spans_ = 0;  // RILL_ATTENTION_FOLD_SPANS
   int attention_warps_ = 0;
   int attention_bn_ = 0;
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
@@ -132,11 +126,6 @@ class CudaKernels final : public Kernels {
 /// long prefills). Null → 0 (the kernel's default); not a multiple of 64 in (0, 8192] → an error
 /// naming the variable.
 int parse_attention_span_keys(const char* value);
-/// RILL_ATTENTION_FOLD_SPANS: null → the default (the in-kernel fold at every width); 0 → the
-/// decode attention's spans always folded by the combine kernel; 1..65536 → in the kernel for block
-/// tables up to that many spans (a measurement knob: the bits do not change); anything else → an
-/// error naming the variable.
-int parse_attention_fold_spans(const char* value);
 /// RILL_DECODE_GEMM_CONFIG: null → 0 (timed per shape); 1, 5, 6, 7, 8, 9 or 10 → that
 /// configuration for every decode GEMM; anything else → an error naming the variable.
 int parse_decode_gemm_config(const char* value);

@@ -89,14 +89,6 @@ struct AttentionArgs {
   /// Slots in each cache (num_blocks · block_size); 0: unknown (then no kernel that addresses the
   /// cache through tensor maps runs).
   int64_t num_slots = 0;
-  /// Invariant split schedule on the decode kernel (head_dim 64 / 128, ≤ 16 packed query rows):
-  /// zeroed arrival counters, one a (row, kv head, m-tile) and reset by the kernel, let the last
-  /// block of each group fold its spans with the combine kernel's bits, saving that launch, when
-  /// the step has at most fold_max_spans spans (the block-table width in spans); else, or when
-  /// null, the combine kernel folds them.
-  unsigned* counters = nullptr;
-  int64_t num_counters = 0;
-  int fold_max_spans = 0;
 };
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 

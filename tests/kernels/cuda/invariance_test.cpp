@@ -232,16 +232,10 @@ TEST(CudaInvariance, AttentionRowAloneEqualsRowAmong63Others) {
         at += elems;
       }
       EXPECT_EQ(differ, 0) << differ << " rows differ alone vs among 64";
-      // The split and fold schedules give the same bits, the split one's spans folded in the
-      // decode kernel or by the combine kernel.
+      // The split and fold schedules give the same bits.
       auto fold = c.run(parts, q, width + 3, 1), split = c.run(parts, q, width + 3, 2);
-      const int fold_spans = backend().attention_fold_spans();
-      backend().set_attention_fold_spans(0);
-      auto combined = c.run(parts, q, width + 3, 2);
-      backend().set_attention_fold_spans(fold_spans);
       EXPECT_TRUE(same_bits(fold.data(), all.data(), all.size())) << "fold schedule differs";
       EXPECT_TRUE(same_bits(split.data(), all.data(), all.size())) << "split schedule differs";
-      EXPECT_TRUE(same_bits(combined.data(), all.data(), all.size())) << "combine kernel differs";
     }
   }
 }
@@ -268,13 +262,6 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
       auto fold = c.run(parts, q, width, 1), split = c.run(parts, q, width, 2);
       for (float v : split) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
       EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
-      // The decode kernel's spans folded by the combine kernel instead of in the kernel's last block.
-      const int fold_spans = backend().attention_fold_spans();
-      backend().set_attention_fold_spans(0);
-      auto combined = c.run(parts, q, width, 2);
-      backend().set_attention_fold_spans(fold_spans);
-      for (float v : combined) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
-      EXPECT_TRUE(same_bits(fold.data(), combined.data(), combined.size())) << "the combine kernel differs";
     }
   }
 }

@@ -74,11 +74,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
   expect_rejects(cuda::parse_decode_swiglu, {"", "2", "on", "1x"}, "RILL_DECODE_SWIGLU");
-  EXPECT_EQ(cuda::parse_attention_fold_spans(nullptr), 1 << 16);
-  EXPECT_EQ(cuda::parse_attention_fold_spans("0"), 0);
-  EXPECT_EQ(cuda::parse_attention_fold_spans("32"), 32);
-  EXPECT_EQ(cuda::parse_attention_fold_spans("65536"), 1 << 16);
-  expect_rejects(cuda::parse_attention_fold_spans, {"", "-1", "65537", "32k", "032"}, "RILL_ATTENTION_FOLD_SPANS");
   EXPECT_EQ(cuda::parse_decode_trigger(nullptr), -1);
   EXPECT_EQ(cuda::parse_decode_trigger("early"), 0);
   EXPECT_EQ(cuda::parse_decode_trigger("late"), 1);
