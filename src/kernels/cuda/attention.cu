@@ -299,8 +299,7 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
   const int my_lo = has_rows ? max(br.t_lo, split * a.span_tiles) : 0;
   const int my_hi = has_rows ? min(br.t_hi, (split + 1) * a.span_tiles) : 0;
   if (my_lo >= my_hi) {  // no rows, or a span past (or before) the row's keys: nobody reads it
-    pdl_wait();
-    pdl_trigger();
+    pdl_wait_trigger(a.early_trigger);
     return;
   }
   const int q_begin = br.q_begin, ctx = br.ctx, m0 = br.m0, kv_end = br.kv_end;
@@ -320,8 +319,7 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
   };
   const bool old_keys = my_hi * kBN <= br.pos0;
   if (old_keys) copy_kv();
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_trigger(a.early_trigger);
   for (int i = threadIdx.x; i < kBM * C::kChunks; i += kThreads) {  // Q, as attention_kernel
     const int r = i / C::kChunks, c = i % C::kChunks, m = m0 + r;
     const bool ok = m < br.packed;
@@ -512,7 +510,8 @@ __global__ void attention_combine_kernel(const float* part_o, const float* part_
 template <int D>
 __global__ void attention_combine_spans_kernel(const float* part_o, const float* part_ml, bf16* out,
                                                const int32_t* cu_seqlens_q, const int32_t* context_lens,
-                                               int64_t tokens, int hq, int window, int span_keys) {
+                                               int64_t tokens, int hq, int window, int span_keys,
+                                               bool early_trigger) {
   constexpr int kThreads = D < 128 ? D : 128, kPer = D / kThreads, kBatch = kThreads / kPer;
   constexpr int kWarpLanes = kThreads < 32 ? kThreads : 32;
   constexpr unsigned kMask = kThreads >= 32 ? 0xffffffffu : (1u << kThreads) - 1u;
@@ -523,8 +522,7 @@ __global__ void attention_combine_spans_kernel(const float* part_o, const float*
   const int i = int(blockIdx.y);
   // The step's lengths were uploaded before its first kernel: read before the wait (launch.h).
   const int q_begin = cu_seqlens_q[row], q_len = cu_seqlens_q[row + 1] - q_begin, ctx_len = context_lens[row];
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_trigger(early_trigger);
   if (i >= q_len) return;
   const int pos = ctx_len - q_len + i;
   const int kv_lo = window > 0 ? max(0, pos - window + 1) : 0;
@@ -642,6 +640,7 @@ AttnKernelArgs kernel_args(const AttentionArgs& a) {
   k.scale = a.scale;
   k.softcap = a.softcap;
   k.window = a.sliding_window;
+  k.early_trigger = pdl_early_trigger();
   return k;
 }
 
@@ -717,7 +716,8 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
     RILL_CUDA_CHECK_LAUNCH();
     dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q));
     launch_pdl(attention_combine_spans_kernel<D>, dim3(cgrid), dim3(D < 128 ? D : 128), 0, stream,  // kThreads
-        k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys);
+        k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys,
+        k.early_trigger);
     RILL_CUDA_CHECK_LAUNCH();
   } else {
     k.splits = 1;

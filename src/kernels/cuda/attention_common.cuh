@@ -71,6 +71,7 @@ struct AttnKernelArgs {
   int span_tiles;  // invariant mode: tiles per span (0: legacy equal splits of the row's tiles)
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
+  bool early_trigger;  // pdl_early_trigger() (the decode split kernel)
 };
 
 template <int D, int kWarps, int kBN>

@@ -185,6 +185,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_attention_wgmma(attn_wgmma != 0);
   // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
+  set_pdl_early_trigger(parse_pdl_trigger(std::getenv("RILL_PDL_TRIGGER")) == 1);
 #if defined(RILL_PDL_TRACE)
   pdl_trace_start();
 #endif

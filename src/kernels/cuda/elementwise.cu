@@ -49,9 +49,9 @@ __global__ void swiglu_kernel2(const __nv_bfloat162* __restrict__ x, __nv_bfloat
 // 8 outputs a thread (16-byte loads and store; inter % 8 == 0, 16-byte aligned rows): grid
 // (column blocks, row blocks), no division per element (the pair kernel's 64-bit index division
 // held it to ~56% of the copy rate at 4096 tokens × 12288).
-__global__ void swiglu_vec8_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int64_t m, int64_t inter) {
-  pdl_wait();
-  pdl_trigger();
+__global__ void swiglu_vec8_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int64_t m, int64_t inter,
+                                   bool early_trigger) {
+  pdl_wait_trigger(early_trigger);
   const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
   if (c >= inter) return;
   for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
@@ -159,7 +159,7 @@ void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_
     constexpr int kVecThreads = 128;
     const dim3 grid(unsigned(ceil_div(inter / 8, int64_t(kVecThreads))), unsigned(std::min<int64_t>(m, 65535)));
     launch_pdl(swiglu_vec8_kernel, grid, dim3(kVecThreads), 0, stream, static_cast<const bf16*>(x), static_cast<bf16*>(y),
-               m, inter);
+               m, inter, pdl_early_trigger());
   } else if (inter % 2 == 0) {
     int64_t n = m * inter / 2;
     launch_pdl(swiglu_kernel2, dim3(grid_for(n)), dim3(kThreads), 0, stream, static_cast<const __nv_bfloat162*>(x),

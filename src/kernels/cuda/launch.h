@@ -35,6 +35,19 @@ bool pdl_enabled();
 void set_pdl_enabled(bool on);
 /// RILL_PDL: null → true; "1" → true; "0" → false; anything else → an error naming the variable.
 bool parse_pdl_setting(const char* value);
+/// Whether the latency-bound kernels of a decode step (add+RMSNorm, RoPE, SwiGLU, the split
+/// attention and its combine) trigger before their wait rather than after it (pdl_wait_trigger).
+bool pdl_early_trigger();
+void set_pdl_early_trigger(bool on);
+/// RILL_PDL_TRIGGER: null → the default (see the backend); "wait" → false (trigger after the
+/// wait); "early" → true (before it); anything else → an error naming the variable.
+int parse_pdl_trigger(const char* value);
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 #if defined(RILL_PDL_TRACE)
 // Trace builds (cmake -DRILL_PDL_TRACE=ON; never the default): block (0, 0, 0)'s thread 0 of every
@@ -105,11 +118,23 @@ __device__ __forceinline__ void pdl_wait() {
 }
 #endif
 
-__device__ __forceinline__ void pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+// A latency-bound kernel's wait with its trigger: after the wait, or before it when `early`
+// (pdl_early_trigger: the next kernel — in a decode step, the next GEMM — then launches and
+// requests its weights while this one still waits; its own wait still covers this whole grid).
+#if defined(RILL_PDL_TRACE)
+__device__ __forceinline__ void pdl_wait_trigger(bool early, int line = __builtin_LINE(),
+                                                 const char* file = __builtin_FILE()) {
+  if (early) pdl_trigger();
+  pdl_wait(line, file);
+  if (!early) pdl_trigger();
 }
+#else
+__device__ __forceinline__ void pdl_wait_trigger(bool early) {
+  if (early) pdl_trigger();
+  pdl_wait();
+  if (!early) pdl_trigger();
+}
+#endif
 
 /// kernel<<<grid, block, smem, stream>>>(args...), allowed to overlap its predecessor when
 /// pdl_enabled(). Checked like every launch.

@@ -45,6 +45,7 @@ struct RopeArgs {
   const void* k_norm = nullptr;
   bool norm_f32 = false, norm_one_plus = false, norm_fp32_scale = false;
   float norm_eps = 1e-6f;
+  bool early_trigger = false;  ///< set by launch_rope from pdl_early_trigger()
 };
 void launch_rope(const RopeArgs& a, cudaStream_t stream);
 

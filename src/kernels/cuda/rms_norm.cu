@@ -21,6 +21,7 @@ struct NormKernelArgs {
   int64_t rows, dim;
   float eps;
   bool one_plus, fp32_scale;
+  bool early_trigger;  // pdl_early_trigger()
 };
 
 __device__ __forceinline__ float norm_out(float xhat, float wf, bool one_plus, bool fp32_scale) {
@@ -58,8 +59,7 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
         for (int j = 0; j < kWChunks; ++j)
           reinterpret_cast<uint4*>(wv[h])[j] = reinterpret_cast<const uint4*>(a.w + c)[j];
     }
-    pdl_wait();
-    pdl_trigger();
+    pdl_wait_trigger(a.early_trigger);
     if (kRowThreads == 32 && row >= a.rows) return;
     const bf16* x = a.x + row * a.dim;
     bf16* r = a.residual ? a.residual + row * a.dim : nullptr;
@@ -106,8 +106,7 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
     }
     return;
   }
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_trigger(a.early_trigger);
   if (kRowThreads == 32 && row >= a.rows) return;
   const bf16* x = a.x + row * a.dim;
   bf16* r = a.residual ? a.residual + row * a.dim : nullptr;
@@ -165,7 +164,8 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
 template <typename W>
 void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
   NormKernelArgs<W> k{static_cast<const bf16*>(a.x), static_cast<bf16*>(a.residual), static_cast<const W*>(a.w),
-                      static_cast<bf16*>(a.y), a.rows, a.dim, a.eps, a.one_plus_weight, a.scale_in_fp32};
+                      static_cast<bf16*>(a.y), a.rows, a.dim, a.eps, a.one_plus_weight, a.scale_in_fp32,
+                      pdl_early_trigger()};
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   bool vec = a.dim % 8 == 0 && aligned(a.x) && aligned(a.y) && (!a.residual || aligned(a.residual));
   const bool hold = vec && aligned(a.w);  // the register path (rms_norm_kernel's kHold)

@@ -187,8 +187,7 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
   float nw[8];
   if (live && a.q_norm) norm_weights8(a, is_k ? a.k_norm : a.q_norm, c * 8, nw);
   __syncthreads();
-  pdl_wait();
-  pdl_trigger();
+  pdl_wait_trigger(a.early_trigger);
   if (!live) return;  // whole heads leave: a head's lanes stay together
   const unsigned lane = threadIdx.x % 32;
   const unsigned group = kC == 32 ? 0xffffffffu : ((1u << kC) - 1u) << (lane & ~unsigned(kC - 1));
@@ -255,8 +254,10 @@ __global__ void copy_blocks_kernel(uint4* k_cache, uint4* v_cache, const int32_t
 
 }  // namespace
 
-void launch_rope(const RopeArgs& a, cudaStream_t stream) {
-  if (a.tokens == 0) return;
+void launch_rope(const RopeArgs& args, cudaStream_t stream) {
+  if (args.tokens == 0) return;
+  RopeArgs a = args;
+  a.early_trigger = pdl_early_trigger();
   if (a.rotary_dim / 2 > kMaxHalf) throw_error("[rope] rotary_dim above 1024 is not supported");
   int64_t row = int64_t(a.hkv) * a.head_dim;
   bool vec = row % 8 == 0 && aligned16(a.k) && aligned16(a.v) && aligned16(a.k_cache) && aligned16(a.v_cache);

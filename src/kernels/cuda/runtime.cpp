@@ -17,6 +17,19 @@ namespace rill::cuda {
 
 namespace {
 std::atomic<bool> g_pdl{false};
+std::atomic<bool> g_pdl_early{false};
+}
+
+bool pdl_early_trigger() { return g_pdl_early.load(std::memory_order_relaxed); }
+void set_pdl_early_trigger(bool on) { g_pdl_early.store(on, std::memory_order_relaxed); }
+
+int parse_pdl_trigger(const char* value) {
+  if (!value) return -1;
+  const std::string_view v(value);
+  if (v == "wait") return 0;
+  if (v == "early") return 1;
+  fail("RILL_PDL_TRIGGER: must be wait or early (when the latency-bound kernels let the next kernel launch), "
+       "got '{}'", v);
 }
 
 bool pdl_enabled() { return g_pdl.load(std::memory_order_relaxed); }

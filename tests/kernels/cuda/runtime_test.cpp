@@ -39,6 +39,10 @@ TEST(CudaRuntime, PdlSettingFromEnvironment) {
   EXPECT_TRUE(cuda::parse_pdl_setting("1"));
   EXPECT_FALSE(cuda::parse_pdl_setting("0"));
   expect_rejects(cuda::parse_pdl_setting, {"", "2", "yes", "0x", " 1"}, "RILL_PDL");
+  EXPECT_EQ(cuda::parse_pdl_trigger(nullptr), -1);
+  EXPECT_EQ(cuda::parse_pdl_trigger("wait"), 0);
+  EXPECT_EQ(cuda::parse_pdl_trigger("early"), 1);
+  expect_rejects(cuda::parse_pdl_trigger, {"", "late", "Early", "early "}, "RILL_PDL_TRIGGER");
 }
 
 // Needs no GPU: runs in CI too.
