@@ -125,6 +125,12 @@ int parse_decode_prewait(const char* value) {
   if (n && *n >= 0 && *n <= 8) return int(*n);
   fail("RILL_DECODE_PREWAIT: must be 0..8 (weight stages requested before the wait), got '{}'", value);
 }
+int parse_decode_ctas(const char* value) {
+  if (!value) return 0;
+  const auto n = exact_int(value);
+  if (n && *n >= 1 && *n <= 3) return *n;
+  fail("RILL_DECODE_CTAS: must be 1..3 (resident CTAs an SM of the warpgroup decode GEMM), got '{}'", value);
+}
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
@@ -169,6 +175,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
+  set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
   fuse_decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU")) == 1;

@@ -157,6 +157,10 @@ int parse_attention_warps(const char* value);
 /// requests queue ahead of the latency-bound kernels before the GEMM; the bits do not change);
 /// anything else → an error naming the variable.
 int parse_decode_prewait(const char* value);
+/// RILL_DECODE_CTAS: null → 0 (as many CTAs an SM as fit); 1..3 → at most that many resident CTAs an
+/// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
+/// error naming the variable.
+int parse_decode_ctas(const char* value);
 /// RILL_DECODE_TRIGGER: null → -1 (the default placement, late; see backend.cpp); "early" → 0 (the
 /// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
 /// has requested its last weight tile); anything else → an error naming the variable.

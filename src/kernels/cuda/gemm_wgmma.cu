@@ -666,6 +666,7 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
 }  // namespace
 
 int g_decode_prewait = -1;    // set_decode_prewait_stages
+int g_decode_ctas_per_sm = 0;  // set_decode_ctas_per_sm
 bool g_decode_late_trigger = false;  // set_decode_late_trigger
 
 bool gemm_wgmma_available() {
@@ -734,7 +735,8 @@ void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
     RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, smem));
     return std::max(n, 1);
   }();
-  const int64_t ctas = std::min<int64_t>(items, int64_t(per_sm) * std::max(num_sms, 1));  // persistent beyond one wave
+  const int resident = g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
+  const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));  // persistent beyond one wave
   launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw,
              a, split ? a.splits : 1);
   RILL_CUDA_CHECK_LAUNCH();
@@ -795,4 +797,5 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
 namespace rill::cuda {
 void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = stages; }
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
+void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 }  // namespace rill::cuda

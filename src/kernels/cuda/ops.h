@@ -243,6 +243,10 @@ void set_decode_prewait_stages(int stages);
 /// (false: RILL_DECODE_TRIGGER=early) or once it has requested its last weight tile (true, the
 /// backend's default).
 void set_decode_late_trigger(bool late);
+/// Resident CTAs an SM of the warpgroup decode GEMM (0: as many as fit, three; RILL_DECODE_CTAS).
+/// Fewer leave shared memory for the next GEMM's CTAs to start their weight stream while this one
+/// ends (with RILL_PDL_TRIGGER=early). Same bits either way: the split ranges do not change.
+void set_decode_ctas_per_sm(int ctas);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
 /// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled

@@ -74,6 +74,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
   EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
   expect_rejects(cuda::parse_decode_prewait, {"", "9", "-1", "4x"}, "RILL_DECODE_PREWAIT");
+  EXPECT_EQ(cuda::parse_decode_ctas(nullptr), 0);
+  EXPECT_EQ(cuda::parse_decode_ctas("1"), 1);
+  EXPECT_EQ(cuda::parse_decode_ctas("3"), 3);
+  expect_rejects(cuda::parse_decode_ctas, {"", "0", "4", "2x", "02"}, "RILL_DECODE_CTAS");
   EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
