@@ -131,7 +131,6 @@ int parse_decode_ctas(const char* value) {
   if (n && *n >= 1 && *n <= 3) return *n;
   fail("RILL_DECODE_CTAS: must be 1..3 (resident CTAs an SM of the warpgroup decode GEMM), got '{}'", value);
 }
-int parse_decode_cluster(const char* value) { return parse_wgmma_switch("RILL_DECODE_CLUSTER", value) != 0; }
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
@@ -177,7 +176,6 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
-  set_decode_cluster(parse_decode_cluster(std::getenv("RILL_DECODE_CLUSTER")) != 0);
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
   fuse_decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU")) == 1;

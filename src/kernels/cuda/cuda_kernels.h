@@ -161,10 +161,6 @@ int parse_decode_prewait(const char* value);
 /// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
 /// error naming the variable.
 int parse_decode_ctas(const char* value);
-/// RILL_DECODE_CLUSTER: null or "1" → 1 (the warpgroup decode GEMM at M ≤ 8 folds its split ranges
-/// in thread-block clusters); "0" → 0 (in the workspace: a measurement knob, the bits do not
-/// change); anything else → an error naming the variable.
-int parse_decode_cluster(const char* value);
 /// RILL_DECODE_TRIGGER: null → -1 (the default placement, late; see backend.cpp); "early" → 0 (the
 /// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
 /// has requested its last weight tile); anything else → an error naming the variable.

@@ -460,76 +460,7 @@ struct DecodeTile {
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 #endif
 
-#if defined(RILL_WGMMA_DEVICE)
-// One column tile's cluster fold by rank `crank`'s consumer warpgroup (see kCluster below): ranks
-// > 0 publish warp 0's totals (rows 0-7) in their slot and arrive on rank 0's barrier; rank 0 adds
-// range 0's and then every other slot in range order, hands the slots back and stores the outputs.
-// Every consumer thread runs the same path (warps 1-3 read warp 0's slots and drop the sums; only
-// the stores are warp 0's): arithmetic on a divergent path next to the warpgroup MMAs made ptxas
-// serialize them (C7520).
-template <int kBN>
-__device__ __forceinline__ void cluster_fold(const GemmKernelArgs& a, const float (&part)[kBN / 8][2], float* mine,
-                                             uint64_t* ready, uint64_t* done, unsigned use, int crank, int splits,
-                                             int64_t n0, int warp, int g, int tig) {
-  if (crank != 0) {
-    if (use > 0) mbar_wait_cluster(done, (use - 1) & 1u);  // rank 0 has read the slot's last use
-    if (warp == 0)
-#pragma unroll
-      for (int q = 0; q < kBN / 32; ++q)
-        reinterpret_cast<float4*>(mine)[q] =
-            make_float4(part[2 * q][0], part[2 * q][1], part[2 * q + 1][0], part[2 * q + 1][1]);
-    mbar_arrive_cluster(cluster_addr(ready, 0));
-    return;
-  }
-  mbar_wait_cluster(ready, use & 1u);
-  float sum[kBN / 8][2];  // the workspace fold's additions: 0 + range 0 + range 1 + ...
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) sum[j][0] = 0.f + part[j][0], sum[j][1] = 0.f + part[j][1];
-  for (int r0 = 1; r0 < splits; r0 += 2) {  // two ranks' slots requested at a time
-    float4 q[2][kBN / 32];
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const uint32_t src = cluster_addr(mine, unsigned(min(r0 + u, splits - 1)));
-#pragma unroll
-      for (int i = 0; i < kBN / 32; ++i) q[u][i] = ld_cluster_f4(src + 16u * unsigned(i));
-    }
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      if (r0 + u >= splits) break;
-#pragma unroll
-      for (int i = 0; i < kBN / 32; ++i) {
-        sum[2 * i][0] += q[u][i].x;
-        sum[2 * i][1] += q[u][i].y;
-        sum[2 * i + 1][0] += q[u][i].z;
-        sum[2 * i + 1][1] += q[u][i].w;
-      }
-    }
-  }
-  for (int r = 1; r < splits; ++r) mbar_arrive_cluster(cluster_addr(done, unsigned(r)));
-  if (warp != 0 || g >= a.m) return;
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t col = n0 + 8 * j + 2 * tig + e;
-      if (col >= a.n) continue;
-      float o = sum[j][e];
-      if (a.bias) o += __bfloat162float(a.bias[col]);
-      *out_at(a, g, col) = __float2bfloat16_rn(o);
-    }
-}
-#endif
-
-// kCluster (M ≤ 8, split schedule): the split ranges of a column tile run in one thread-block
-// cluster, CTA rank r computing range r, and fold through distributed shared memory instead of the
-// workspace and an arrival counter in global memory (two dependent global round trips at the end of
-// every decode GEMM, each slowed by the next kernel's weight requests): a range's totals go to its
-// CTA's slot (warp 0 holds rows 0-7: 16 floats a lane), its consumers arrive on rank 0's barrier, and rank 0
-// reads the slots in range order and adds them as the workspace fold does — the same bits. Slots
-// are double-buffered by the CTA's item count; rank 0 hands a slot back through the owner's barrier,
-// and a CTA leaves only once rank 0 has read its last slots. The cluster's CTAs walk the same
-// column tiles (cluster c: tiles c, c + clusters, ...).
-template <int kBN, int kXRows, int kStages, bool kGlu = false, bool kCluster = false>
+template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                              GemmKernelArgs a, int splits) {
@@ -541,9 +472,6 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* sx = base;                         // kStages × 1 KB, then
   unsigned char* sw = base + kStages * T::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
-  static_assert(!(kCluster && (kGlu || kXRows != 8)), "the cluster fold: plain outputs, M <= 8");
-  float* slots = reinterpret_cast<float*>(sw + kStages * T::kWBytes);  // kCluster: [2][32 lanes][16]
-  __shared__ uint64_t red_ready[2], red_done[2];  // kCluster: rank 0's slot arrivals; a slot handed back
 
   // Work items: (column tile, split range) pairs, item = range · tiles + tile, or one item a tile
   // walking every range (fold schedule, splits == 1 here). Persistent CTAs take items blockIdx.x,
@@ -551,13 +479,6 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   const int tiles = int((a.n + kBN - 1) / kBN), items = tiles * splits;  // (a launch has < 2^31 items)
   const int ktiles = int((a.k + kBK - 1) / kBK);
   const bool split = splits > 1;
-  // The CTA's walk: items blockIdx.x, + gridDim.x, ...; kCluster: rank r of cluster c takes range r
-  // of tiles c, c + clusters, ...
-  const int crank = kCluster ? int(cluster_rank()) : 0;
-  const int walk_first = kCluster ? int(blockIdx.x) / splits : int(blockIdx.x);
-  const int walk_step = kCluster ? int(gridDim.x) / splits : int(gridDim.x);
-  const int walk_end = kCluster ? tiles : items;
-  auto item_at = [&](int v) { return kCluster ? crank * tiles + v : v; };
   auto item_range = [&](int item, int64_t& n0, int& range, int& kt_begin, int& kt_end) {
     n0 = int64_t(item % tiles) * kBN;
     range = item / tiles;
@@ -577,18 +498,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     }
   };
 
-  if (threadIdx.x == 0) {
-    init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp
-    if constexpr (kCluster) {
-      for (int b = 0; b < 2; ++b) {
-        mbar_init(&red_ready[b], 128u * unsigned(splits - 1));  // the consumers of every other rank
-        mbar_init(&red_done[b], 128u);                          // rank 0's consumers
-      }
-      mbar_init_fence();
-    }
-  }
+  if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp
   __syncthreads();
-  if constexpr (kCluster) cluster_sync();  // every CTA's barriers are initialised before a remote arrival
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
@@ -596,8 +507,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
       int s = 0;
       unsigned phase = 0;
       bool waited = false;
-      for (int v = walk_first; v < walk_end; v += walk_step) {
-        const int item = item_at(v);
+      for (int item = blockIdx.x; item < items; item += gridDim.x) {
         int64_t n0;
         int range, kt_begin, kt_end;
         item_range(item, n0, range, kt_begin, kt_end);
@@ -642,9 +552,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   float acc[kBN / 8][4], total[kBN / 8][4];
   int s = 0, prev = 0;
   unsigned phase = 0;
-  int walked = 0;  // kCluster: items done (slot b = walked % 2, its use walked / 2)
-  for (int v = walk_first; v < walk_end; v += walk_step) {
-    const int item = item_at(v);
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
     int64_t n0;
     int range, kt_begin, kt_end;
     item_range(item, n0, range, kt_begin, kt_end);
@@ -653,17 +561,6 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
                    T::kXBytes, w_base, T::kWBytes, lane,
                    [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
-    if constexpr (kCluster) {
-      const int b = walked & 1;
-      const unsigned use = unsigned(walked >> 1);
-      ++walked;
-      float part[kBN / 8][2];  // rows 0-7 are warp 0's (h = 0)
-#pragma unroll
-      for (int j = 0; j < kBN / 8; ++j) part[j][0] = total[j][0], part[j][1] = total[j][1];
-      cluster_fold<kBN>(a, part, slots + (b * 32 + lane) * 16, &red_ready[b], &red_done[b], use, crank, splits, n0,
-                        warp, g, tig);
-      continue;
-    }
 
     // Accumulator [j][2h + e]: row 16·warp + g + 8h, product column n0 + 8j + 2·tig + e (wgmma.cuh);
     // with kGlu, j < kBN / 16 holds gate's column i0 + 8j + 2·tig + e and j + kBN / 16 up's.
@@ -745,10 +642,6 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
       *out_at(a, row, col) = __float2bfloat16_rn(v);
     }
   }
-  if constexpr (kCluster) {  // stay until rank 0 has read this CTA's last slots
-    if (crank != 0)
-      for (int i = max(0, walked - 2); i < walked; ++i) mbar_wait_cluster(&red_done[i & 1], unsigned(i >> 1) & 1u);
-  }
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
 #endif
@@ -774,7 +667,6 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
 
 int g_decode_prewait = -1;    // set_decode_prewait_stages
 int g_decode_ctas_per_sm = 0;  // set_decode_ctas_per_sm
-bool g_decode_cluster = true;  // set_decode_cluster
 bool g_decode_late_trigger = false;  // set_decode_late_trigger
 
 bool gemm_wgmma_available() {
@@ -850,52 +742,6 @@ void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   RILL_CUDA_CHECK_LAUNCH();
 }
 
-// The cluster fold (kCluster above): M ≤ 8, 2-8 split ranges, one cluster a column tile at a time,
-// as many clusters as fit at once (up to one a tile). 7 weight stages leave room for the two slots
-// within three CTAs an SM. False when no cluster of this size fits (the caller takes the workspace
-// fold).
-bool launch_decode_cluster(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
-  constexpr int kBN = 64, kXRows = 8, kStages = 7;
-  using T = DecodeTile<kBN, kXRows>;
-  constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, false, true>;
-  constexpr size_t smem = size_t(kStages) * (T::kXBytes + T::kWBytes) + 2 * 32 * 16 * sizeof(float) + 1024;
-  static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    return true;
-  }();
-  (void)attr_set;
-  if (a.m > kXRows || a.splits < 2 || a.splits > 8) return false;
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kXRows), tw = tile_map(a.w, a.n, a.k, kBN);
-  const int64_t tiles = (a.n + kBN - 1) / kBN;
-  cudaLaunchConfig_t cfg = {};
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[2] = {};
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(a.splits);
-  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  // Clusters that fit at once, per cluster size (2, 4, 8; queried once each).
-  static int fits[9] = {};
-  int& max_clusters = fits[a.splits];
-  if (max_clusters == 0) {
-    cfg.gridDim = dim3(unsigned(a.splits) * std::max(num_sms, 1));
-    RILL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &cfg));
-    if (max_clusters == 0) max_clusters = -1;
-  }
-  if (max_clusters < 1) return false;
-  const int64_t clusters = std::min<int64_t>(tiles, max_clusters);
-  cfg.gridDim = dim3(unsigned(clusters * a.splits));
-  cfg.numAttrs = pdl_enabled() ? 2 : 1;
-  RILL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tx, tw, a, a.splits));
-  RILL_CUDA_CHECK_LAUNCH();
-  return true;
-}
-
 }  // namespace
 
 void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_bytes, int64_t num_counters,
@@ -910,7 +756,6 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM); M ≤ 64: 6 stages of 16 KB (two).
   // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
-  if (variant == 0 && g_decode_cluster && a.splits > 1 && launch_decode_cluster(a, num_sms, stream)) return;
   if (variant == 0) launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
   else if (variant == 2) launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
   else launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
@@ -953,5 +798,4 @@ namespace rill::cuda {
 void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = stages; }
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
-void set_decode_cluster(bool on) { gemm_detail::g_decode_cluster = on; }
 }  // namespace rill::cuda

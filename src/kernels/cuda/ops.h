@@ -247,10 +247,6 @@ void set_decode_late_trigger(bool late);
 /// Fewer leave shared memory for the next GEMM's CTAs to start their weight stream while this one
 /// ends (with RILL_PDL_TRIGGER=early). Same bits either way: the split ranges do not change.
 void set_decode_ctas_per_sm(int ctas);
-/// Whether the warpgroup decode GEMM at M ≤ 8 folds its split ranges in thread-block clusters
-/// through distributed shared memory (true, RILL_DECODE_CLUSTER=1) or in the workspace with a
-/// global arrival counter (false). Same bits either way.
-void set_decode_cluster(bool on);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
 /// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled

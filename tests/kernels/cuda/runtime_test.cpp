@@ -78,10 +78,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_ctas("1"), 1);
   EXPECT_EQ(cuda::parse_decode_ctas("3"), 3);
   expect_rejects(cuda::parse_decode_ctas, {"", "0", "4", "2x", "02"}, "RILL_DECODE_CTAS");
-  EXPECT_EQ(cuda::parse_decode_cluster(nullptr), 1);
-  EXPECT_EQ(cuda::parse_decode_cluster("0"), 0);
-  EXPECT_EQ(cuda::parse_decode_cluster("1"), 1);
-  expect_rejects(cuda::parse_decode_cluster, {"", "2", "on"}, "RILL_DECODE_CLUSTER");
   EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
