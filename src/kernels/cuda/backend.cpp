@@ -175,6 +175,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
+  // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
@@ -192,6 +193,8 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_attention_wgmma(attn_wgmma != 0);
   // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
+  // After the wait by default: early measured 199.2 against 203.5-203.7 tok/s at 512 keys (the next
+  // GEMM's weight requests then slow the one before it; bench/RESULTS.md run M3).
   set_pdl_early_trigger(parse_pdl_trigger(std::getenv("RILL_PDL_TRIGGER")) == 1);
 #if defined(RILL_PDL_TRACE)
   pdl_trace_start();
