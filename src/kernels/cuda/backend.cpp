@@ -75,6 +75,16 @@ std::optional<int> exact_int(std::string_view v) {
   return x;
 }
 
+// An integer switch: null → fallback; lo..hi → that; anything else → an error naming the variable
+// ("NAME: must be lo..hi<what>, got '...'").
+int parse_int_in_range(std::string_view name, const char* value, int fallback, int lo, int hi,
+                       std::string_view what) {
+  if (!value) return fallback;
+  const auto n = exact_int(value);
+  if (n && *n >= lo && *n <= hi) return *n;
+  fail("{}: must be {}..{}{}, got '{}'", name, lo, hi, what, value);
+}
+
 }  // namespace
 
 int parse_decode_gemm_config(const char* value) {
@@ -84,18 +94,10 @@ int parse_decode_gemm_config(const char* value) {
   fail("RILL_DECODE_GEMM_CONFIG: must be 1, 5, 6, 7, 8, 9, 10, 18 or 19, got '{}'", value);
 }
 
-int parse_gemm_split_ctas(const char* value) {
-  if (!value) return 2;
-  const auto c = exact_int(value);
-  if (c && *c >= 1 && *c <= 8) return *c;
-  fail("RILL_GEMM_SPLIT_CTAS: must be 1..8, got '{}'", value);
-}
+int parse_gemm_split_ctas(const char* value) { return parse_int_in_range("RILL_GEMM_SPLIT_CTAS", value, 2, 1, 8, ""); }
 
 int parse_gemm_l2_prefetch(const char* value) {
-  if (!value) return kDefaultL2PrefetchTiles;
-  const auto c = exact_int(value);
-  if (c && *c >= 0 && *c <= 32) return *c;
-  fail("RILL_GEMM_L2_PREFETCH: must be 0..32 (weight tiles), got '{}'", value);
+  return parse_int_in_range("RILL_GEMM_L2_PREFETCH", value, kDefaultL2PrefetchTiles, 0, 32, " (weight tiles)");
 }
 
 int parse_attention_warps(const char* value) {
@@ -120,16 +122,10 @@ int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GE
 int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
 int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_SWIGLU", value) != 0; }
 int parse_decode_prewait(const char* value) {
-  if (!value) return -1;
-  const auto n = exact_int(value);
-  if (n && *n >= 0 && *n <= 8) return int(*n);
-  fail("RILL_DECODE_PREWAIT: must be 0..8 (weight stages requested before the wait), got '{}'", value);
+  return parse_int_in_range("RILL_DECODE_PREWAIT", value, -1, 0, 8, " (weight stages requested before the wait)");
 }
 int parse_decode_ctas(const char* value) {
-  if (!value) return 0;
-  const auto n = exact_int(value);
-  if (n && *n >= 1 && *n <= 3) return *n;
-  fail("RILL_DECODE_CTAS: must be 1..3 (resident CTAs an SM of the warpgroup decode GEMM), got '{}'", value);
+  return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
 }
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_trigger(const char* value) {
