@@ -191,6 +191,19 @@ class Kernels {
     matmul(x, w, bias, gate_up);
     swiglu(gate_up, y);
   }
+  /// The second half of a dense layer: delta = attn · oᵀ (+ o_bias); add_rms_norm(residual, delta,
+  /// post_norm) into h; mlp_in = SwiGLU(h · gate_upᵀ (+ gate_up_bias)) (matmul_swiglu, gate_up its
+  /// scratch); delta = mlp_in · downᵀ (+ down_bias). h and gate_up hold nothing afterwards. Backends
+  /// may fuse the four (same bits: residual, mlp_in and delta); this default runs them in turn.
+  virtual void o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* o_bias, const Tensor& post_norm,
+                          const NormParams& p, const Tensor& gate_up_w, const Tensor* gate_up_bias, const Tensor& down,
+                          const Tensor* down_bias, Tensor& residual, Tensor& delta, Tensor& h, Tensor& gate_up,
+                          Tensor& mlp_in) {
+    matmul(attn, o, o_bias, delta);
+    add_rms_norm(residual, delta, post_norm, p, h);
+    matmul_swiglu(h, gate_up_w, gate_up_bias, gate_up, mlp_in);
+    matmul(mlp_in, down, down_bias, delta);
+  }
   /// out[T,H] = table[ids[T]] (table f32 or bf16, out in the activation dtype).
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
   /// out = a + b (same shape; out may alias a or b).

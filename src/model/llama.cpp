@@ -221,10 +221,8 @@ Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits
     else k.rope_store_kv(q, kk, v, ab, rope_, cache[i]);
     ap.sliding_window = c.layer_types[i] == "sliding_attention" ? int32_t(c.sliding_window) : 0;
     k.attention(q, cache[i], ab, ap, attn);
-    k.matmul(attn2, L.o, opt(L.o_bias), delta);
-    k.add_rms_norm(residual, delta, L.post_norm, norm_, h);
-    k.matmul_swiglu(h, L.gate_up, opt(L.gate_up_bias), gate_up, mlp_in);
-    k.matmul(mlp_in, L.down, opt(L.down_bias), delta);
+    k.o_proj_mlp(attn2, L.o, opt(L.o_bias), L.post_norm, norm_, L.gate_up, opt(L.gate_up_bias), L.down,
+                 opt(L.down_bias), residual, delta, h, gate_up, mlp_in);
   }
   k.add_rms_norm(residual, delta, final_norm_, norm_, h);
   Tensor logits = arena.tensor(act, {R, c.vocab_size});

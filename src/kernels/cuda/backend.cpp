@@ -128,6 +128,7 @@ int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
 }
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
+int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) != 0; }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
   const std::string_view v(value);
@@ -177,6 +178,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
   fuse_decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU")) == 1;
   fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
+  fuse_decode_mlp_ = parse_decode_mlp(std::getenv("RILL_DECODE_MLP")) == 1;
   if (decode_config >= 18 && !gemm_wgmma_enabled())
     fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "
          "(RILL_CUDA_ARCHITECTURES=90a) and RILL_GEMM_WGMMA not 0; this GPU is sm_{}{}",
@@ -355,6 +357,50 @@ void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* 
                           m, inter, k))
     return;
   Kernels::matmul_swiglu(x, w, bias, gate_up, y);  // the two checked ops
+}
+
+void CudaKernels::o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* o_bias, const Tensor& post_norm,
+                             const NormParams& p, const Tensor& gate_up_w, const Tensor* gate_up_bias,
+                             const Tensor& down, const Tensor* down_bias, Tensor& residual, Tensor& delta, Tensor& h,
+                             Tensor& gate_up, Tensor& mlp_in) {
+  // One row in the batch-invariant mode with our GEMM: the fused block (decode_mlp.cu), same bits.
+  auto dev_bf16 = [](const Tensor& t) {
+    return t.device() == Device::cuda && t.dtype() == DType::bf16 && t.is_contiguous();
+  };
+  const bool shapes = o.ndim() == 2 && gate_up_w.ndim() == 2 && down.ndim() == 2 && attn.numel() == o.size(1) &&
+                      gate_up_w.size(1) == o.size(0) && gate_up_w.size(0) == 2 * down.size(1) &&
+                      down.size(0) == o.size(0) && post_norm.numel() == o.size(0) && residual.numel() == o.size(0) &&
+                      delta.numel() == o.size(0) && mlp_in.numel() == down.size(1) && residual.data() != delta.data();
+  if (fuse_decode_mlp_ && batch_invariant_ && matmul_->invariant_impl() == MatmulEngine::InvariantImpl::ours &&
+      !o_bias && !gate_up_bias && !down_bias && shapes && dev_bf16(attn) && dev_bf16(o) && dev_bf16(gate_up_w) &&
+      dev_bf16(down) && dev_bf16(post_norm) && dev_bf16(residual) && dev_bf16(delta) && dev_bf16(mlp_in)) {
+    DecodeMlpArgs a;
+    a.attn = attn.data();
+    a.o = o.data();
+    a.gate_up = gate_up_w.data();
+    a.down = down.data();
+    a.norm_w = post_norm.data();
+    a.residual = residual.data();
+    a.delta = delta.data();
+    a.act = mlp_in.data();
+    a.hidden = o.size(0);
+    a.k_attn = o.size(1);
+    a.inter = down.size(1);
+    a.eps = p.eps;
+    a.one_plus_weight = p.one_plus_weight;
+    a.scale_in_fp32 = p.scale_in_fp32;
+    a.workspace = static_cast<float*>(splitk_workspace_.data());
+    a.workspace_bytes = kSplitKBytes;
+    a.counters = static_cast<unsigned*>(gemm_counters_.data());
+    a.num_counters = kGemmCounters;
+    a.num_sms = info_.num_sms;
+    if (decode_mlp_unsupported(a).empty()) {
+      launch_decode_mlp(a, stream_.get());
+      return;
+    }
+  }
+  Kernels::o_proj_mlp(attn, o, o_bias, post_norm, p, gate_up_w, gate_up_bias, down, down_bias, residual, delta, h,
+                      gate_up, mlp_in);
 }
 
 void CudaKernels::rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) {

@@ -48,6 +48,13 @@ class CudaKernels final : public Kernels {
   /// One GEMM with SwiGLU in its epilogue where the matmul engine takes it (MatmulEngine::run_swiglu;
   /// at M ≤ 8 only with RILL_DECODE_SWIGLU=1), else the two ops.
   void matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) override;
+  /// One row (a batch-1 decode step) in the batch-invariant mode: the fused block (launch_decode_mlp:
+  /// one persistent kernel for the o projection, add + RMSNorm, gate/up + SwiGLU and down; same
+  /// bits; RILL_DECODE_MLP=0 turns it off), else the four ops.
+  void o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* o_bias, const Tensor& post_norm,
+                  const NormParams& p, const Tensor& gate_up_w, const Tensor* gate_up_bias, const Tensor& down,
+                  const Tensor* down_bias, Tensor& residual, Tensor& delta, Tensor& h, Tensor& gate_up,
+                  Tensor& mlp_in) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& index, Tensor& out) override;
@@ -119,6 +126,7 @@ class CudaKernels final : public Kernels {
   int attention_bn_ = 0;
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
   bool fuse_decode_swiglu_ = false;  // RILL_DECODE_SWIGLU
+  bool fuse_decode_mlp_ = true;      // RILL_DECODE_MLP
 };
 
 /// RILL_ATTENTION_SPAN_KEYS: the invariant attention's span (KV positions folded as one partial;
@@ -169,5 +177,9 @@ int parse_decode_trigger(const char* value);
 /// measured faster in the batch-1 decode graph); "1" → 1 (the warpgroup decode GEMM's SwiGLU
 /// epilogue at M ≤ 8: a measurement knob, the bits do not change); anything else → an error.
 int parse_decode_swiglu(const char* value);
+/// RILL_DECODE_MLP: null or "1" → 1 (a batch-1 decode step's o projection and MLP run as one
+/// persistent kernel, CudaKernels::o_proj_mlp); "0" → 0 (the four ops: a measurement knob, the bits
+/// do not change); anything else → an error naming the variable.
+int parse_decode_mlp(const char* value);
 
 }  // namespace rill::cuda

@@ -29,6 +29,15 @@ __device__ __forceinline__ float swiglu_of_sums(float g, float u) {
   return round_bf16(silu(round_bf16(g))) * round_bf16(u);
 }
 
+// RMSNorm's output before its rounding: x̂ (the input times 1/rms) rounded to bf16 then times the
+// weight (Llama, Qwen3), times (1 + w) with one_plus, or x̂ times w in f32 with fp32_scale (the norm
+// kernels and the fused decode MLP block's norm: NormParams).
+__device__ __forceinline__ float norm_out(float xhat, float wf, bool one_plus, bool fp32_scale) {
+  if (one_plus) wf = 1.f + wf;
+  if (fp32_scale) return xhat * wf;
+  return round_bf16(xhat) * wf;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -96,6 +96,14 @@ void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream
 /// CTAs (at most a wave of them) take the items in turn.
 void launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_bytes, int64_t num_counters,
                               int num_sms, cudaStream_t stream);
+/// A bf16 weight [rows, k] read in box_rows × 64-k boxes with the 128-byte swizzle (the warpgroup
+/// kernels' w tiles; gemm_wgmma.cu).
+CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows);
+/// The decode kernels' launch policy (gemm_wgmma.cu; the backend sets them at start): whether the
+/// next kernel may launch only once a CTA requested its last weight tile, and the resident CTAs an
+/// SM (0: as many as fit).
+extern bool g_decode_late_trigger;
+extern int g_decode_ctas_per_sm;
 /// Whether this build carries the sm_90a warpgroup kernel and the device runs it (probed once).
 bool gemm_wgmma_available();
 

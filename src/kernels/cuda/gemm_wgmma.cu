@@ -38,11 +38,12 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wgmma.cuh"
+#include "kernels/cuda/wgmma_pipeline.cuh"
 
 namespace rill::cuda::gemm_detail {
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kBK = 64;
+constexpr int kBM = 128, kBN = 128, kBK = kPipeBK;
 constexpr int kConsumers = 2;                      // warpgroups of 64 output rows each
 constexpr int kThreads = 128 * (1 + kConsumers);   // warpgroup 0 produces
 constexpr int kTileBytes = kBM * kBK * 2;          // one x or w stage (kBM == kBN)
@@ -52,72 +53,6 @@ constexpr size_t smem_bytes(int stages, int kN = kBN) {
 }
 [[maybe_unused]] constexpr int kGroupM = 8;  // raster: 8 row tiles walk the column tiles together (L2 reuse)
 static_assert(kBM == kBN, "one tile size for x and w stages");
-
-#if defined(RILL_WGMMA_DEVICE)
-// Fresh stage barriers: "full" completes on one arrival and the stage's bytes, "empty" on one
-// arrival from each of `consumer_warps` warps. Thread 0; the caller syncs the CTA after it.
-__device__ __forceinline__ void init_stage_barriers(uint64_t* full, uint64_t* empty, int stages, int consumer_warps) {
-  for (int s = 0; s < stages; ++s) {
-    mbar_init(&full[s], 1);
-    mbar_init(&empty[s], unsigned(consumer_warps));
-  }
-  mbar_init_fence();
-}
-#endif
-
-#if defined(RILL_WGMMA_DEVICE)
-// A consumer warpgroup's k tiles [t, kt_end) of one output tile: per split range (tiles_per_split
-// k tiles) acc starts at 0 and takes the range's 16-wide k steps in order, one `mma(acc, x
-// descriptor, w descriptor)` each, then is added into total. Stage s (of `stages`, parity
-// `phase`) holds k tile t; a stage is released (one arrival a warp on empty[]) once the wgmma of
-// the tile after it are issued and its own have completed. s, phase and prev carry over to the
-// CTA's next output tile. The inner loop's only writer of acc is the wgmma chain, so the compiler
-// inserts no wait of its own there (a range's fold and reset sit outside it).
-template <int kNT, class Mma>
-__device__ __forceinline__ void consume_ranges(float (&acc)[kNT][4], float (&total)[kNT][4], int t, int kt_end,
-                                               int tiles_per_split, int64_t k, uint64_t* full, uint64_t* empty,
-                                               int stages, int& s, unsigned& phase, int& prev, uint32_t x_base,
-                                               uint32_t x_stage_bytes, uint32_t w_base, uint32_t w_stage_bytes,
-                                               int lane, Mma mma) {
-  for (int range_end = t; t < kt_end;) {
-    range_end = std::min(kt_end, range_end + tiles_per_split);
-#pragma unroll
-    for (int j = 0; j < kNT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-    const int range_begin = t;
-    for (; t < range_end; ++t) {
-      mbar_wait(&full[s], phase);
-      const int64_t k0 = int64_t(t) * kBK;
-      const int steps = int(std::min<int64_t>(kBK / 16, (k - k0 + 15) / 16));
-      const uint64_t xd = wgmma::desc_k_major(x_base + uint32_t(s) * x_stage_bytes);
-      const uint64_t wd = wgmma::desc_k_major(w_base + uint32_t(s) * w_stage_bytes);
-      if (steps == kBK / 16) {  // no branch between the steps: the hardware chains them
-        wgmma::fence();
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk)
-          mma(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
-      } else {  // the tile holding K's end
-        wgmma::fence();
-        for (int kk = 0; kk < steps; ++kk) mma(acc, wgmma::desc_advance(xd, kk * 32), wgmma::desc_advance(wd, kk * 32));
-      }
-      wgmma::commit();
-      // k tile t - 1's multiplies are done: its stage may be refilled. (No instruction may touch
-      // acc here: tile t's multiplies still write it, and the compiler would wait for them.)
-      wgmma::wait<1>();
-      if (t > range_begin && lane == 0) mbar_arrive(&empty[prev]);
-      prev = s;
-      if (++s == stages) s = 0, phase ^= 1u;
-    }
-    // The range ended: add its partial into the total in range order.
-    wgmma::wait<0>();
-    wgmma::pin(acc);
-    if (lane == 0) mbar_arrive(&empty[prev]);
-#pragma unroll
-    for (int j = 0; j < kNT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) total[j][e] += acc[j][e];
-  }
-}
-#endif
 
 #if defined(RILL_WGMMA_DEVICE)
 // consume_ranges with two accumulator sets (the fold kernels, 128 columns): a split range's partial
@@ -448,17 +383,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // of gate column c and up column c at c and inter + c of the workspace), then
 // bf16(bf16(silu(bf16 g)) · bf16 u): the gate/up GEMM's bits, then the SwiGLU kernel's — one launch
 // and one latency-bound kernel fewer in a decode step's critical path.
-template <int kBN, int kXRows>
-struct DecodeTile {
-  static_assert(kBN == 64, "one wgmma m64n64k16 a k step");
-  static constexpr int kXBytes = kXRows * 128, kWBytes = kBN * 128;
-  static_assert(kXRows == 8 || kXRows == 64, "an x stage is one 8-row swizzle atom or the whole 64-row A");
-};
 
-#if defined(RILL_WGMMA_DEVICE)
-// The consumer warpgroup's own barrier (the producer warpgroup has returned).
-__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
-#endif
 
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
@@ -664,6 +589,8 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
 }
 
 }  // namespace
+
+CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows) { return tile_map(w, rows, k, box_rows); }
 
 int g_decode_prewait = -1;    // set_decode_prewait_stages
 int g_decode_ctas_per_sm = 0;  // set_decode_ctas_per_sm

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 
@@ -260,5 +261,36 @@ uint64_t attention_wgmma_launches();
 /// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
 /// position of row i in x.
 void launch_gemm(const GemmArgs& a, cudaStream_t stream);
+
+/// A batch-1 decode step's attention output projection and MLP as one persistent kernel
+/// (decode_mlp.cu, sm_90a): delta = attn · oᵀ; residual += delta; h = RMSNorm(residual) · norm_w;
+/// act = SwiGLU(h · gate_upᵀ); delta = act · downᵀ — the bits of launch_gemm (configuration 18),
+/// launch_rms_norm with a residual and the SwiGLU kernel in turn, with one weight stream across
+/// the three projections (see the kernel's header for why and how).
+struct DecodeMlpArgs {
+  const void* attn = nullptr;    ///< bf16 [k_attn]: the attention output (o's input)
+  const void* o = nullptr;       ///< bf16 [hidden, k_attn]
+  const void* gate_up = nullptr; ///< bf16 [2 · inter, hidden]: gate's rows, then up's
+  const void* down = nullptr;    ///< bf16 [hidden, inter]
+  const void* norm_w = nullptr;  ///< bf16 [hidden]
+  void* residual = nullptr;      ///< bf16 [hidden], updated in place
+  void* delta = nullptr;         ///< bf16 [hidden]: o's output inside the kernel, down's at the end
+  void* act = nullptr;           ///< bf16 [inter]: the SwiGLU output (down's input)
+  int64_t hidden = 0, k_attn = 0, inter = 0;
+  float eps = 1e-6f;
+  bool one_plus_weight = false, scale_in_fp32 = false;
+  float* workspace = nullptr;  ///< split partials (f32)
+  size_t workspace_bytes = 0;
+  unsigned* counters = nullptr;  ///< zeroed; every launch leaves them zero again
+  int64_t num_counters = 0;
+  int num_sms = 132;
+};
+/// Why launch_decode_mlp cannot run these arguments here (an empty string when it can): the
+/// sm_90a kernel is not available, a shape is not a multiple of 64, the hidden size is outside
+/// (1024, 8192], a split range or the row does not fit its shared-memory buffer, the workspace
+/// or the counters are too small.
+std::string decode_mlp_unsupported(const DecodeMlpArgs& a);
+/// Launches it; throws with decode_mlp_unsupported's reason when it cannot.
+void launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream);
 
 }  // namespace rill::cuda

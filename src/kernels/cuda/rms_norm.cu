@@ -24,14 +24,8 @@ struct NormKernelArgs {
   bool early_trigger;  // pdl_early_trigger()
 };
 
-__device__ __forceinline__ float norm_out(float xhat, float wf, bool one_plus, bool fp32_scale) {
-  if (one_plus) wf = 1.f + wf;
-  if (fp32_scale) return xhat * wf;
-  return round_bf16(xhat) * wf;
-}
-
 template <typename W>
-__device__ __forceinline__ float norm_out(float xhat, const W* w, int64_t c, bool one_plus, bool fp32_scale) {
+__device__ __forceinline__ float norm_out_at(float xhat, const W* w, int64_t c, bool one_plus, bool fp32_scale) {
   return norm_out(xhat, to_float(w[c]), one_plus, fp32_scale);
 }
 
@@ -152,7 +146,7 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
     }
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
-      v[i] = __float2bfloat16_rn(norm_out(__bfloat162float(v[i]) * inv, a.w, c + i, a.one_plus, a.fp32_scale));
+      v[i] = __float2bfloat16_rn(norm_out_at(__bfloat162float(v[i]) * inv, a.w, c + i, a.one_plus, a.fp32_scale));
     if constexpr (kVec == 8) {
       *reinterpret_cast<uint4*>(y + c) = *reinterpret_cast<uint4*>(v);
     } else {

@@ -734,6 +734,68 @@ TEST(CudaInvariance, FusedOutputsAndInKernelFoldEqualOneGemm) {
   }
 }
 
+// The fused decode MLP block (CudaKernels::o_proj_mlp at one row: o, add + RMSNorm, gate/up +
+// SwiGLU and down in one persistent kernel) against the four ops of the default Kernels::o_proj_mlp:
+// the new residual, the SwiGLU output and the final delta bitwise, on fresh random inputs, for the
+// 8B shape, shapes with other split ranges and tile counts, each norm rounding, and launch after
+// launch (its counters and flags reset themselves). The fused path leaves h (and gate_up) untouched,
+// which shows it ran; a hidden size of 1024 (the norm's warp path) must run the four ops instead.
+TEST(CudaInvariance, DecodeMlpEqualsOps) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant());
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct S {
+    int64_t hidden, k_attn, inter;
+  };
+  const S shapes[] = {{4096, 4096, 12288}, {2048, 2048, 5632}, {1088, 2112, 1344}, {8192, 1024, 2048}, {1024, 1024, 2048}};
+  for (const S& sh : shapes) {
+    const int64_t H = sh.hidden, I = sh.inter;
+    SCOPED_TRACE(::testing::Message() << "hidden=" << H << " attention=" << sh.k_attn << " inter=" << I);
+    DevTensor attn = upload_bf16(random_bf16_values(rng, size_t(sh.k_attn), -2.f, 2.f), {1, sh.k_attn});
+    DevTensor o = upload_bf16(random_bf16_values(rng, size_t(H * sh.k_attn), -0.05f, 0.05f), {H, sh.k_attn});
+    DevTensor gu = upload_bf16(random_bf16_values(rng, size_t(2 * I * H), -0.05f, 0.05f), {2 * I, H});
+    DevTensor dn = upload_bf16(random_bf16_values(rng, size_t(H * I), -0.05f, 0.05f), {H, I});
+    DevTensor nw = upload_bf16(random_bf16_values(rng, size_t(H), 0.5f, 1.5f), {H});
+    const std::vector<float> residual0 = random_bf16_values(rng, size_t(H), -4.f, 4.f);
+    const bool fusable = H > 1024;
+    NormParams params[3];
+    params[1].scale_in_fp32 = true;
+    params[2].one_plus_weight = true;
+    for (int pi = 0; pi < (H == 4096 ? 3 : 1); ++pi) {
+      const NormParams& np = params[pi];
+      SCOPED_TRACE(::testing::Message() << "norm " << pi);
+      struct Out {
+        std::vector<float> residual, delta, act, h;
+      };
+      auto run = [&](bool fused) {
+        DevTensor res = upload_bf16(residual0, {1, H}), delta(DType::bf16, {1, H}), h(DType::bf16, {1, H});
+        DevTensor gate_up(DType::bf16, {1, 2 * I}), act(DType::bf16, {1, I});
+        for (DevTensor* t : {&delta, &h, &gate_up, &act}) t->poison();
+        if (fused)
+          backend().o_proj_mlp(attn.t, o.t, nullptr, nw.t, np, gu.t, nullptr, dn.t, nullptr, res.t, delta.t, h.t,
+                               gate_up.t, act.t);
+        else
+          backend().Kernels::o_proj_mlp(attn.t, o.t, nullptr, nw.t, np, gu.t, nullptr, dn.t, nullptr, res.t, delta.t,
+                                        h.t, gate_up.t, act.t);
+        return Out{download_bf16(res), download_bf16(delta), download_bf16(act), download_bf16(h)};
+      };
+      const Out want = run(false);
+      for (float v : want.delta) ASSERT_TRUE(std::isfinite(v)) << "the reference overflowed: rescale the inputs";
+      for (int rep = 0; rep < 3; ++rep) {
+        const Out got = run(true);
+        EXPECT_EQ(differing_bits(want.residual, got.residual), 0u) << "residual, launch " << rep;
+        EXPECT_EQ(differing_bits(want.act, got.act), 0u) << "SwiGLU output, launch " << rep;
+        EXPECT_EQ(differing_bits(want.delta, got.delta), 0u) << "delta, launch " << rep;
+        size_t untouched = 0;
+        for (float v : got.h) untouched += std::isnan(v);
+        EXPECT_EQ(untouched, fusable ? got.h.size() : 0u) << "h left as poisoned: the fused path ran";
+      }
+    }
+  }
+}
+
 // For a profiler: each decode configuration once on the 8B gate projection shape (M = 1). Not an
 // assertion (DISABLED_; tools/gpu_run.sh runs it under Nsight Compute).
 TEST(CudaInvariance, DISABLED_GemmDecodeProfile) {
