@@ -414,7 +414,7 @@ Plan plan_for(const DecodeMlpArgs& a) {
   return pl;
 }
 
-constexpr size_t kMaxSmem = 227 * 1024;
+constexpr size_t kMaxSmem = 225 * 1024;  // an SM's 227 KB a block, less the kernel's static barriers
 
 }  // namespace
 
@@ -446,10 +446,10 @@ std::string decode_mlp_unsupported(const DecodeMlpArgs& a) {
 void launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream) {
   if (const std::string why = decode_mlp_unsupported(a); !why.empty()) throw_error(("[decode_mlp] " + why).c_str());
   Plan pl = plan_for(a);
-  static size_t smem_set = 0;
+  static size_t smem_set = 0;  // the kernel's dynamic shared-memory limit, raised as shapes need
   if (pl.smem > smem_set) {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(decode_mlp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmem)));
-    smem_set = kMaxSmem;
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(decode_mlp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
+    smem_set = pl.smem;
   }
   int per_sm = 0;
   RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_mlp_kernel, 256, pl.smem));
