@@ -49,6 +49,7 @@ constexpr int kBN = 64;
 constexpr int kStages = 6;           // three CTAs an SM with the two row buffers
 constexpr int kNormThreads = 512;    // rms_norm_kernel's block for rows of 1025..8192
 constexpr int kNormVirtualWarps = kNormThreads / 32;
+constexpr int kTraceSlots = 64;  // DecodeMlpArgs::trace: a CTA's slots
 constexpr int kFlagODone = 0, kFlagResidualRead = 1, kFlagCtasDone = 2, kFlagActRanges = 3;
 
 struct Proj {
@@ -71,6 +72,7 @@ struct MlpKernelArgs {
   bool one_plus, fp32_scale, late_trigger;
   int norm_ctas;  // CTAs holding a gate/up item
   int a_bytes;    // the input row buffer's size (the residual buffer follows it)
+  unsigned long long* trace;  // null, or kTraceSlots a CTA (DecodeMlpArgs::trace)
 };
 
 struct Item {
@@ -101,6 +103,12 @@ __device__ __forceinline__ Proj proj_of(const MlpKernelArgs& a, int i) {
   if (i == 1) p = a.p[1];
   if (i == 2) p = a.p[2];
   return p;
+}
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
 }
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
@@ -231,6 +239,7 @@ __global__ void __launch_bounds__(256, 3)
     int s = 0;
     unsigned phase = 0;
     int held = -1;  // what A holds: 1 the normalized row, 2 + r down's range r (o: reloaded an item)
+    int item_no = 0;
     for (int g = blockIdx.x; g < total; g += gridDim.x) {
       const Item it = item_at(a, g);
       const int64_t k0 = int64_t(it.kt_begin) * kPipeBK, len = int64_t(it.kt_end - it.kt_begin) * kPipeBK;
@@ -262,6 +271,9 @@ __global__ void __launch_bounds__(256, 3)
         land_rows();
         held = 2 + it.range;
       }
+      if (a.trace && lane == 0 && item_no < 20)
+        a.trace[blockIdx.x * kTraceSlots + 41 + item_no] = global_ns();
+      ++item_no;
       for (int t = it.kt_begin; t < it.kt_end; ++t) {
         mbar_wait(&empty[s], phase ^ 1u);
         if (lane < 8)  // row 0 of the 128-byte swizzle: its 16-byte chunks stay in place
@@ -282,10 +294,13 @@ __global__ void __launch_bounds__(256, 3)
   const int cw = warp - 4, g4 = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
   float acc[kBN / 8][4], total_acc[kBN / 8][4];
-  int s = 0, prev = 0;
+  int s = 0, prev = 0, item_no = 0;
   unsigned phase = 0;
-  for (int g = blockIdx.x; g < total; g += gridDim.x) {
+  unsigned long long* trace = a.trace ? a.trace + blockIdx.x * kTraceSlots : nullptr;
+  if (trace && threadIdx.x == 128) trace[0] = global_ns();
+  for (int g = blockIdx.x; g < total; g += gridDim.x, ++item_no) {
     const Item it = item_at(a, g);
+    if (trace && threadIdx.x == 128 && item_no < 20) trace[1 + 2 * item_no] = (unsigned long long)(g) << 48 | global_ns();
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) total_acc[j][0] = total_acc[j][1] = total_acc[j][2] = total_acc[j][3] = 0.f;
     // (One range an item: the range's length and K do not matter beyond kt_end; the projection's
@@ -295,6 +310,7 @@ __global__ void __launch_bounds__(256, 3)
                                 Tile::kXBytes, w_base, Tile::kWBytes, lane,
                                 [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
     const Proj p = proj_of(a, it.proj);
+    if (trace && threadIdx.x == 128 && item_no < 20) trace[2 + 2 * item_no] = global_ns();  // its multiplies done
     // Row 0 is the batch: accumulator [j][e] of lanes g4 = 0 of warp 0 (wgmma.cuh). Its range's partial
     // to the workspace (gate/up: gate's column c at c, up's at inter + c).
     const int64_t n0 = int64_t(it.tile) * kBN;
@@ -409,6 +425,7 @@ Plan plan_for(const DecodeMlpArgs& a) {
   k.one_plus = a.one_plus_weight;
   k.fp32_scale = a.scale_in_fp32;
   k.late_trigger = gemm_detail::g_decode_late_trigger;
+  k.trace = a.trace;
   k.a_bytes = int(std::max(max_range, a.hidden) * 2);
   pl.smem = size_t(kStages) * (Tile::kXBytes + Tile::kWBytes) + size_t(k.a_bytes) + size_t(a.hidden) * 2 + 1024;
   return pl;

@@ -284,6 +284,10 @@ struct DecodeMlpArgs {
   unsigned* counters = nullptr;  ///< zeroed; every launch leaves them zero again
   int64_t num_counters = 0;
   int num_sms = 132;
+  /// A measurement aid (null normally): per CTA 64 %globaltimer stamps — [0] the consumers' start,
+  /// [1 + 2i] item i's index << 48 | when its multiplies began, [2 + 2i] when they ended, [41 + i]
+  /// when the x side had its input (i < 20).
+  unsigned long long* trace = nullptr;
 };
 /// Why launch_decode_mlp cannot run these arguments here (an empty string when it can): the
 /// sm_90a kernel is not available, a shape is not a multiple of 64, the hidden size is outside

@@ -796,6 +796,125 @@ TEST(CudaInvariance, DecodeMlpEqualsOps) {
   }
 }
 
+// A measurement, printed (not an assertion): the fused decode MLP block alone against the four ops on
+// the 8B shapes (median of 15 launches, L2 overwritten first), and one launch's timeline from the
+// kernel's trace stamps: when each projection's items ran, how many CTAs were busy over time, and
+// when the CTAs finished.
+TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
+  RILL_REQUIRE_GPU();
+  if (!cuda::gemm_wgmma_enabled()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t H = 4096, KA = 4096, I = 12288;
+  DevTensor attn = upload_bf16(random_bf16_values(rng, size_t(KA), -2.f, 2.f), {1, KA});
+  DevTensor o = upload_bf16(random_bf16_values(rng, size_t(H * KA), -0.05f, 0.05f), {H, KA});
+  DevTensor gu = upload_bf16(random_bf16_values(rng, size_t(2 * I * H), -0.05f, 0.05f), {2 * I, H});
+  DevTensor dn = upload_bf16(random_bf16_values(rng, size_t(H * I), -0.05f, 0.05f), {H, I});
+  DevTensor nw = upload_bf16(random_bf16_values(rng, size_t(H), 0.5f, 1.5f), {H});
+  DevTensor res = upload_bf16(random_bf16_values(rng, size_t(H), -4.f, 4.f), {1, H});
+  DevTensor delta(DType::bf16, {1, H}), h(DType::bf16, {1, H}), gate_up(DType::bf16, {1, 2 * I}), act(DType::bf16, {1, I});
+  DevTensor ws(DType::f32, {int64_t(1) << 22}), counters(DType::i32, {8192});
+  const int max_ctas = 4 * backend().info().num_sms;
+  DevTensor trace(DType::f32, {int64_t(max_ctas) * 64 * 2});
+  ASSERT_EQ(cudaMemsetAsync(counters.t.data(), 0, counters.t.nbytes(), backend().stream()), cudaSuccess);
+  cuda::DecodeMlpArgs a;
+  a.attn = attn.t.data();
+  a.o = o.t.data();
+  a.gate_up = gu.t.data();
+  a.down = dn.t.data();
+  a.norm_w = nw.t.data();
+  a.residual = res.t.data();
+  a.delta = delta.t.data();
+  a.act = act.t.data();
+  a.hidden = H;
+  a.k_attn = KA;
+  a.inter = I;
+  a.workspace = static_cast<float*>(ws.t.data());
+  a.workspace_bytes = ws.t.nbytes();
+  a.counters = static_cast<unsigned*>(counters.t.data());
+  a.num_counters = 8192;
+  a.num_sms = backend().info().num_sms;
+  ASSERT_EQ(cuda::decode_mlp_unsupported(a), "");
+  const size_t flush_bytes = size_t(256) << 20;
+  DevTensor flush(DType::u8, {int64_t(flush_bytes)});
+  cuda::Event start = cuda::Event::create(), stop = cuda::Event::create();
+  auto time_us = [&](auto&& fn) {
+    fn();
+    std::vector<float> t;
+    for (int r = 0; r < 15; ++r) {
+      cudaMemsetAsync(flush.t.data(), r, flush_bytes, backend().stream());
+      start.record(backend().stream());
+      fn();
+      stop.record(backend().stream());
+      stop.synchronize();
+      t.push_back(cuda::Event::elapsed_ms(start, stop) * 1e3f);
+    }
+    std::sort(t.begin(), t.end());
+    return double(t[t.size() / 2]);
+  };
+  const double fused = time_us([&] { cuda::launch_decode_mlp(a, backend().stream()); });
+  const double ops = time_us([&] {
+    backend().Kernels::o_proj_mlp(attn.t, o.t, nullptr, nw.t, NormParams{}, gu.t, nullptr, dn.t, nullptr, res.t, delta.t,
+                                  h.t, gate_up.t, act.t);
+  });
+  const double mb = double(H * KA + 3 * I * H) * 2 / 1e6;
+  std::printf("decode MLP block, %.1f MB of weights: fused %.1f us (%.0f GB/s), four ops %.1f us (%.0f GB/s)\n", mb,
+              fused, mb / fused * 1e3, ops, mb / ops * 1e3);
+  // One traced launch.
+  ASSERT_EQ(cudaMemsetAsync(trace.t.data(), 0, trace.t.nbytes(), backend().stream()), cudaSuccess);
+  cudaMemsetAsync(flush.t.data(), 7, flush_bytes, backend().stream());
+  a.trace = static_cast<unsigned long long*>(trace.t.data());
+  cuda::launch_decode_mlp(a, backend().stream());
+  backend().synchronize();
+  std::vector<unsigned long long> tr(size_t(max_ctas) * 64);
+  ASSERT_EQ(cudaMemcpy(tr.data(), trace.t.data(), tr.size() * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+  unsigned long long t0 = ~0ull;
+  int ctas = 0;
+  for (int b = 0; b < max_ctas; ++b)
+    if (tr[size_t(b) * 64]) t0 = std::min(t0, tr[size_t(b) * 64]), ctas = b + 1;
+  const int n_o = int(H / 64) * cuda::gemm_split(H, KA, a.num_sms).splits;
+  const int n_gu = int(2 * I / 64) * cuda::gemm_split(2 * I, H, a.num_sms).splits;
+  auto us = [&](unsigned long long t) { return double((t & ((1ull << 48) - 1)) - (t0 & ((1ull << 48) - 1))) / 1e3; };
+  struct Span {
+    double begin, end, x;
+    int proj, cta;
+  };
+  std::vector<Span> spans;
+  std::vector<double> cta_end;
+  for (int b = 0; b < ctas; ++b) {
+    double last = 0;
+    for (int i = 0; i < 20; ++i) {
+      const unsigned long long sb = tr[size_t(b) * 64 + 1 + 2 * i], se = tr[size_t(b) * 64 + 2 + 2 * i];
+      if (!sb || !se) break;
+      const int g = int(sb >> 48);
+      spans.push_back({us(sb), us(se), us(tr[size_t(b) * 64 + 41 + i]), g < n_o ? 0 : g < n_o + n_gu ? 1 : 2, b});
+      last = us(se);
+    }
+    cta_end.push_back(last);
+  }
+  std::sort(cta_end.begin(), cta_end.end());
+  std::printf("%d CTAs; their last item ended at min %.1f / median %.1f / max %.1f us\n", ctas, cta_end.front(),
+              cta_end[cta_end.size() / 2], cta_end.back());
+  const char* names[] = {"o", "gate/up", "down"};
+  for (int p = 0; p < 3; ++p) {
+    std::vector<double> b, e, x, d;
+    for (const Span& sp : spans)
+      if (sp.proj == p) b.push_back(sp.begin), e.push_back(sp.end), x.push_back(sp.x), d.push_back(sp.end - sp.begin);
+    if (b.empty()) continue;
+    for (auto* v : {&b, &e, &x, &d}) std::sort(v->begin(), v->end());
+    std::printf("%-8s %4zu items: began %.1f..%.1f (median %.1f), input ready median %.1f max %.1f, ended %.1f..%.1f "
+                "(median %.1f), an item takes median %.1f max %.1f us\n",
+                names[p], b.size(), b.front(), b.back(), b[b.size() / 2], x[x.size() / 2], x.back(), e.front(), e.back(),
+                e[e.size() / 2], d[d.size() / 2], d.back());
+  }
+  std::printf("busy CTAs (an item between its start and end) by 4 us:");
+  for (double t = 0; t < cta_end.back() + 4; t += 4) {
+    int busy = 0;
+    for (const Span& sp : spans) busy += sp.begin < t + 4 && sp.end > t;
+    std::printf(" %d", busy);
+  }
+  std::printf("\n");
+}
+
 // For a profiler: each decode configuration once on the 8B gate projection shape (M = 1). Not an
 // assertion (DISABLED_; tools/gpu_run.sh runs it under Nsight Compute).
 TEST(CudaInvariance, DISABLED_GemmDecodeProfile) {
