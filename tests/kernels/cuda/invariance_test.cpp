@@ -802,6 +802,7 @@ TEST(CudaInvariance, DecodeMlpEqualsOps) {
 // when the CTAs finished.
 TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
   RILL_REQUIRE_GPU();
+  (void)backend();  // its creation turns the warpgroup GEMM on where supported
   if (!cuda::gemm_wgmma_enabled()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
   std::mt19937_64 rng(fresh_seed());
   const int64_t H = 4096, KA = 4096, I = 12288;
