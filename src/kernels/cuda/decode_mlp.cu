@@ -49,8 +49,12 @@ constexpr int kBN = 64;
 constexpr int kStages = 6;           // three CTAs an SM with the two row buffers
 constexpr int kNormThreads = 512;    // rms_norm_kernel's block for rows of 1025..8192
 constexpr int kNormVirtualWarps = kNormThreads / 32;
-constexpr int kTraceSlots = 64;  // DecodeMlpArgs::trace: a CTA's slots
-constexpr int kFlagODone = 0, kFlagResidualRead = 1, kFlagCtasDone = 2, kFlagActRanges = 3;
+constexpr int kTraceSlots = 128;  // DecodeMlpArgs::trace: a CTA's slots
+constexpr int kTraceItems = 30;
+constexpr int kRing = 4;          // items announced by the producer ahead of the x warp and the consumers
+// Device counters (DecodeMlpArgs::counters, after the tile counters): the work queue's next item,
+// o's folded tiles, gate/up's folded tiles, CTAs done, then per down range its folded SwiGLU tiles.
+constexpr int kFlagNext = 0, kFlagODone = 1, kFlagGuDone = 2, kFlagCtasDone = 3, kFlagActRanges = 4;
 
 struct Proj {
   int64_t n, k;
@@ -66,11 +70,10 @@ struct MlpKernelArgs {
   const bf16* norm_w;
   bf16* delta;
   bf16* act;
-  unsigned* flags;  // kFlag*: o's folded tiles, CTAs past reading the residual, CTAs done, act ranges' folded tiles
+  unsigned* flags;  // kFlag*
   int64_t hidden, inter;
   float eps;
   bool one_plus, fp32_scale, late_trigger;
-  int norm_ctas;  // CTAs holding a gate/up item
   int a_bytes;    // the input row buffer's size (the residual buffer follows it)
   unsigned long long* trace;  // null, or kTraceSlots a CTA (DecodeMlpArgs::trace)
 };
@@ -196,6 +199,8 @@ __global__ void __launch_bounds__(256, 3)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   __shared__ unsigned is_last;
+  __shared__ uint64_t ring_full[kRing], ring_empty[kRing];
+  __shared__ int ring[kRing];
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* sx = base;                          // kStages x sides (1 KB: 8 rows × 64 k)
   unsigned char* sw = base + kStages * Tile::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
@@ -204,7 +209,13 @@ __global__ void __launch_bounds__(256, 3)
   const int total = a.p[0].items + a.p[1].items + a.p[2].items;
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
 
-  if (threadIdx.x == 0) gemm_detail::init_stage_barriers(full, empty, kStages, 4, 2);  // w's arrival and x's
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < kRing; ++q) {
+      mbar_init(&ring_full[q], 1);
+      mbar_init(&ring_empty[q], 2);  // read by the x warp and by the consumers
+    }
+    gemm_detail::init_stage_barriers(full, empty, kStages, 4, 2);  // w's arrival and x's
+  }
   __syncthreads();
 
   if (warp == 0) {  // the weight stream: never waits on an input
@@ -213,7 +224,14 @@ __global__ void __launch_bounds__(256, 3)
     const uint64_t evict_first = l2_evict_first_policy();
     int s = 0;
     unsigned phase = 0;
-    for (int g = blockIdx.x; g < total; g += gridDim.x) {
+    for (int q = 0, round = 0;; q = (q + 1) % kRing, round += q == 0) {
+      // The next item of the queue (items in order: no CTA's item waits on a later one), announced
+      // to this CTA's x warp and consumers through the ring.
+      const int g = int(atomicAdd(a.flags + kFlagNext, 1u));
+      mbar_wait(&ring_empty[q], unsigned(round & 1) ^ 1u);
+      ring[q] = g < total ? g : -1;
+      mbar_arrive(&ring_full[q]);
+      if (g >= total) break;
       const Item it = item_at(a, g);
       const CUtensorMap* map = it.proj == 0 ? &to : it.proj == 1 ? &tgu : &tdn;
       const int64_t n0 = int64_t(it.tile) * kBN;
@@ -239,8 +257,12 @@ __global__ void __launch_bounds__(256, 3)
     int s = 0;
     unsigned phase = 0;
     int held = -1;  // what A holds: 1 the normalized row, 2 + r down's range r (o: reloaded an item)
-    int item_no = 0;
-    for (int g = blockIdx.x; g < total; g += gridDim.x) {
+    for (int q = 0, round = 0, item_no = 0;; q = (q + 1) % kRing, round += q == 0, ++item_no) {
+      mbar_wait(&ring_full[q], unsigned(round & 1));
+      const int g = ring[q];
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&ring_empty[q]);
+      if (g < 0) break;
       const Item it = item_at(a, g);
       const int64_t k0 = int64_t(it.kt_begin) * kPipeBK, len = int64_t(it.kt_end - it.kt_begin) * kPipeBK;
       int64_t a_first = k0;  // the input element A starts with
@@ -254,13 +276,7 @@ __global__ void __launch_bounds__(256, 3)
           issue_row(B, a.residual, a.hidden, lane);
           issue_row(A, a.delta, a.hidden, lane);
           land_rows();
-          add_norm_row(a, A, B, lane);
-          unsigned before = 0;
-          if (lane == 0) before = atomicAdd(a.flags + kFlagResidualRead, 1u);
-          before = __shfl_sync(0xffffffffu, before, 0);
-          if (before == unsigned(a.norm_ctas - 1))  // every reader is done: the new residual goes back
-            for (int64_t c = lane; c < a.hidden / 8; c += 32)
-              reinterpret_cast<uint4*>(a.residual)[c] = reinterpret_cast<const uint4*>(B)[c];
+          add_norm_row(a, A, B, lane);  // (B keeps the new residual: see the last gate/up fold)
           held = 1;
         }
         a_first = 0;
@@ -271,9 +287,8 @@ __global__ void __launch_bounds__(256, 3)
         land_rows();
         held = 2 + it.range;
       }
-      if (a.trace && lane == 0 && item_no < 20)
-        a.trace[blockIdx.x * kTraceSlots + 41 + item_no] = global_ns();
-      ++item_no;
+      if (a.trace && lane == 0 && item_no < kTraceItems)
+        a.trace[blockIdx.x * kTraceSlots + 96 + item_no] = global_ns();
       for (int t = it.kt_begin; t < it.kt_end; ++t) {
         mbar_wait(&empty[s], phase ^ 1u);
         if (lane < 8)  // row 0 of the 128-byte swizzle: its 16-byte chunks stay in place
@@ -298,9 +313,17 @@ __global__ void __launch_bounds__(256, 3)
   unsigned phase = 0;
   unsigned long long* trace = a.trace ? a.trace + blockIdx.x * kTraceSlots : nullptr;
   if (trace && threadIdx.x == 128) trace[0] = global_ns();
-  for (int g = blockIdx.x; g < total; g += gridDim.x, ++item_no) {
+  for (int q = 0, round = 0;; q = (q + 1) % kRing, round += q == 0, ++item_no) {
+    mbar_wait(&ring_full[q], unsigned(round & 1));
+    const int g = ring[q];
+    gemm_detail::consumer_sync();  // every consumer thread has read it ...
+    if (threadIdx.x == 128) mbar_arrive(&ring_empty[q]);  // ... before the slot is released
+    if (g < 0) break;
     const Item it = item_at(a, g);
-    if (trace && threadIdx.x == 128 && item_no < 20) trace[1 + 2 * item_no] = (unsigned long long)(g) << 48 | global_ns();
+    if (trace && threadIdx.x == 128 && item_no < kTraceItems) {
+      trace[1 + 3 * item_no] = unsigned(g);
+      trace[2 + 3 * item_no] = global_ns();
+    }
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) total_acc[j][0] = total_acc[j][1] = total_acc[j][2] = total_acc[j][3] = 0.f;
     // (One range an item: the range's length and K do not matter beyond kt_end; the projection's
@@ -310,7 +333,7 @@ __global__ void __launch_bounds__(256, 3)
                                 Tile::kXBytes, w_base, Tile::kWBytes, lane,
                                 [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
     const Proj p = proj_of(a, it.proj);
-    if (trace && threadIdx.x == 128 && item_no < 20) trace[2 + 2 * item_no] = global_ns();  // its multiplies done
+    if (trace && threadIdx.x == 128 && item_no < kTraceItems) trace[3 + 3 * item_no] = global_ns();  // multiplies done
     // Row 0 is the batch: accumulator [j][e] of lanes g4 = 0 of warp 0 (wgmma.cuh). Its range's partial
     // to the workspace (gate/up: gate's column c at c, up's at inter + c).
     const int64_t n0 = int64_t(it.tile) * kBN;
@@ -367,16 +390,30 @@ __global__ void __launch_bounds__(256, 3)
     __threadfence();  // the folded columns are visible device-wide before they are counted
     gemm_detail::consumer_sync();
     if (threadIdx.x == 128) {
-      const int64_t range_len = int64_t(a.p[2].tiles_per_split) * kPipeBK;
-      atomicAdd(a.flags + (it.proj == 0 ? kFlagODone : kFlagActRanges + int((n0 / 2) / range_len)), 1u);
+      if (it.proj == 0) {
+        atomicAdd(a.flags + kFlagODone, 1u);
+      } else {
+        const int64_t range_len = int64_t(a.p[2].tiles_per_split) * kPipeBK;
+        atomicAdd(a.flags + kFlagActRanges + int((n0 / 2) / range_len), 1u);
+        is_last = atomicAdd(a.flags + kFlagGuDone, 1u) == unsigned(a.p[1].tiles - 1);
+      }
     }
+    if (it.proj == 0) continue;
+    gemm_detail::consumer_sync();
+    // The last gate/up tile: every CTA that computed the norm has folded a gate/up tile since, so no
+    // one reads the old residual any more; this CTA's norm left the new one in B.
+    if (is_last)
+      for (int64_t c = int64_t(threadIdx.x) - 128; c < a.hidden / 8; c += 128)
+        reinterpret_cast<uint4*>(a.residual)[c] = reinterpret_cast<const uint4*>(B)[c];
   }
-  // The last CTA to finish resets the flags for the next launch (no CTA reads them any more).
+  // The last CTA to finish resets the counters for the next launch (no CTA reads them any more:
+  // each CTA's producer took its last item before its consumers got the end of the queue).
   if (threadIdx.x == 128) {
     __threadfence();
     if (atomicAdd(a.flags + kFlagCtasDone, 1u) == gridDim.x - 1) {
+      a.flags[kFlagNext] = 0;
       a.flags[kFlagODone] = 0;
-      a.flags[kFlagResidualRead] = 0;
+      a.flags[kFlagGuDone] = 0;
       for (int r = 0; r < a.p[2].splits; ++r) a.flags[kFlagActRanges + r] = 0;
       a.flags[kFlagCtasDone] = 0;
     }
@@ -474,7 +511,6 @@ void launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream) {
   const int items = pl.k.p[0].items + pl.k.p[1].items + pl.k.p[2].items;
   // At most one wave: every CTA is resident, so the counters' waits end (see the header).
   const int grid = int(std::min<int64_t>(items, int64_t(per_sm) * std::max(a.num_sms, 1)));
-  pl.k.norm_ctas = std::min(grid, pl.k.p[1].items);
   const CUtensorMap to = gemm_detail::weight_tile_map(static_cast<const bf16*>(a.o), a.hidden, a.k_attn, kBN);
   const CUtensorMap tgu =
       gemm_detail::weight_tile_map(static_cast<const bf16*>(a.gate_up), 2 * a.inter, a.hidden, kBN / 2);

@@ -284,9 +284,9 @@ struct DecodeMlpArgs {
   unsigned* counters = nullptr;  ///< zeroed; every launch leaves them zero again
   int64_t num_counters = 0;
   int num_sms = 132;
-  /// A measurement aid (null normally): per CTA 64 %globaltimer stamps — [0] the consumers' start,
-  /// [1 + 2i] item i's index << 48 | when its multiplies began, [2 + 2i] when they ended, [41 + i]
-  /// when the x side had its input (i < 20).
+  /// A measurement aid (null normally): per CTA 128 slots — [0] the consumers' start (%globaltimer),
+  /// [1 + 3i] the CTA's item i's index in the queue, [2 + 3i] when its consumers took it, [3 + 3i]
+  /// when its multiplies ended, [96 + i] when the x side had its input (i < 30).
   unsigned long long* trace = nullptr;
 };
 /// Why launch_decode_mlp cannot run these arguments here (an empty string when it can): the

@@ -815,7 +815,7 @@ TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
   DevTensor delta(DType::bf16, {1, H}), h(DType::bf16, {1, H}), gate_up(DType::bf16, {1, 2 * I}), act(DType::bf16, {1, I});
   DevTensor ws(DType::f32, {int64_t(1) << 22}), counters(DType::i32, {8192});
   const int max_ctas = 4 * backend().info().num_sms;
-  DevTensor trace(DType::f32, {int64_t(max_ctas) * 64 * 2});
+  DevTensor trace(DType::f32, {int64_t(max_ctas) * 128 * 2});
   ASSERT_EQ(cudaMemsetAsync(counters.t.data(), 0, counters.t.nbytes(), backend().stream()), cudaSuccess);
   cuda::DecodeMlpArgs a;
   a.attn = attn.t.data();
@@ -866,15 +866,15 @@ TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
   a.trace = static_cast<unsigned long long*>(trace.t.data());
   cuda::launch_decode_mlp(a, backend().stream());
   backend().synchronize();
-  std::vector<unsigned long long> tr(size_t(max_ctas) * 64);
+  std::vector<unsigned long long> tr(size_t(max_ctas) * 128);
   ASSERT_EQ(cudaMemcpy(tr.data(), trace.t.data(), tr.size() * 8, cudaMemcpyDeviceToHost), cudaSuccess);
   unsigned long long t0 = ~0ull;
   int ctas = 0;
   for (int b = 0; b < max_ctas; ++b)
-    if (tr[size_t(b) * 64]) t0 = std::min(t0, tr[size_t(b) * 64]), ctas = b + 1;
+    if (tr[size_t(b) * 128]) t0 = std::min(t0, tr[size_t(b) * 128]), ctas = b + 1;
   const int n_o = int(H / 64) * cuda::gemm_split(H, KA, a.num_sms).splits;
   const int n_gu = int(2 * I / 64) * cuda::gemm_split(2 * I, H, a.num_sms).splits;
-  auto us = [&](unsigned long long t) { return double((t & ((1ull << 48) - 1)) - (t0 & ((1ull << 48) - 1))) / 1e3; };
+  auto us = [&](unsigned long long t) { return double(int64_t(t - t0)) / 1e3; };
   struct Span {
     double begin, end, x;
     int proj, cta;
@@ -883,11 +883,12 @@ TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
   std::vector<double> cta_end;
   for (int b = 0; b < ctas; ++b) {
     double last = 0;
-    for (int i = 0; i < 20; ++i) {
-      const unsigned long long sb = tr[size_t(b) * 64 + 1 + 2 * i], se = tr[size_t(b) * 64 + 2 + 2 * i];
+    for (int i = 0; i < 30; ++i) {
+      const unsigned long long* c = tr.data() + size_t(b) * 128;
+      const unsigned long long sb = c[2 + 3 * i], se = c[3 + 3 * i];
       if (!sb || !se) break;
-      const int g = int(sb >> 48);
-      spans.push_back({us(sb), us(se), us(tr[size_t(b) * 64 + 41 + i]), g < n_o ? 0 : g < n_o + n_gu ? 1 : 2, b});
+      const int g = int(c[1 + 3 * i]);
+      spans.push_back({us(sb), us(se), us(c[96 + i]), g < n_o ? 0 : g < n_o + n_gu ? 1 : 2, b});
       last = us(se);
     }
     cta_end.push_back(last);
