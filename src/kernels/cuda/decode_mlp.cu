@@ -46,7 +46,8 @@ namespace {
 using gemm_detail::kPipeBK;
 using Tile = gemm_detail::DecodeTile<64, 8>;
 constexpr int kBN = 64;
-constexpr int kStages = 6;           // three CTAs an SM with the two row buffers
+constexpr int kMaxStages = 24;       // one CTA an SM: as many stages as its shared memory holds
+constexpr int kEpiSlots = 4;         // items handed from the consumers to the epilogue warp
 constexpr int kNormThreads = 512;    // rms_norm_kernel's block for rows of 1025..8192
 constexpr int kNormVirtualWarps = kNormThreads / 32;
 constexpr int kTraceSlots = 128;  // DecodeMlpArgs::trace: a CTA's slots
@@ -75,6 +76,7 @@ struct MlpKernelArgs {
   float eps;
   bool one_plus, fp32_scale, late_trigger;
   int a_bytes;    // the input row buffer's size (the residual buffer follows it)
+  int stages;     // ≤ kMaxStages
   unsigned long long* trace;  // null, or kTraceSlots a CTA (DecodeMlpArgs::trace)
 };
 
@@ -192,19 +194,22 @@ __device__ __forceinline__ void add_norm_row(const MlpKernelArgs& a, unsigned ch
 }
 #endif
 
-__global__ void __launch_bounds__(256, 3)
+__global__ void __launch_bounds__(256, 1)
     decode_mlp_kernel(const __grid_constant__ CUtensorMap to, const __grid_constant__ CUtensorMap tgu,
                       const __grid_constant__ CUtensorMap tdn, MlpKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __shared__ uint64_t full[kStages], empty[kStages];
-  __shared__ unsigned is_last;
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
+  __shared__ uint64_t epi_full[kEpiSlots], epi_empty[kEpiSlots];
+  __shared__ float epi_vals[kEpiSlots][kBN];
+  __shared__ int epi_item[kEpiSlots];
   __shared__ uint64_t ring_full[kRing], ring_empty[kRing];
   __shared__ int ring[kRing];
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
-  unsigned char* sx = base;                          // kStages x sides (1 KB: 8 rows × 64 k)
-  unsigned char* sw = base + kStages * Tile::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
-  unsigned char* A = sw + kStages * Tile::kWBytes;   // the x thread's input row
+  const int stages = a.stages;
+  unsigned char* sx = base;                         // stages x sides (1 KB: 8 rows × 64 k)
+  unsigned char* sw = base + stages * Tile::kXBytes;  // stages w tiles (rows 8-63 of an x stage fall here)
+  unsigned char* A = sw + stages * Tile::kWBytes;   // the x warp's input row
   unsigned char* B = A + a.a_bytes;                  // the residual row (gate/up's norm)
   const int total = a.p[0].items + a.p[1].items + a.p[2].items;
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
@@ -214,7 +219,11 @@ __global__ void __launch_bounds__(256, 3)
       mbar_init(&ring_full[q], 1);
       mbar_init(&ring_empty[q], 2);  // read by the x warp and by the consumers
     }
-    gemm_detail::init_stage_barriers(full, empty, kStages, 4, 2);  // w's arrival and x's
+    for (int q = 0; q < kEpiSlots; ++q) {
+      mbar_init(&epi_full[q], 1);
+      mbar_init(&epi_empty[q], 1);
+    }
+    gemm_detail::init_stage_barriers(full, empty, stages, 4, 2);  // w's arrival and x's
   }
   __syncthreads();
 
@@ -245,7 +254,7 @@ __global__ void __launch_bounds__(256, 3)
         } else {
           tma_load_2d_hint(dst, map, t * kPipeBK, int(n0), &full[s], evict_first);
         }
-        if (++s == kStages) s = 0, phase ^= 1u;
+        if (++s == stages) s = 0, phase ^= 1u;
       }
     }
     if (a.late_trigger) pdl_trigger();  // every weight tile of this CTA is requested
@@ -297,19 +306,19 @@ __global__ void __launch_bounds__(256, 3)
         fence_proxy_async_shared();  // visible to wgmma ...
         __syncwarp();
         if (lane == 0) mbar_arrive(&full[s]);  // ... once the stage completes
-        if (++s == kStages) s = 0, phase ^= 1u;
+        if (++s == stages) s = 0, phase ^= 1u;
       }
     }
     return;
   }
-  if (warp < 4) return;
+  if (warp >= 4) {
 
   // The consumer warpgroup (threads 128-255).
   pdl_wait();  // before the first global write
   const int cw = warp - 4, g4 = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
   float acc[kBN / 8][4], total_acc[kBN / 8][4];
-  int s = 0, prev = 0, item_no = 0;
+  int s = 0, prev = 0, item_no = 0, eq = 0, eround = 0;
   unsigned phase = 0;
   unsigned long long* trace = a.trace ? a.trace + blockIdx.x * kTraceSlots : nullptr;
   if (trace && threadIdx.x == 128) trace[0] = global_ns();
@@ -329,86 +338,125 @@ __global__ void __launch_bounds__(256, 3)
     // (One range an item: the range's length and K do not matter beyond kt_end; the projection's
     // fields are read again after the loop, so they hold no registers during it.)
     gemm_detail::consume_ranges(acc, total_acc, it.kt_begin, it.kt_end, it.kt_end - it.kt_begin,
-                                int64_t(it.kt_end) * kPipeBK, full, empty, kStages, s, phase, prev, x_base,
+                                int64_t(it.kt_end) * kPipeBK, full, empty, stages, s, phase, prev, x_base,
                                 Tile::kXBytes, w_base, Tile::kWBytes, lane,
                                 [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
-    const Proj p = proj_of(a, it.proj);
     if (trace && threadIdx.x == 128 && item_no < kTraceItems) trace[3 + 3 * item_no] = global_ns();  // multiplies done
-    // Row 0 is the batch: accumulator [j][e] of lanes g4 = 0 of warp 0 (wgmma.cuh). Its range's partial
-    // to the workspace (gate/up: gate's column c at c, up's at inter + c).
-    const int64_t n0 = int64_t(it.tile) * kBN;
-    float* part = p.ws + int64_t(it.range) * p.n;
-    if (cw == 0 && g4 == 0) {
-      if (it.proj == 1) {
-#pragma unroll
-        for (int j = 0; j < kBN / 16; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int64_t c = n0 / 2 + 8 * j + 2 * tig + e;
-            part[c] = total_acc[j][e];
-            part[a.inter + c] = total_acc[j + kBN / 16][e];
-          }
-      } else {
+    // Row 0 is the batch: accumulator [j][e] of lanes g4 = 0 of consumer warp 0 (wgmma.cuh). They go to
+    // the epilogue warp's slot; the consumers go on with the next item's stages.
+    if (cw == 0) {
+      mbar_wait(&epi_empty[eq], unsigned(eround & 1) ^ 1u);
+      if (g4 == 0)
 #pragma unroll
         for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int64_t col = n0 + 8 * j + 2 * tig + e;
-            if (col < p.n) part[col] = total_acc[j][e];
-          }
+          for (int e = 0; e < 2; ++e) epi_vals[eq][8 * j + 2 * tig + e] = total_acc[j][e];
+      __syncwarp();
+      if (lane == 0) {
+        epi_item[eq] = g;
+        mbar_arrive(&epi_full[eq]);
       }
+    }
+    if (++eq == kEpiSlots) eq = 0, ++eround;
+  }
+  if (cw == 0) {  // the end of the queue, for the epilogue warp
+    mbar_wait(&epi_empty[eq], unsigned(eround & 1) ^ 1u);
+    if (lane == 0) {
+      epi_item[eq] = -1;
+      mbar_arrive(&epi_full[eq]);
+    }
+  }
+  return;
+  }
+
+  // The epilogue warp (warp 2): an item's partial to the workspace; the column tile's last item folds
+  // the ranges in order and rounds (SwiGLU for gate/up), then publishes the columns.
+  if (warp != 2) return;
+  pdl_wait();  // (its writes follow the consumers' wait anyway)
+  for (int eq = 0, eround = 0;; eround += (eq = (eq + 1) % kEpiSlots) == 0) {
+    mbar_wait(&epi_full[eq], unsigned(eround & 1));
+    const int g = epi_item[eq];
+    if (g < 0) break;
+    const float v0 = epi_vals[eq][2 * lane], v1 = epi_vals[eq][2 * lane + 1];
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&epi_empty[eq]);
+    const Item it = item_at(a, g);
+    const Proj p = proj_of(a, it.proj);
+    const int64_t n0 = int64_t(it.tile) * kBN;
+    float* part = p.ws + int64_t(it.range) * p.n;
+    // Slot value 2l, 2l + 1 is product column n0 + 2l (+1); with SwiGLU, product columns 0-31 are
+    // gate's output columns n0 / 2 + c and 32-63 up's (configuration 18's variant 2).
+    const int64_t c0 = 2 * lane;
+    if (it.proj == 1) {
+      const int64_t c = n0 / 2 + (c0 % (kBN / 2));
+      float* dst = part + (c0 < kBN / 2 ? c : a.inter + c);
+      dst[0] = v0;
+      dst[1] = v1;
+    } else if (n0 + c0 < p.n) {
+      part[n0 + c0] = v0;
+      part[n0 + c0 + 1] = v1;
     }
     __threadfence();  // this item's partial is visible device-wide before it is counted
-    gemm_detail::consumer_sync();
-    if (threadIdx.x == 128) {
+    __syncwarp();
+    unsigned last = 0;
+    if (lane == 0) {
       unsigned* counter = p.tile_counters + it.tile;
-      is_last = atomicAdd(counter, 1u) == unsigned(p.splits - 1);
-      if (is_last) *counter = 0;  // every range arrived: ready for the next launch
+      last = atomicAdd(counter, 1u) == unsigned(p.splits - 1);
+      if (last) *counter = 0;  // every range arrived: ready for the next launch
     }
-    gemm_detail::consumer_sync();
-    if (!is_last) continue;
+    if (!__shfl_sync(0xffffffffu, last, 0)) continue;
     __threadfence();
-    // The fold in range order, then one rounding (SwiGLU's for gate/up). Every thread computes,
-    // those with an element store (silu on a divergent path serializes the wgmma: C7520).
-    const int idx = int(threadIdx.x) - 128;
+    // The fold in range order (the loads issued together), then one rounding.
+    constexpr int kMaxSplits = 16;
     if (it.proj == 1) {
-      const int64_t c = n0 / 2 + (idx % (kBN / 2));
+      const int64_t c = n0 / 2 + lane;  // 32 output columns, one a lane
+      float gp[kMaxSplits], up[kMaxSplits];
+#pragma unroll
+      for (int r = 0; r < kMaxSplits; ++r)
+        if (r < p.splits) gp[r] = __ldcg(p.ws + int64_t(r) * p.n + c), up[r] = __ldcg(p.ws + int64_t(r) * p.n + a.inter + c);
       float gv = 0.f, uv = 0.f;
-      for (int r = 0; r < p.splits; ++r) {
-        gv += __ldcg(p.ws + int64_t(r) * p.n + c);
-        uv += __ldcg(p.ws + int64_t(r) * p.n + a.inter + c);
-      }
-      const float o = swiglu_of_sums(gv, uv);
-      if (idx < kBN / 2) a.act[c] = __float2bfloat16_rn(o);
+#pragma unroll
+      for (int r = 0; r < kMaxSplits; ++r)
+        if (r < p.splits) gv += gp[r], uv += up[r];
+      a.act[c] = __float2bfloat16_rn(swiglu_of_sums(gv, uv));
     } else {
-      const int64_t col = std::min<int64_t>(n0 + (idx % kBN), p.n - 1);
-      float v = 0.f;
-      for (int r = 0; r < p.splits; ++r) v += __ldcg(p.ws + int64_t(r) * p.n + col);
-      if (idx < kBN && n0 + idx < p.n) a.delta[col] = __float2bfloat16_rn(v);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t col = n0 + 2 * lane + h;
+        if (col >= p.n) continue;
+        float pv[kMaxSplits];
+#pragma unroll
+        for (int r = 0; r < kMaxSplits; ++r)
+          if (r < p.splits) pv[r] = __ldcg(p.ws + int64_t(r) * p.n + col);
+        float v = 0.f;
+#pragma unroll
+        for (int r = 0; r < kMaxSplits; ++r)
+          if (r < p.splits) v += pv[r];
+        a.delta[col] = __float2bfloat16_rn(v);
+      }
     }
     if (it.proj == 2) continue;
     __threadfence();  // the folded columns are visible device-wide before they are counted
-    gemm_detail::consumer_sync();
-    if (threadIdx.x == 128) {
+    __syncwarp();
+    unsigned last_gu = 0;
+    if (lane == 0) {
       if (it.proj == 0) {
         atomicAdd(a.flags + kFlagODone, 1u);
       } else {
         const int64_t range_len = int64_t(a.p[2].tiles_per_split) * kPipeBK;
         atomicAdd(a.flags + kFlagActRanges + int((n0 / 2) / range_len), 1u);
-        is_last = atomicAdd(a.flags + kFlagGuDone, 1u) == unsigned(a.p[1].tiles - 1);
+        last_gu = atomicAdd(a.flags + kFlagGuDone, 1u) == unsigned(a.p[1].tiles - 1);
       }
     }
-    if (it.proj == 0) continue;
-    gemm_detail::consumer_sync();
     // The last gate/up tile: every CTA that computed the norm has folded a gate/up tile since, so no
     // one reads the old residual any more; this CTA's norm left the new one in B.
-    if (is_last)
-      for (int64_t c = int64_t(threadIdx.x) - 128; c < a.hidden / 8; c += 128)
+    if (__shfl_sync(0xffffffffu, last_gu, 0))
+      for (int64_t c = lane; c < a.hidden / 8; c += 32)
         reinterpret_cast<uint4*>(a.residual)[c] = reinterpret_cast<const uint4*>(B)[c];
   }
   // The last CTA to finish resets the counters for the next launch (no CTA reads them any more:
   // each CTA's producer took its last item before its consumers got the end of the queue).
-  if (threadIdx.x == 128) {
+  if (lane == 0) {
     __threadfence();
     if (atomicAdd(a.flags + kFlagCtasDone, 1u) == gridDim.x - 1) {
       a.flags[kFlagNext] = 0;
@@ -422,6 +470,8 @@ __global__ void __launch_bounds__(256, 3)
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
 #endif
 }
+
+constexpr size_t kMaxSmem = 222 * 1024;  // an SM's 227 KB a block, less the kernel's static shared memory
 
 struct Plan {
   MlpKernelArgs k{};
@@ -464,11 +514,12 @@ Plan plan_for(const DecodeMlpArgs& a) {
   k.late_trigger = gemm_detail::g_decode_late_trigger;
   k.trace = a.trace;
   k.a_bytes = int(std::max(max_range, a.hidden) * 2);
-  pl.smem = size_t(kStages) * (Tile::kXBytes + Tile::kWBytes) + size_t(k.a_bytes) + size_t(a.hidden) * 2 + 1024;
+  const size_t rows = size_t(k.a_bytes) + size_t(a.hidden) * 2 + 1024;  // A, B, alignment slack
+  const size_t stage = Tile::kXBytes + Tile::kWBytes;
+  k.stages = int(std::min<size_t>(kMaxStages, rows < kMaxSmem ? (kMaxSmem - rows) / stage : 0));
+  pl.smem = size_t(k.stages) * stage + rows;
   return pl;
 }
-
-constexpr size_t kMaxSmem = 225 * 1024;  // an SM's 227 KB a block, less the kernel's static barriers
 
 }  // namespace
 
@@ -487,6 +538,8 @@ std::string decode_mlp_unsupported(const DecodeMlpArgs& a) {
                         static_cast<const void*>(a.delta), static_cast<const void*>(a.act)})
     if (!p || reinterpret_cast<uintptr_t>(p) % 16 != 0) return "every tensor must be 16-byte aligned";
   const Plan pl = plan_for(a);
+  if (pl.k.stages < 8)
+    return "the row buffers leave room for " + std::to_string(pl.k.stages) + " weight stages (8 needed)";
   if (pl.smem > kMaxSmem)
     return std::to_string(pl.smem) + " bytes of shared memory a CTA exceed " + std::to_string(kMaxSmem);
   if (!a.workspace || size_t(pl.ws_floats) * sizeof(float) > a.workspace_bytes)
