@@ -48,6 +48,7 @@ using Tile = gemm_detail::DecodeTile<64, 8>;
 constexpr int kBN = 64;
 constexpr int kMaxStages = 24;       // one CTA an SM: as many stages as its shared memory holds
 constexpr int kEpiSlots = 4;         // items handed from the consumers to the epilogue warp
+constexpr int kMaxSplits = 8;        // gemm_split's most ranges
 constexpr int kNormThreads = 512;    // rms_norm_kernel's block for rows of 1025..8192
 constexpr int kNormVirtualWarps = kNormThreads / 32;
 constexpr int kTraceSlots = 128;  // DecodeMlpArgs::trace: a CTA's slots
@@ -194,7 +195,8 @@ __device__ __forceinline__ void add_norm_row(const MlpKernelArgs& a, unsigned ch
 }
 #endif
 
-__global__ void __launch_bounds__(256, 1)
+template <int kCtas>  // resident CTAs an SM (registers capped to fit)
+__global__ void __launch_bounds__(256, kCtas)
     decode_mlp_kernel(const __grid_constant__ CUtensorMap to, const __grid_constant__ CUtensorMap tgu,
                       const __grid_constant__ CUtensorMap tdn, MlpKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
@@ -407,7 +409,6 @@ __global__ void __launch_bounds__(256, 1)
     if (!__shfl_sync(0xffffffffu, last, 0)) continue;
     __threadfence();
     // The fold in range order (the loads issued together), then one rounding.
-    constexpr int kMaxSplits = 16;
     if (it.proj == 1) {
       const int64_t c = n0 / 2 + lane;  // 32 output columns, one a lane
       float gp[kMaxSplits], up[kMaxSplits];
@@ -471,7 +472,14 @@ __global__ void __launch_bounds__(256, 1)
 #endif
 }
 
-constexpr size_t kMaxSmem = 222 * 1024;  // an SM's 227 KB a block, less the kernel's static shared memory
+// Shared memory a CTA may take with `ctas` CTAs an SM: the SM's 228 KB less, a CTA, the 1 KB the
+// system keeps and the kernel's static barriers and slots (2 KB).
+constexpr size_t smem_budget(int ctas) { return size_t(228 * 1024) / size_t(ctas) - 3 * 1024; }
+constexpr size_t kMaxSmem = smem_budget(1);
+// Resident CTAs an SM: RILL_DECODE_CTAS where given (1..3), else two — each CTA's consumers are one
+// dependent wgmma chain (one CTA an SM streamed 2.2 TB/s, consumer-bound), and each CTA's stages are
+// what keeps bytes in flight.
+int ctas_per_sm() { return gemm_detail::g_decode_ctas_per_sm > 0 ? std::min(gemm_detail::g_decode_ctas_per_sm, 3) : 2; }
 
 struct Plan {
   MlpKernelArgs k{};
@@ -516,7 +524,8 @@ Plan plan_for(const DecodeMlpArgs& a) {
   k.a_bytes = int(std::max(max_range, a.hidden) * 2);
   const size_t rows = size_t(k.a_bytes) + size_t(a.hidden) * 2 + 1024;  // A, B, alignment slack
   const size_t stage = Tile::kXBytes + Tile::kWBytes;
-  k.stages = int(std::min<size_t>(kMaxStages, rows < kMaxSmem ? (kMaxSmem - rows) / stage : 0));
+  const size_t budget = smem_budget(ctas_per_sm());
+  k.stages = int(std::min<size_t>(kMaxStages, rows < budget ? (budget - rows) / stage : 0));
   pl.smem = size_t(k.stages) * stage + rows;
   return pl;
 }
@@ -538,8 +547,10 @@ std::string decode_mlp_unsupported(const DecodeMlpArgs& a) {
                         static_cast<const void*>(a.delta), static_cast<const void*>(a.act)})
     if (!p || reinterpret_cast<uintptr_t>(p) % 16 != 0) return "every tensor must be 16-byte aligned";
   const Plan pl = plan_for(a);
-  if (pl.k.stages < 8)
-    return "the row buffers leave room for " + std::to_string(pl.k.stages) + " weight stages (8 needed)";
+  for (const Proj& p : pl.k.p)
+    if (p.splits > kMaxSplits) return "a projection has " + std::to_string(p.splits) + " split ranges (8 at most)";
+  if (pl.k.stages < 4)
+    return "the row buffers leave room for " + std::to_string(pl.k.stages) + " weight stages (4 needed)";
   if (pl.smem > kMaxSmem)
     return std::to_string(pl.smem) + " bytes of shared memory a CTA exceed " + std::to_string(kMaxSmem);
   if (!a.workspace || size_t(pl.ws_floats) * sizeof(float) > a.workspace_bytes)
@@ -553,13 +564,15 @@ std::string decode_mlp_unsupported(const DecodeMlpArgs& a) {
 void launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream) {
   if (const std::string why = decode_mlp_unsupported(a); !why.empty()) throw_error(("[decode_mlp] " + why).c_str());
   Plan pl = plan_for(a);
-  static size_t smem_set = 0;  // the kernel's dynamic shared-memory limit, raised as shapes need
-  if (pl.smem > smem_set) {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(decode_mlp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
-    smem_set = pl.smem;
+  const int ctas = ctas_per_sm();
+  auto* const kernel = ctas == 1 ? decode_mlp_kernel<1> : ctas == 2 ? decode_mlp_kernel<2> : decode_mlp_kernel<3>;
+  static size_t smem_set[4] = {};  // each kernel's dynamic shared-memory limit, raised as shapes need
+  if (pl.smem > smem_set[ctas]) {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.smem)));
+    smem_set[ctas] = pl.smem;
   }
   int per_sm = 0;
-  RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_mlp_kernel, 256, pl.smem));
+  RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, pl.smem));
   if (per_sm < 1) throw_error("[decode_mlp] the kernel does not fit an SM");
   const int items = pl.k.p[0].items + pl.k.p[1].items + pl.k.p[2].items;
   // At most one wave: every CTA is resident, so the counters' waits end (see the header).
@@ -568,7 +581,7 @@ void launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream) {
   const CUtensorMap tgu =
       gemm_detail::weight_tile_map(static_cast<const bf16*>(a.gate_up), 2 * a.inter, a.hidden, kBN / 2);
   const CUtensorMap tdn = gemm_detail::weight_tile_map(static_cast<const bf16*>(a.down), a.hidden, a.inter, kBN);
-  launch_pdl(decode_mlp_kernel, dim3(unsigned(grid)), dim3(256), pl.smem, stream, to, tgu, tdn, pl.k);
+  launch_pdl(kernel, dim3(unsigned(grid)), dim3(256), pl.smem, stream, to, tgu, tdn, pl.k);
   RILL_CUDA_CHECK_LAUNCH();
 }
 
