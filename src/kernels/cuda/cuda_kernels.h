@@ -48,9 +48,10 @@ class CudaKernels final : public Kernels {
   /// One GEMM with SwiGLU in its epilogue where the matmul engine takes it (MatmulEngine::run_swiglu;
   /// at M ≤ 8 only with RILL_DECODE_SWIGLU=1), else the two ops.
   void matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) override;
-  /// One row (a batch-1 decode step) in the batch-invariant mode: the fused block (launch_decode_mlp:
-  /// one persistent kernel for the o projection, add + RMSNorm, gate/up + SwiGLU and down; same
-  /// bits; RILL_DECODE_MLP=0 turns it off), else the four ops.
+  /// One row (a batch-1 decode step) in the batch-invariant mode with RILL_DECODE_MLP=1 (or
+  /// set_decode_mlp): the fused block (launch_decode_mlp: one persistent kernel for the o projection,
+  /// add + RMSNorm, gate/up + SwiGLU and down; same bits; measured slower, so off by default), else
+  /// the four ops.
   void o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* o_bias, const Tensor& post_norm,
                   const NormParams& p, const Tensor& gate_up_w, const Tensor* gate_up_bias, const Tensor& down,
                   const Tensor* down_bias, Tensor& residual, Tensor& delta, Tensor& h, Tensor& gate_up,
@@ -92,6 +93,9 @@ class CudaKernels final : public Kernels {
   /// matmuls, attention splits sized to the batch).
   void set_batch_invariant(bool on) override;
   bool batch_invariant() const override { return batch_invariant_; }
+  /// Whether o_proj_mlp runs the fused decode MLP block at one row (RILL_DECODE_MLP=1; tests).
+  void set_decode_mlp(bool on) { fuse_decode_mlp_ = on; }
+  bool decode_mlp() const { return fuse_decode_mlp_; }
   /// Whether matmul_swiglu fuses SwiGLU at decode rows (RILL_DECODE_SWIGLU=1).
   bool fuse_decode_swiglu() const { return fuse_decode_swiglu_; }
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
@@ -126,7 +130,7 @@ class CudaKernels final : public Kernels {
   int attention_bn_ = 0;
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
   bool fuse_decode_swiglu_ = false;  // RILL_DECODE_SWIGLU
-  bool fuse_decode_mlp_ = true;      // RILL_DECODE_MLP
+  bool fuse_decode_mlp_ = false;     // RILL_DECODE_MLP
 };
 
 /// RILL_ATTENTION_SPAN_KEYS: the invariant attention's span (KV positions folded as one partial;
@@ -177,9 +181,10 @@ int parse_decode_trigger(const char* value);
 /// measured faster in the batch-1 decode graph); "1" → 1 (the warpgroup decode GEMM's SwiGLU
 /// epilogue at M ≤ 8: a measurement knob, the bits do not change); anything else → an error.
 int parse_decode_swiglu(const char* value);
-/// RILL_DECODE_MLP: null or "1" → 1 (a batch-1 decode step's o projection and MLP run as one
-/// persistent kernel, CudaKernels::o_proj_mlp); "0" → 0 (the four ops: a measurement knob, the bits
-/// do not change); anything else → an error naming the variable.
+/// RILL_DECODE_MLP: null or "0" → 0 (the four ops: measured faster in the batch-1 decode graph);
+/// "1" → 1 (a batch-1 decode step's o projection and MLP run as one persistent kernel,
+/// CudaKernels::o_proj_mlp: a measurement knob, the bits do not change); anything else → an error
+/// naming the variable.
 int parse_decode_mlp(const char* value);
 
 }  // namespace rill::cuda

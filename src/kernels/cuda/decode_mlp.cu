@@ -5,26 +5,40 @@
 // latency-bound kernels between them — and each hand-off costs the next projection its ramp and
 // the small kernel one memory round trip behind the next GEMM's weight requests (bench/RESULTS.md,
 // run L: the o, gate/up and down GEMMs took 86.8 µs a layer for 335 MB, 77.3 at the copy rate, and
-// the add + RMSNorm and SwiGLU kernels 6.9 µs more). Here every CTA's producer thread walks its
-// work items of the three projections in order and requests weight tiles as stages free up,
+// the add + RMSNorm and SwiGLU kernels 6.9 µs more). Here every CTA's producer thread takes work
+// items of the three projections in order and requests weight tiles as stages free up,
 // never waiting on an input (weights are constant), so the stream runs on across the projections;
 // only the x side of a stage waits for its input, published through device-scope counters
 // instead of kernel boundaries:
 //   - o's items take the attention output (written by the previous kernel: after the wait);
-//   - gate/up's items need RMSNorm(residual + o's output) over the whole row: the CTA's x thread
+//   - gate/up's items need RMSNorm(residual + o's output) over the whole row: the CTA's x warp
 //     waits until every o column tile is folded, then computes the add and the norm itself from the
 //     two rows (16 KB from L2) — every CTA with a gate/up item does, which costs less than one more
-//     hand-off; the last of them to finish reading the residual writes the sum back;
+//     hand-off; the CTA that folds the last gate/up tile writes the sum back (every norm has read
+//     the old residual by then);
 //   - down's item of split range r needs the SwiGLU outputs [r·ks, (r + 1)·ks): it waits until the
 //     gate/up tiles of those columns are folded (a counter per range; gate/up items are taken
 //     column tile by column tile, down's range by range, so early ranges are ready early).
-// Roles in a CTA (256 threads, three an SM): thread 0 streams w tiles by the tensor copy engine;
-// warp 1 fills each stage's x side (row 0 of the 8-row x tile, from its input row in shared memory)
-// and arrives on the stage's barrier (two arrivals and the w bytes complete a stage); warpgroup 1
-// runs the decode GEMM's consumer loop (wgmma m64n64k16, gemm_wgmma.cu's configuration 18) and its
-// epilogue. A CTA walks its items in order and only the x side waits, on items of an earlier
-// projection (which no CTA's items wait behind), and every CTA is resident (the grid is at most
-// one wave), so the waits always end.
+// Work: o's items range by range, gate/up's column tile by column tile, down's range by range, in
+// one queue (a device counter) that CTAs take from in order as their producer frees up — no item
+// waits on a later one, and every CTA is resident (the grid is one wave), so every wait ends.
+// Roles in a CTA (256 threads, two an SM by default): thread 0 takes items and streams their w tiles
+// by the tensor copy engine into as many stages as shared memory holds (10 at the 8B shape),
+// announcing each item to the others through a small ring; warp 1 fills each stage's x side (row 0
+// of the 8-row x tile, from the item's input row in shared memory) and arrives on the stage's
+// barrier (two arrivals and the w bytes complete a stage); warpgroup 1 runs the decode GEMM's
+// consumer loop (wgmma m64n64k16, gemm_wgmma.cu's configuration 18) and hands each item's totals to
+// warp 2, which writes the partial, folds a column tile's ranges when it holds the last one, and
+// publishes the columns — so the consumers never stop for an L2 round trip.
+//
+// Status: opt-in (RILL_DECODE_MLP=1), because it measured slower: batch-1 decode 181.5 against 204.3
+// tok/s with the four ops, and alone on the 8B shapes 118.9 µs against 110.6 (bench/RESULTS.md run
+// N, which has the timelines of each schedule tried). Its trace (DecodeMlpArgs::trace,
+// CudaInvariance.DISABLED_DecodeMlpTimeline) shows where: each CTA's stream is bounded by its own
+// bytes in flight and its consumers' one dependent wgmma chain (one CTA an SM: 22 GB/s an SM,
+// consumer-bound; three: 6 stages each, 2.65 TB/s in all), o's 128 KB items start cold, and down's
+// 384 KB items can only start once gate/up's last tiles are folded, so they end in a tail of a
+// few CTAs. The unfused decode GEMM keeps three CTAs of 8 stages an SM on one projection at a time.
 //
 // Bits: each projection is configuration 18's split schedule — the same ranges (gemm_split), the
 // same per-range k order, partials folded in range order by the column tile's last item, then one

@@ -743,6 +743,11 @@ TEST(CudaInvariance, FusedOutputsAndInKernelFoldEqualOneGemm) {
 TEST(CudaInvariance, DecodeMlpEqualsOps) {
   RILL_REQUIRE_GPU();
   ASSERT_TRUE(backend().batch_invariant());
+  struct FusedOn {  // the fused block is opt-in (RILL_DECODE_MLP): on for this test only
+    bool was = backend().decode_mlp();
+    FusedOn() { backend().set_decode_mlp(true); }
+    ~FusedOn() { backend().set_decode_mlp(was); }
+  } fused_on;
   uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);

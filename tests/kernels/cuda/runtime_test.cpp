@@ -82,7 +82,7 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
   expect_rejects(cuda::parse_decode_swiglu, {"", "2", "on", "1x"}, "RILL_DECODE_SWIGLU");
-  EXPECT_EQ(cuda::parse_decode_mlp(nullptr), 1);
+  EXPECT_EQ(cuda::parse_decode_mlp(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_mlp("0"), 0);
   EXPECT_EQ(cuda::parse_decode_mlp("1"), 1);
   expect_rejects(cuda::parse_decode_mlp, {"", "2", "off", "1 "}, "RILL_DECODE_MLP");
