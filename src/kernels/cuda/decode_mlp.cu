@@ -425,29 +425,14 @@ __global__ void __launch_bounds__(256, kCtas)
     // The fold in range order (the loads issued together), then one rounding.
     if (it.proj == 1) {
       const int64_t c = n0 / 2 + lane;  // 32 output columns, one a lane
-      float gp[kMaxSplits], up[kMaxSplits];
-#pragma unroll
-      for (int r = 0; r < kMaxSplits; ++r)
-        if (r < p.splits) gp[r] = __ldcg(p.ws + int64_t(r) * p.n + c), up[r] = __ldcg(p.ws + int64_t(r) * p.n + a.inter + c);
-      float gv = 0.f, uv = 0.f;
-#pragma unroll
-      for (int r = 0; r < kMaxSplits; ++r)
-        if (r < p.splits) gv += gp[r], uv += up[r];
+      const float gv = gemm_detail::fold_partials(p.ws + c, p.n, p.splits);
+      const float uv = gemm_detail::fold_partials(p.ws + a.inter + c, p.n, p.splits);
       a.act[c] = __float2bfloat16_rn(swiglu_of_sums(gv, uv));
     } else {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t col = n0 + 2 * lane + h;
-        if (col >= p.n) continue;
-        float pv[kMaxSplits];
-#pragma unroll
-        for (int r = 0; r < kMaxSplits; ++r)
-          if (r < p.splits) pv[r] = __ldcg(p.ws + int64_t(r) * p.n + col);
-        float v = 0.f;
-#pragma unroll
-        for (int r = 0; r < kMaxSplits; ++r)
-          if (r < p.splits) v += pv[r];
-        a.delta[col] = __float2bfloat16_rn(v);
+        if (col < p.n) a.delta[col] = __float2bfloat16_rn(gemm_detail::fold_partials(p.ws + col, p.n, p.splits));
       }
     }
     if (it.proj == 2) continue;

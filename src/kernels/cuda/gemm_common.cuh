@@ -62,6 +62,25 @@ __device__ __forceinline__ bf16* out_col(const GemmKernelArgs& a, int64_t col, i
   return a.ys[0];  // unreachable: ny ≥ 1
 }
 
+// The split partials p[0], p[stride], ... p[(splits - 1) · stride] of one output added in range order
+// from 0 (the split schedule's fold). Up to 8 ranges (gemm_split's most) the loads are requested
+// together — one L2 round trip instead of one a range at the end of every decode GEMM.
+__device__ __forceinline__ float fold_partials(const float* p, int64_t stride, int splits) {
+  constexpr int kMax = 8;
+  float v = 0.f;
+  if (splits > kMax) {
+    for (int r = 0; r < splits; ++r) v += __ldcg(p + r * stride);
+    return v;
+  }
+  float part[kMax];
+#pragma unroll
+  for (int r = 0; r < kMax; ++r) part[r] = r < splits ? __ldcg(p + r * stride) : 0.f;
+#pragma unroll
+  for (int r = 0; r < kMax; ++r)
+    if (r < splits) v += part[r];
+  return v;
+}
+
 // ---- the bulk copy engine (sm_90): 1-D copies global → shared completing on an mbarrier ----
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -546,12 +546,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
         const int idx = int(threadIdx.x) - 128 + 128 * it;
         const bool ok = idx < int(a.m) * (kBN / 2);
         const int64_t row = ok ? idx / (kBN / 2) : 0, c = i0 + idx % (kBN / 2);
-        float gv = 0.f, uv = 0.f;
-        for (int p = 0; p < a.splits; ++p) {
-          const float* part = a.ws + (int64_t(p) * a.m + row) * a.n;
-          gv += __ldcg(part + c);
-          uv += __ldcg(part + inter + c);
-        }
+        float gv = fold_partials(a.ws + row * a.n + c, a.m * a.n, a.splits);
+        float uv = fold_partials(a.ws + row * a.n + inter + c, a.m * a.n, a.splits);
         if (a.bias) gv += __bfloat162float(a.bias[c]), uv += __bfloat162float(a.bias[inter + c]);
         const float o = swiglu_of_sums(gv, uv);
         if (ok) a.ys[0][row * inter + c] = __float2bfloat16_rn(o);
@@ -561,8 +557,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     for (int idx = threadIdx.x - 128; idx < int(a.m) * kBN; idx += 128) {
       const int64_t row = idx / kBN, col = n0 + idx % kBN;
       if (col >= a.n) continue;
-      float v = 0.f;
-      for (int p = 0; p < a.splits; ++p) v += __ldcg(a.ws + (int64_t(p) * a.m + row) * a.n + col);
+      float v = fold_partials(a.ws + row * a.n + col, a.m * a.n, a.splits);
       if (a.bias) v += __bfloat162float(a.bias[col]);
       *out_at(a, row, col) = __float2bfloat16_rn(v);
     }
