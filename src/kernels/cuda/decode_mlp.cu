@@ -356,7 +356,9 @@ __global__ void __launch_bounds__(256, kCtas)
     gemm_detail::consume_ranges(acc, total_acc, it.kt_begin, it.kt_end, it.kt_end - it.kt_begin,
                                 int64_t(it.kt_end) * kPipeBK, full, empty, stages, s, phase, prev, x_base,
                                 Tile::kXBytes, w_base, Tile::kWBytes, lane,
-                                [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
+                                [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) {
+                                  wgmma::m64n64k16_ss(d, xd, wd);
+                                });
     if (trace && threadIdx.x == 128 && item_no < kTraceItems) trace[3 + 3 * item_no] = global_ns();  // multiplies done
     // Row 0 is the batch: accumulator [j][e] of lanes g4 = 0 of consumer warp 0 (wgmma.cuh). They go to
     // the epilogue warp's slot; the consumers go on with the next item's stages.

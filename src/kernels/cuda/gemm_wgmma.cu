@@ -585,7 +585,9 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
 
 }  // namespace
 
-CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows) { return tile_map(w, rows, k, box_rows); }
+CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows) {
+  return tile_map(w, rows, k, box_rows);
+}
 
 int g_decode_prewait = -1;    // set_decode_prewait_stages
 int g_decode_ctas_per_sm = 0;  // set_decode_ctas_per_sm

@@ -25,8 +25,9 @@ struct DecodeTile {
 };
 
 #if defined(RILL_WGMMA_DEVICE)
-// Fresh stage barriers: "full" completes on `full_arrivals` arrivals (one: the producer's) and the stage's bytes, "empty" on one
-// arrival from each of `consumer_warps` warps. Thread 0; the caller syncs the CTA after it.
+// Fresh stage barriers: "full" completes on `full_arrivals` arrivals (one: the producer's) and the
+// stage's bytes, "empty" on one arrival from each of `consumer_warps` warps. Thread 0; the caller
+// syncs the CTA after it.
 __device__ __forceinline__ void init_stage_barriers(uint64_t* full, uint64_t* empty, int stages, int consumer_warps,
                                                     unsigned full_arrivals = 1) {
   for (int s = 0; s < stages; ++s) {

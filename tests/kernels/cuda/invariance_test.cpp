@@ -754,7 +754,8 @@ TEST(CudaInvariance, DecodeMlpEqualsOps) {
   struct S {
     int64_t hidden, k_attn, inter;
   };
-  const S shapes[] = {{4096, 4096, 12288}, {2048, 2048, 5632}, {1088, 2112, 1344}, {8192, 1024, 2048}, {1024, 1024, 2048}};
+  const S shapes[] = {
+      {4096, 4096, 12288}, {2048, 2048, 5632}, {1088, 2112, 1344}, {8192, 1024, 2048}, {1024, 1024, 2048}};
   for (const S& sh : shapes) {
     const int64_t H = sh.hidden, I = sh.inter;
     SCOPED_TRACE(::testing::Message() << "hidden=" << H << " attention=" << sh.k_attn << " inter=" << I);
@@ -817,7 +818,8 @@ TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
   DevTensor dn = upload_bf16(random_bf16_values(rng, size_t(H * I), -0.05f, 0.05f), {H, I});
   DevTensor nw = upload_bf16(random_bf16_values(rng, size_t(H), 0.5f, 1.5f), {H});
   DevTensor res = upload_bf16(random_bf16_values(rng, size_t(H), -4.f, 4.f), {1, H});
-  DevTensor delta(DType::bf16, {1, H}), h(DType::bf16, {1, H}), gate_up(DType::bf16, {1, 2 * I}), act(DType::bf16, {1, I});
+  DevTensor delta(DType::bf16, {1, H}), h(DType::bf16, {1, H});
+  DevTensor gate_up(DType::bf16, {1, 2 * I}), act(DType::bf16, {1, I});
   DevTensor ws(DType::f32, {int64_t(1) << 22}), counters(DType::i32, {8192});
   const int max_ctas = 4 * backend().info().num_sms;
   DevTensor trace(DType::f32, {int64_t(max_ctas) * 128 * 2});
@@ -859,8 +861,8 @@ TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
   };
   const double fused = time_us([&] { cuda::launch_decode_mlp(a, backend().stream()); });
   const double ops = time_us([&] {
-    backend().Kernels::o_proj_mlp(attn.t, o.t, nullptr, nw.t, NormParams{}, gu.t, nullptr, dn.t, nullptr, res.t, delta.t,
-                                  h.t, gate_up.t, act.t);
+    backend().Kernels::o_proj_mlp(attn.t, o.t, nullptr, nw.t, NormParams{}, gu.t, nullptr, dn.t, nullptr, res.t,
+                                  delta.t, h.t, gate_up.t, act.t);
   });
   const double mb = double(H * KA + 3 * I * H) * 2 / 1e6;
   std::printf("decode MLP block, %.1f MB of weights: fused %.1f us (%.0f GB/s), four ops %.1f us (%.0f GB/s)\n", mb,
@@ -910,8 +912,8 @@ TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
     for (auto* v : {&b, &e, &x, &d}) std::sort(v->begin(), v->end());
     std::printf("%-8s %4zu items: began %.1f..%.1f (median %.1f), input ready median %.1f max %.1f, ended %.1f..%.1f "
                 "(median %.1f), an item takes median %.1f max %.1f us\n",
-                names[p], b.size(), b.front(), b.back(), b[b.size() / 2], x[x.size() / 2], x.back(), e.front(), e.back(),
-                e[e.size() / 2], d[d.size() / 2], d.back());
+                names[p], b.size(), b.front(), b.back(), b[b.size() / 2], x[x.size() / 2], x.back(), e.front(),
+                e.back(), e[e.size() / 2], d[d.size() / 2], d.back());
   }
   std::printf("busy CTAs (an item between its start and end) by 4 us:");
   for (double t = 0; t < cta_end.back() + 4; t += 4) {
