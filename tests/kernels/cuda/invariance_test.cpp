@@ -802,6 +802,33 @@ TEST(CudaInvariance, DecodeMlpEqualsOps) {
   }
 }
 
+// Launch timing for the printed measurements: fn once untimed, then the median of 15 timed runs,
+// L2 overwritten (256 MB written) before each, in microseconds.
+class ColdTimer {
+ public:
+  template <class Fn>
+  double operator()(Fn&& fn) {
+    fn();
+    std::vector<float> t;
+    for (int r = 0; r < 15; ++r) {
+      cudaMemsetAsync(flush_.t.data(), r, flush_.t.nbytes(), backend().stream());
+      start_.record(backend().stream());
+      fn();
+      stop_.record(backend().stream());
+      stop_.synchronize();
+      t.push_back(cuda::Event::elapsed_ms(start_, stop_) * 1e3f);
+    }
+    std::sort(t.begin(), t.end());
+    return double(t[t.size() / 2]);
+  }
+  void* flush_data() { return flush_.t.data(); }
+  size_t flush_bytes() const { return flush_.t.nbytes(); }
+
+ private:
+  DevTensor flush_{DType::u8, {int64_t(256) << 20}};
+  cuda::Event start_ = cuda::Event::create(), stop_ = cuda::Event::create();
+};
+
 // A measurement, printed (not an assertion): the fused decode MLP block alone against the four ops on
 // the 8B shapes (median of 15 launches, L2 overwritten first), and one launch's timeline from the
 // kernel's trace stamps: when each projection's items ran, how many CTAs were busy over time, and
@@ -842,23 +869,7 @@ TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
   a.num_counters = 8192;
   a.num_sms = backend().info().num_sms;
   ASSERT_EQ(cuda::decode_mlp_unsupported(a), "");
-  const size_t flush_bytes = size_t(256) << 20;
-  DevTensor flush(DType::u8, {int64_t(flush_bytes)});
-  cuda::Event start = cuda::Event::create(), stop = cuda::Event::create();
-  auto time_us = [&](auto&& fn) {
-    fn();
-    std::vector<float> t;
-    for (int r = 0; r < 15; ++r) {
-      cudaMemsetAsync(flush.t.data(), r, flush_bytes, backend().stream());
-      start.record(backend().stream());
-      fn();
-      stop.record(backend().stream());
-      stop.synchronize();
-      t.push_back(cuda::Event::elapsed_ms(start, stop) * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    return double(t[t.size() / 2]);
-  };
+  ColdTimer time_us;
   const double fused = time_us([&] { cuda::launch_decode_mlp(a, backend().stream()); });
   const double ops = time_us([&] {
     backend().Kernels::o_proj_mlp(attn.t, o.t, nullptr, nw.t, NormParams{}, gu.t, nullptr, dn.t, nullptr, res.t,
@@ -869,7 +880,7 @@ TEST(CudaInvariance, DISABLED_DecodeMlpTimeline) {
               fused, mb / fused * 1e3, ops, mb / ops * 1e3);
   // One traced launch.
   ASSERT_EQ(cudaMemsetAsync(trace.t.data(), 0, trace.t.nbytes(), backend().stream()), cudaSuccess);
-  cudaMemsetAsync(flush.t.data(), 7, flush_bytes, backend().stream());
+  cudaMemsetAsync(time_us.flush_data(), 7, time_us.flush_bytes(), backend().stream());
   a.trace = static_cast<unsigned long long*>(trace.t.data());
   cuda::launch_decode_mlp(a, backend().stream());
   backend().synchronize();
@@ -948,23 +959,7 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
   RILL_REQUIRE_GPU();
   std::mt19937_64 rng(fresh_seed());
   auto& engine = backend().matmul_engine();
-  const size_t flush_bytes = size_t(256) << 20;
-  DevTensor flush(DType::u8, {int64_t(flush_bytes)});
-  cuda::Event start = cuda::Event::create(), stop = cuda::Event::create();
-  auto time_us = [&](auto&& fn) {
-    fn();
-    std::vector<float> t;
-    for (int r = 0; r < 15; ++r) {
-      cudaMemsetAsync(flush.t.data(), r, flush_bytes, backend().stream());
-      start.record(backend().stream());
-      fn();
-      stop.record(backend().stream());
-      stop.synchronize();
-      t.push_back(cuda::Event::elapsed_ms(start, stop) * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    return double(t[t.size() / 2]);
-  };
+  ColdTimer time_us;
   const bool configs = std::getenv("RILL_GEMM_CONFIGS") != nullptr;
   // RILL_GEMM_CONFIGS=12,16: those configurations only (any other value: all of them).
   std::vector<int> config_list;
