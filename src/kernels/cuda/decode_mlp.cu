@@ -327,64 +327,62 @@ __global__ void __launch_bounds__(256, kCtas)
     }
     return;
   }
-  if (warp >= 4) {
-
-  // The consumer warpgroup (threads 128-255).
-  pdl_wait();  // before the first global write
-  const int cw = warp - 4, g4 = lane / 4, tig = lane % 4;
-  const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
-  float acc[kBN / 8][4], total_acc[kBN / 8][4];
-  int s = 0, prev = 0, item_no = 0, eq = 0, eround = 0;
-  unsigned phase = 0;
-  unsigned long long* trace = a.trace ? a.trace + blockIdx.x * kTraceSlots : nullptr;
-  if (trace && threadIdx.x == 128) trace[0] = global_ns();
-  for (int q = 0, round = 0;; q = (q + 1) % kRing, round += q == 0, ++item_no) {
-    mbar_wait(&ring_full[q], unsigned(round & 1));
-    const int g = ring[q];
-    gemm_detail::consumer_sync();  // every consumer thread has read it ...
-    if (threadIdx.x == 128) mbar_arrive(&ring_empty[q]);  // ... before the slot is released
-    if (g < 0) break;
-    const Item it = item_at(a, g);
-    if (trace && threadIdx.x == 128 && item_no < kTraceItems) {
-      trace[1 + 3 * item_no] = unsigned(g);
-      trace[2 + 3 * item_no] = global_ns();
+  if (warp >= 4) {  // the consumer warpgroup (threads 128-255)
+    pdl_wait();  // before the first global write
+    const int cw = warp - 4, g4 = lane / 4, tig = lane % 4;
+    const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
+    float acc[kBN / 8][4], total_acc[kBN / 8][4];
+    int s = 0, prev = 0, item_no = 0, eq = 0, eround = 0;
+    unsigned phase = 0;
+    unsigned long long* trace = a.trace ? a.trace + blockIdx.x * kTraceSlots : nullptr;
+    if (trace && threadIdx.x == 128) trace[0] = global_ns();
+    for (int q = 0, round = 0;; q = (q + 1) % kRing, round += q == 0, ++item_no) {
+      mbar_wait(&ring_full[q], unsigned(round & 1));
+      const int g = ring[q];
+      gemm_detail::consumer_sync();  // every consumer thread has read it ...
+      if (threadIdx.x == 128) mbar_arrive(&ring_empty[q]);  // ... before the slot is released
+      if (g < 0) break;
+      const Item it = item_at(a, g);
+      if (trace && threadIdx.x == 128 && item_no < kTraceItems) {
+        trace[1 + 3 * item_no] = unsigned(g);
+        trace[2 + 3 * item_no] = global_ns();
+      }
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) total_acc[j][0] = total_acc[j][1] = total_acc[j][2] = total_acc[j][3] = 0.f;
+      // (One range an item: the range's length and K do not matter beyond kt_end; the projection's
+      // fields are read again after the loop, so they hold no registers during it.)
+      gemm_detail::consume_ranges(acc, total_acc, it.kt_begin, it.kt_end, it.kt_end - it.kt_begin,
+                                  int64_t(it.kt_end) * kPipeBK, full, empty, stages, s, phase, prev, x_base,
+                                  Tile::kXBytes, w_base, Tile::kWBytes, lane,
+                                  [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) {
+                                    wgmma::m64n64k16_ss(d, xd, wd);
+                                  });
+      if (trace && threadIdx.x == 128 && item_no < kTraceItems) trace[3 + 3 * item_no] = global_ns();  // its k tiles
+      // Row 0 is the batch: accumulator [j][e] of lanes g4 = 0 of consumer warp 0 (wgmma.cuh). They go to
+      // the epilogue warp's slot; the consumers go on with the next item's stages.
+      if (cw == 0) {
+        mbar_wait(&epi_empty[eq], unsigned(eround & 1) ^ 1u);
+        if (g4 == 0)
+#pragma unroll
+          for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) epi_vals[eq][8 * j + 2 * tig + e] = total_acc[j][e];
+        __syncwarp();
+        if (lane == 0) {
+          epi_item[eq] = g;
+          mbar_arrive(&epi_full[eq]);
+        }
+      }
+      if (++eq == kEpiSlots) eq = 0, ++eround;
     }
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) total_acc[j][0] = total_acc[j][1] = total_acc[j][2] = total_acc[j][3] = 0.f;
-    // (One range an item: the range's length and K do not matter beyond kt_end; the projection's
-    // fields are read again after the loop, so they hold no registers during it.)
-    gemm_detail::consume_ranges(acc, total_acc, it.kt_begin, it.kt_end, it.kt_end - it.kt_begin,
-                                int64_t(it.kt_end) * kPipeBK, full, empty, stages, s, phase, prev, x_base,
-                                Tile::kXBytes, w_base, Tile::kWBytes, lane,
-                                [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) {
-                                  wgmma::m64n64k16_ss(d, xd, wd);
-                                });
-    if (trace && threadIdx.x == 128 && item_no < kTraceItems) trace[3 + 3 * item_no] = global_ns();  // multiplies done
-    // Row 0 is the batch: accumulator [j][e] of lanes g4 = 0 of consumer warp 0 (wgmma.cuh). They go to
-    // the epilogue warp's slot; the consumers go on with the next item's stages.
-    if (cw == 0) {
+    if (cw == 0) {  // the end of the queue, for the epilogue warp
       mbar_wait(&epi_empty[eq], unsigned(eround & 1) ^ 1u);
-      if (g4 == 0)
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) epi_vals[eq][8 * j + 2 * tig + e] = total_acc[j][e];
-      __syncwarp();
       if (lane == 0) {
-        epi_item[eq] = g;
+        epi_item[eq] = -1;
         mbar_arrive(&epi_full[eq]);
       }
     }
-    if (++eq == kEpiSlots) eq = 0, ++eround;
-  }
-  if (cw == 0) {  // the end of the queue, for the epilogue warp
-    mbar_wait(&epi_empty[eq], unsigned(eround & 1) ^ 1u);
-    if (lane == 0) {
-      epi_item[eq] = -1;
-      mbar_arrive(&epi_full[eq]);
-    }
-  }
-  return;
+    return;
   }
 
   // The epilogue warp (warp 2): an item's partial to the workspace; the column tile's last item folds
