@@ -395,10 +395,7 @@ void CudaKernels::o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* 
     a.counters = static_cast<unsigned*>(gemm_counters_.data());
     a.num_counters = kGemmCounters;
     a.num_sms = info_.num_sms;
-    if (decode_mlp_unsupported(a).empty()) {
-      launch_decode_mlp(a, stream_.get());
-      return;
-    }
+    if (try_launch_decode_mlp(a, stream_.get())) return;
   }
   Kernels::o_proj_mlp(attn, o, o_bias, post_norm, p, gate_up_w, gate_up_bias, down, down_bias, residual, delta, h,
                       gate_up, mlp_in);

@@ -529,9 +529,8 @@ Plan plan_for(const DecodeMlpArgs& a) {
   return pl;
 }
 
-}  // namespace
-
-std::string decode_mlp_unsupported(const DecodeMlpArgs& a) {
+// Why these arguments cannot run (empty when they can), with the launch plan in pl when it was made.
+std::string check(const DecodeMlpArgs& a, Plan& pl) {
   // (Enabled implies available, probed at the backend's start: never a probe inside a capture.)
   if (!gemm_wgmma_enabled())
     return "the fused decode MLP block needs the warpgroup GEMM: an sm_90 GPU, a build for sm_90a and "
@@ -545,7 +544,7 @@ std::string decode_mlp_unsupported(const DecodeMlpArgs& a) {
   for (const void* p : {a.attn, a.o, a.gate_up, a.down, a.norm_w, static_cast<const void*>(a.residual),
                         static_cast<const void*>(a.delta), static_cast<const void*>(a.act)})
     if (!p || reinterpret_cast<uintptr_t>(p) % 16 != 0) return "every tensor must be 16-byte aligned";
-  const Plan pl = plan_for(a);
+  pl = plan_for(a);
   for (const Proj& p : pl.k.p)
     if (p.splits > kMaxSplits) return "a projection has " + std::to_string(p.splits) + " split ranges (8 at most)";
   if (pl.k.stages < 4)
@@ -559,10 +558,20 @@ std::string decode_mlp_unsupported(const DecodeMlpArgs& a) {
     return std::to_string(a.num_counters) + " counters given, " + std::to_string(pl.counters) + " needed";
   return {};
 }
+}  // namespace
+
+std::string decode_mlp_unsupported(const DecodeMlpArgs& a) {
+  Plan pl;
+  return check(a, pl);
+}
 
 void launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream) {
-  if (const std::string why = decode_mlp_unsupported(a); !why.empty()) throw_error(("[decode_mlp] " + why).c_str());
-  Plan pl = plan_for(a);
+  if (!try_launch_decode_mlp(a, stream)) throw_error(("[decode_mlp] " + decode_mlp_unsupported(a)).c_str());
+}
+
+bool try_launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream) {
+  Plan pl;
+  if (!check(a, pl).empty()) return false;
   const int ctas = ctas_per_sm();
   auto* const kernel = ctas == 1 ? decode_mlp_kernel<1> : ctas == 2 ? decode_mlp_kernel<2> : decode_mlp_kernel<3>;
   static size_t smem_set[4] = {};  // each kernel's dynamic shared-memory limit, raised as shapes need
@@ -582,6 +591,7 @@ void launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream) {
   const CUtensorMap tdn = gemm_detail::weight_tile_map(static_cast<const bf16*>(a.down), a.hidden, a.inter, kBN);
   launch_pdl(kernel, dim3(unsigned(grid)), dim3(256), pl.smem, stream, to, tgu, tdn, pl.k);
   RILL_CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 }  // namespace rill::cuda

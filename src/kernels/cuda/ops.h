@@ -296,5 +296,7 @@ struct DecodeMlpArgs {
 std::string decode_mlp_unsupported(const DecodeMlpArgs& a);
 /// Launches it; throws with decode_mlp_unsupported's reason when it cannot.
 void launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream);
+/// Launches it when it can (true); else launches nothing (false) — the plan is made once.
+bool try_launch_decode_mlp(const DecodeMlpArgs& a, cudaStream_t stream);
 
 }  // namespace rill::cuda
