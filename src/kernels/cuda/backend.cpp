@@ -129,6 +129,7 @@ int parse_decode_ctas(const char* value) {
 }
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
+int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
   const std::string_view v(value);
@@ -180,6 +181,8 @@ CudaKernels::CudaKernels(int device_ordinal)
   fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
   // Off by default: batch-1 decode 181.5 against 204.3 tok/s with the four ops (bench/RESULTS.md run N).
   fuse_decode_mlp_ = parse_decode_mlp(std::getenv("RILL_DECODE_MLP")) == 1;
+  // On by default: the decode GEMMs leave their split-K fold to the op reading their product.
+  defer_fold_ = parse_decode_defer(std::getenv("RILL_DECODE_DEFER")) != 0 ? 1 : 0;
   if (decode_config >= 18 && !gemm_wgmma_enabled())
     fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "
          "(RILL_CUDA_ARCHITECTURES=90a) and RILL_GEMM_WGMMA not 0; this GPU is sm_{}{}",
@@ -220,6 +223,7 @@ CudaKernels::~CudaKernels() {
 }
 
 void CudaKernels::upload(const void* host, Tensor dst) {
+  settle();
   expect_on_device(dst, "upload", "dst");
   if (dst.nbytes() == 0) return;
   RILL_ENSURE(!stream_.capturing(), "[upload] not allowed while a step graph is being captured");
@@ -236,6 +240,7 @@ void CudaKernels::upload(const void* host, Tensor dst) {
 }
 
 void CudaKernels::download(const Tensor& src, void* host) {
+  settle();
   expect_on_device(src, "download", "src");
   if (src.nbytes() == 0) return;
   RILL_CUDA_CHECK(cudaMemcpyAsync(host, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream_.get()));
@@ -243,6 +248,7 @@ void CudaKernels::download(const Tensor& src, void* host) {
 }
 
 void CudaKernels::copy(const Tensor& src, Tensor& dst) {
+  settle();
   expect_on_device(src, "copy", "src");
   expect_on_device(dst, "copy", "dst");
   RILL_ENSURE(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() && src.numel() == dst.numel(),
@@ -251,7 +257,10 @@ void CudaKernels::copy(const Tensor& src, Tensor& dst) {
   RILL_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream_.get()));
 }
 
-void CudaKernels::synchronize() { stream_.synchronize(); }
+void CudaKernels::synchronize() {
+  settle();
+  stream_.synchronize();
+}
 
 void CudaKernels::set_batch_invariant(bool on) {
   batch_invariant_ = on;
@@ -272,17 +281,20 @@ class CudaStepGraph final : public StepGraph {
 }  // namespace
 
 void CudaKernels::begin_capture() {
+  settle();
   RILL_ENSURE(!stream_.capturing(), "[begin_capture] a capture is already in progress");
   Graph::begin_capture(stream_.get());
 }
 
 std::unique_ptr<StepGraph> CudaKernels::end_capture() {
   RILL_ENSURE(stream_.capturing(), "[end_capture] no capture in progress");
+  settle();  // into the graph: its replay leaves every output written
   Graph g = Graph::end_capture(stream_.get());
   return std::make_unique<CudaStepGraph>(std::move(g), stream_.get());
 }
 
 void CudaKernels::abort_capture() noexcept {
+  pending_ = GemmPartials{};  // its GEMM was recorded, never run
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream_.get(), &status) != cudaSuccess || status == cudaStreamCaptureStatusNone) {
     (void)cudaGetLastError();
@@ -293,7 +305,46 @@ void CudaKernels::abort_capture() noexcept {
   (void)cudaGetLastError();
 }
 
+GemmPartials* CudaKernels::deferral() {
+  if (defer_fold_ == 0 || !batch_invariant_) return nullptr;
+  return defer_fold_ == 2 || stream_.capturing() ? &pending_ : nullptr;
+}
+
+void CudaKernels::settle() {
+  if (!pending_.active()) return;
+  const GemmPartials p = pending_;
+  pending_ = GemmPartials{};
+  launch_gemm_fold(p, stream_.get());
+}
+
+PartialsIn CudaKernels::take_pending(const Tensor& t) {
+  if (pending_.active() && pending_.num_outs == 1 && pending_.outs[0] == t.data() && t.is_contiguous() &&
+      t.numel() == pending_.m * pending_.n) {
+    const PartialsIn p = pending_.input(0);
+    pending_ = GemmPartials{};
+    return p;
+  }
+  settle();
+  return {};
+}
+
+void CudaKernels::take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v) {
+  const GemmPartials& p = pending_;
+  const int64_t qw = int64_t(a.hq) * a.head_dim, kw = int64_t(a.hkv) * a.head_dim;
+  if (p.active() && p.num_outs == 3 && p.m == a.tokens && p.outs[0] == a.q && p.outs[1] == k.data() &&
+      p.outs[2] == v.data() && p.out_end[0] == qw && p.out_end[1] == qw + kw && p.out_end[2] == qw + 2 * kw &&
+      k.is_contiguous() && v.is_contiguous()) {
+    a.q_partials = p.input(0);
+    a.k_partials = p.input(1);
+    a.v_partials = p.input(2);
+    pending_ = GemmPartials{};
+    return;
+  }
+  settle();
+}
+
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+  settle();
   expect_on_device(x, "matmul", "x");
   expect_on_device(w, "matmul", "w");
   expect_on_device(y, "matmul", "y");
@@ -312,10 +363,11 @@ void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
     expect_dtype(*bias, DType::bf16, "matmul", "bias");
     RILL_ENSURE(bias->numel() == n, "[matmul] bias {} must have {} elements", bias->describe(), n);
   }
-  matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k);
+  matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k, deferral());
 }
 
 void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) {
+  settle();
   void* outs[GemmArgs::kMaxOuts] = {};
   int64_t ends[GemmArgs::kMaxOuts] = {};
   bool fused = ys.size() <= size_t(GemmArgs::kMaxOuts) && w.ndim() == 2 && x.is_contiguous() && w.is_contiguous() &&
@@ -335,12 +387,13 @@ void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor*
   }
   fused = fused && end == n && (!bias || (bias->dtype() == DType::bf16 && bias->numel() == n));
   if (fused && matmul_->run_outputs(x.data(), w.data(), bias ? bias->data() : nullptr, outs, ends, int(ys.size()), m,
-                                    n, k))
+                                    n, k, deferral()))
     return;
   Kernels::matmul_outputs(x, w, bias, ys);  // one checked matmul a range
 }
 
 void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) {
+  settle();
   const bool on_device = x.device() == Device::cuda && w.device() == Device::cuda && y.device() == Device::cuda &&
                          (!bias || bias->device() == Device::cuda);
   const bool bf16s = x.dtype() == DType::bf16 && w.dtype() == DType::bf16 && y.dtype() == DType::bf16 &&
@@ -364,6 +417,7 @@ void CudaKernels::o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* 
                              const NormParams& p, const Tensor& gate_up_w, const Tensor* gate_up_bias,
                              const Tensor& down, const Tensor* down_bias, Tensor& residual, Tensor& delta, Tensor& h,
                              Tensor& gate_up, Tensor& mlp_in) {
+  settle();
   // One row in the batch-invariant mode with our GEMM: the fused block (decode_mlp.cu), same bits.
   auto dev_bf16 = [](const Tensor& t) {
     return t.device() == Device::cuda && t.dtype() == DType::bf16 && t.is_contiguous();
@@ -402,6 +456,7 @@ void CudaKernels::o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* 
 }
 
 void CudaKernels::rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) {
+  settle();
   expect_on_device(x, "rms_norm", "x");
   expect_on_device(w, "rms_norm", "w");
   expect_on_device(y, "rms_norm", "y");
@@ -441,6 +496,7 @@ void CudaKernels::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& 
               x.describe(), y.describe(), d);
   RILL_ENSURE(residual.data() != x.data(), "[add_rms_norm] residual and x must not alias");
   RmsNormArgs a;
+  a.x_partials = take_pending(x);
   a.x = x.data();
   a.residual = residual.data();
   a.w = w.data();
@@ -501,11 +557,13 @@ void check_cache(const char* op, const KvLayer& cache, int64_t hkv, int64_t d) {
 }  // namespace
 
 void CudaKernels::rope(Tensor& q, Tensor& k, const Tensor& positions, const RopeTable& table) {
+  settle();
   RopeArgs a = rope_args("rope", q, k, positions, table);
   launch_rope(a, stream_.get());
 }
 
 void CudaKernels::store_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, KvLayer& cache) {
+  settle();
   expect_on_device(k, "store_kv", "k");
   expect_on_device(v, "store_kv", "v");
   expect_on_device(slot_mapping, "store_kv", "slot_mapping");
@@ -532,6 +590,7 @@ void CudaKernels::norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, cons
   auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
   const int64_t d = q.ndim() == 3 ? q.size(2) : 0;
   if (d % 8 != 0 || d == 0 || !aligned(q) || !aligned(k)) {  // the unfused ops handle every layout
+    settle();
     Kernels::norm_rope_store_kv(q, k, v, q_norm, k_norm, np, batch, table, cache);
     return;
   }
@@ -562,6 +621,7 @@ void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tenso
               "[rope_store_kv] k {}, v {}, slot_mapping {} disagree", k.describe(), v.describe(),
               batch.slot_mapping.describe());
   check_cache("rope_store_kv", cache, k.size(1), k.size(2));
+  take_pending_qkv(a, k, v);
   a.v = v.data();
   a.slot_mapping = batch.slot_mapping.data_as<int32_t>();
   a.k_cache = cache.k.data();
@@ -572,6 +632,7 @@ void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tenso
 
 void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch,
                             const AttentionParams& p, Tensor& out) {
+  settle();
   expect_on_device(q, "attention", "q");
   expect_on_device(out, "attention", "out");
   expect_dtype(q, DType::bf16, "attention", "q");
@@ -643,10 +704,12 @@ void CudaKernels::swiglu(const Tensor& x, Tensor& y) {
   const int64_t inter = y.size(-1);
   RILL_ENSURE(x.size(-1) == 2 * inter && x.numel() == 2 * y.numel(), "[swiglu] x {} must be [M, 2 * {}] for y {}",
               x.describe(), inter, y.describe());
-  launch_swiglu(x.data(), y.data(), inter ? y.numel() / inter : 0, inter, stream_.get());
+  const PartialsIn xp = take_pending(x);
+  launch_swiglu(x.data(), y.data(), inter ? y.numel() / inter : 0, inter, stream_.get(), xp);
 }
 
 void CudaKernels::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  settle();
   expect_on_device(ids, "embedding", "ids");
   expect_on_device(table, "embedding", "table");
   expect_on_device(out, "embedding", "out");
@@ -663,6 +726,7 @@ void CudaKernels::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
 }
 
 void CudaKernels::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  settle();
   expect_on_device(a, "add", "a");
   expect_on_device(b, "add", "b");
   expect_on_device(out, "add", "out");
@@ -674,6 +738,7 @@ void CudaKernels::add(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void CudaKernels::gather_rows(const Tensor& x, const Tensor& index, Tensor& out) {
+  settle();
   expect_on_device(x, "gather_rows", "x");
   expect_on_device(index, "gather_rows", "index");
   expect_on_device(out, "gather_rows", "out");
@@ -690,6 +755,7 @@ void CudaKernels::gather_rows(const Tensor& x, const Tensor& index, Tensor& out)
 }
 
 void CudaKernels::argmax(const Tensor& x, Tensor& out) {
+  settle();
   expect_on_device(x, "argmax", "x");
   expect_on_device(out, "argmax", "out");
   expect_dtype(out, DType::i32, "argmax", "out");
@@ -700,6 +766,7 @@ void CudaKernels::argmax(const Tensor& x, Tensor& out) {
 }
 
 void CudaKernels::softmax(const Tensor& x, Tensor& out) {
+  settle();
   expect_on_device(x, "softmax", "x");
   expect_on_device(out, "softmax", "out");
   expect_dtype(out, DType::f32, "softmax", "out");
@@ -709,6 +776,7 @@ void CudaKernels::softmax(const Tensor& x, Tensor& out) {
 }
 
 void CudaKernels::convert(const Tensor& x, Tensor& out) {
+  settle();
   expect_on_device(x, "convert", "x");
   expect_on_device(out, "convert", "out");
   RILL_ENSURE(same_shape(x, out), "[convert] out {} must match x {}", out.describe(), x.describe());
@@ -716,6 +784,7 @@ void CudaKernels::convert(const Tensor& x, Tensor& out) {
 }
 
 void CudaKernels::copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) {
+  settle();
   expect_on_device(src_dst, "copy_kv_blocks", "src_dst");
   expect_dtype(src_dst, DType::i32, "copy_kv_blocks", "src_dst");
   RILL_ENSURE(src_dst.ndim() == 2 && src_dst.size(1) == 2, "[copy_kv_blocks] src_dst {} must be [n, 2]",

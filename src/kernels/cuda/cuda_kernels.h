@@ -11,6 +11,7 @@
 #include "core/buffer.h"
 #include "kernels/cuda/caching_allocator.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/kernels.h"
 
@@ -96,6 +97,15 @@ class CudaKernels final : public Kernels {
   /// Whether o_proj_mlp runs the fused decode MLP block at one row (RILL_DECODE_MLP=1; tests).
   void set_decode_mlp(bool on) { fuse_decode_mlp_ = on; }
   bool decode_mlp() const { return fuse_decode_mlp_; }
+  /// Deferred GEMM folds (see deferral()): 0 off, 1 in captured graphs (the default; RILL_DECODE_DEFER=0
+  /// turns it off), 2 on eager ops too (tests). Settles anything pending first.
+  void set_decode_defer(int mode) {
+    settle();
+    defer_fold_ = mode;
+  }
+  int decode_defer() const { return defer_fold_; }
+  /// The product a GEMM left for the next op to fold (inactive when none; tests).
+  const GemmPartials& pending() const { return pending_; }
   /// Whether matmul_swiglu fuses SwiGLU at decode rows (RILL_DECODE_SWIGLU=1).
   bool fuse_decode_swiglu() const { return fuse_decode_swiglu_; }
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
@@ -114,6 +124,21 @@ class CudaKernels final : public Kernels {
  private:
   void rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tensor& v, const AttentionBatch& batch,
                             KvLayer& cache);
+  // Deferred folds (RILL_DECODE_DEFER, on by default, in captured step graphs). A batch-1..64 decode
+  // GEMM of the invariant mode leaves its product as split-K partials (GemmArgs::defer; its end then
+  // has no fence, arrival count or partials' round trip: ~0.3 ms a batch-1 8B step) and pending_
+  // describes them. The next op either reads that product — add_rms_norm's x, swiglu's x, the q/k/v
+  // of rope_store_kv / norm_rope_store_kv: their kernels fold on load (same bits) and store the
+  // product's values — or settles it first: every other op (and end_capture, synchronize, download)
+  // calls settle(), which runs the skipped fold. So no op ever reads a stale output. Only while a
+  // graph is captured (the decode steps: all their work is ops of this class), unless forced
+  // (set_decode_defer(2), tests): eager callers may also launch kernels on the stream themselves.
+  GemmPartials* deferral();   // where a GEMM may defer (null: not now)
+  void settle();
+  PartialsIn take_pending(const Tensor& t);  // t's partials when t is the pending product, else settles
+  void take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v);  // a.q, k, v: one pending GEMM's
+  GemmPartials pending_;
+  int defer_fold_ = 1;  // 0 off, 1 in captured graphs, 2 always
   DeviceInfo info_;
   CachingAllocator allocator_;
   Stream stream_;
@@ -186,5 +211,9 @@ int parse_decode_swiglu(const char* value);
 /// CudaKernels::o_proj_mlp: a measurement knob, the bits do not change); anything else → an error
 /// naming the variable.
 int parse_decode_mlp(const char* value);
+/// RILL_DECODE_DEFER: null or "1" → 1 (the invariant decode GEMMs leave their split-K fold to the op
+/// reading their product, CudaKernels::settle); "0" → 0 (each GEMM folds its own partials: a
+/// measurement knob, the bits do not change); anything else → an error naming the variable.
+int parse_decode_defer(const char* value);
 
 }  // namespace rill::cuda

@@ -7,6 +7,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/partials.cuh"
 
 namespace rill::cuda {
 namespace {
@@ -49,14 +50,25 @@ __global__ void swiglu_kernel2(const __nv_bfloat162* __restrict__ x, __nv_bfloat
 // 8 outputs a thread (16-byte loads and store; inter % 8 == 0, 16-byte aligned rows): grid
 // (column blocks, row blocks), no division per element (the pair kernel's 64-bit index division
 // held it to ~56% of the copy rate at 4096 tokens × 12288).
-__global__ void swiglu_vec8_kernel(const bf16* __restrict__ x, bf16* __restrict__ y, int64_t m, int64_t inter,
-                                   bool early_trigger) {
+// xp (x still as a GEMM's partials, partials_vec8): g and u folded on load, and x's row written as
+// the GEMM would have.
+__global__ void swiglu_vec8_kernel(bf16* __restrict__ x, bf16* __restrict__ y, int64_t m, int64_t inter,
+                                   bool early_trigger, PartialsIn xp) {
   pdl_wait_trigger(early_trigger);
   const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
   if (c >= inter) return;
   for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
-    const bf16* row = x + r * 2 * inter;
-    const uint4 gv = *reinterpret_cast<const uint4*>(row + c), uv = *reinterpret_cast<const uint4*>(row + inter + c);
+    bf16* row = x + r * 2 * inter;
+    uint4 gv, uv;
+    if (xp.ws) {
+      gv = folded8(xp, r, c);
+      uv = folded8(xp, r, inter + c);
+      *reinterpret_cast<uint4*>(row + c) = gv;
+      *reinterpret_cast<uint4*>(row + inter + c) = uv;
+    } else {
+      gv = *reinterpret_cast<const uint4*>(row + c);
+      uv = *reinterpret_cast<const uint4*>(row + inter + c);
+    }
     const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&gv);
     const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&uv);
     uint4 out;
@@ -153,13 +165,19 @@ void gather_as(const void* x, const int32_t* index, void* out, int64_t rows, int
 
 }  // namespace
 
-void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream) {
+void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream, const PartialsIn& xp) {
   if (m * inter == 0) return;
-  if (inter % 8 == 0 && aligned16(x) && aligned16(y)) {
+  const bool vec8 = inter % 8 == 0 && aligned16(x) && aligned16(y);
+  if (xp.ws && !(vec8 && partials_vec8(xp))) {  // a deferred product the vector kernel cannot fold: first
+    launch_fold_into(xp, const_cast<void*>(x), m, 2 * inter, stream);
+    launch_swiglu(x, y, m, inter, stream);
+    return;
+  }
+  if (vec8) {
     constexpr int kVecThreads = 128;
     const dim3 grid(unsigned(ceil_div(inter / 8, int64_t(kVecThreads))), unsigned(std::min<int64_t>(m, 65535)));
-    launch_pdl(swiglu_vec8_kernel, grid, dim3(kVecThreads), 0, stream, static_cast<const bf16*>(x), static_cast<bf16*>(y),
-               m, inter, pdl_early_trigger());
+    launch_pdl(swiglu_vec8_kernel, grid, dim3(kVecThreads), 0, stream, static_cast<bf16*>(const_cast<void*>(x)),
+               static_cast<bf16*>(y), m, inter, pdl_early_trigger(), xp);
   } else if (inter % 2 == 0) {
     int64_t n = m * inter / 2;
     launch_pdl(swiglu_kernel2, dim3(grid_for(n)), dim3(kThreads), 0, stream, static_cast<const __nv_bfloat162*>(x),

@@ -76,6 +76,7 @@ StateRowsArgs state_rows(const char* op, const StateBatch& b, int64_t num_slots)
 
 void CudaKernels::causal_conv1d(const Tensor& x, const Tensor& w, const StateBatch& batch, Tensor& conv_state,
                                 Tensor& y, bool silu) {
+  settle();
   constexpr const char* op = "causal_conv1d";
   on_device(op, "x", x);
   on_device(op, "w", w);
@@ -104,6 +105,7 @@ void CudaKernels::causal_conv1d(const Tensor& x, const Tensor& w, const StateBat
 void CudaKernels::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                    const Tensor& beta, const StateBatch& batch, Tensor& state, Tensor& out,
                                    const DeltaRuleParams& p) {
+  settle();
   constexpr const char* op = "gated_delta_rule";
   for (auto [name, t] : std::initializer_list<std::pair<const char*, const Tensor*>>{
            {"q", &q}, {"k", &k}, {"v", &v}, {"g", &g}, {"beta", &beta}, {"state", &state}, {"out", &out}})
@@ -183,6 +185,7 @@ void CudaKernels::gated_delta_rule(const Tensor& q, const Tensor& k, const Tenso
 }
 
 void CudaKernels::l2_norm(const Tensor& x, float eps, float scale, Tensor& y) {
+  settle();
   constexpr const char* op = "l2_norm";
   on_device(op, "x", x);
   on_device(op, "y", y);
@@ -194,6 +197,7 @@ void CudaKernels::l2_norm(const Tensor& x, float eps, float scale, Tensor& y) {
 }
 
 void CudaKernels::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor& y) {
+  settle();
   constexpr const char* op = "gated_rms_norm";
   on_device(op, "x", x);
   on_device(op, "z", z);
@@ -215,6 +219,7 @@ void CudaKernels::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor&
 
 void CudaKernels::gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, Tensor& g,
                             Tensor& beta) {
+  settle();
   constexpr const char* op = "gdn_gates";
   on_device(op, "a", a);
   on_device(op, "b", b);
@@ -242,6 +247,7 @@ void CudaKernels::gdn_gates(const Tensor& a, const Tensor& b, const Tensor& a_lo
 }
 
 void CudaKernels::sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor& out) {
+  settle();
   constexpr const char* op = "sigmoid_mul";
   on_device(op, "x", x);
   on_device(op, "gate", gate);

@@ -363,6 +363,15 @@ __global__ void gemm_reduce_kernel(GemmKernelArgs a) {
   *out_at(a, i / a.n, i % a.n) = __float2bfloat16_rn(s);
 }
 
+// A deferred input's values into dst [rows, cols] (launch_fold_into).
+__global__ void fold_into_kernel(PartialsIn p, bf16* dst, int64_t rows, int64_t cols) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  dst[i] = folded(p, i / cols, i % cols);
+}
+
 // Shapes the tensor-core kernel cannot load with 16-byte copies (K % 8 != 0, misaligned x or
 // w): one thread per output, the same split ranges, k in order with fmaf. Slow, still invariant.
 __global__ void gemm_fallback_kernel(GemmKernelArgs a) {
@@ -422,6 +431,27 @@ void set_gemm_wgmma(bool on) { g_wgmma = on && gemm_detail::gemm_wgmma_available
 bool gemm_wgmma_enabled() { return g_wgmma; }
 void set_gemm_wide_tile(bool on) { g_wide_tile = on; }
 
+void launch_gemm_fold(const GemmPartials& p, cudaStream_t stream) {
+  if (!p.active() || p.m * p.n == 0) return;
+  GemmKernelArgs k{};
+  k.ws = const_cast<float*>(p.ws);
+  k.bias = static_cast<const bf16*>(p.bias);
+  k.ny = p.num_outs;
+  for (int s = 0; s < p.num_outs; ++s) k.ys[s] = static_cast<bf16*>(p.outs[s]), k.y_end[s] = p.out_end[s];
+  k.m = p.m;
+  k.n = p.n;
+  k.splits = p.splits;
+  launch_pdl(gemm_reduce_kernel, dim3(unsigned(ceil_div(p.m * p.n, int64_t(256)))), dim3(256), 0, stream, k);
+  RILL_CUDA_CHECK_LAUNCH();
+}
+
+void launch_fold_into(const PartialsIn& p, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (!p.ws || rows * cols == 0) return;
+  launch_pdl(fold_into_kernel, dim3(unsigned(ceil_div(rows * cols, int64_t(256)))), dim3(256), 0, stream, p,
+             static_cast<bf16*>(dst), rows, cols);
+  RILL_CUDA_CHECK_LAUNCH();
+}
+
 GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
   // Decode (M ≤ 16) streams the weights once: its CTAs (the streaming kernel's 8 warps, each
   // 8 output columns × one range; two resident per SM) should fill whole waves. Take the fewest
@@ -461,6 +491,7 @@ bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
 }
 
 void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
+  if (a.defer) *a.defer = GemmPartials{};  // set below where a decode launch leaves its partials
   if (a.m == 0 || a.n == 0) return;
   if (a.k <= 0) throw_error("[matmul] the batch-invariant GEMM needs K > 0");
   auto aligned = [](const void* p, uintptr_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
@@ -540,9 +571,22 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 7: case 8: launch_gemm_stream(k, config, stream); return;
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
-    case 18: case 19:
-      gemm_detail::launch_gemm_wgmma_decode(k, config - 18, a.workspace_bytes, a.num_counters, a.num_sms, stream);
+    case 18: case 19: {
+      k.defer_fold = a.defer != nullptr && a.workspace != nullptr;
+      const bool split =
+          gemm_detail::launch_gemm_wgmma_decode(k, config - 18, a.workspace_bytes, a.num_counters, a.num_sms, stream);
+      if (k.defer_fold && split) {  // the partials wait for the op reading the product
+        GemmPartials& p = *a.defer;
+        p.ws = k.ws;
+        p.bias = k.bias;
+        p.m = k.m;
+        p.n = k.n;
+        p.splits = k.splits;
+        p.num_outs = k.ny;
+        for (int s = 0; s < k.ny; ++s) p.outs[s] = k.ys[s], p.out_end[s] = k.y_end[s];
+      }
       return;
+    }
     case 11: case 12: case 13: case 14: case 16: case 17:
       gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);
       return;

@@ -11,6 +11,7 @@
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/partials.cuh"
 
 namespace rill::cuda::gemm_detail {
 
@@ -32,6 +33,7 @@ struct GemmKernelArgs {
   int prewait_stages;   // warpgroup decode: weight stages requested before the wait (≥ kStages: all)
   bool late_trigger;    // warpgroup decode: the next kernel may launch once the last weight tile is requested
   bool split_schedule;
+  bool defer_fold;  // warpgroup decode, split schedule: write the partials only (GemmArgs::defer)
 };
 
 // The address of product element (row, col) in the output holding column col.
@@ -62,24 +64,7 @@ __device__ __forceinline__ bf16* out_col(const GemmKernelArgs& a, int64_t col, i
   return a.ys[0];  // unreachable: ny ≥ 1
 }
 
-// The split partials p[0], p[stride], ... p[(splits - 1) · stride] of one output added in range order
-// from 0 (the split schedule's fold). Up to 8 ranges (gemm_split's most) the loads are requested
-// together — one L2 round trip instead of one a range at the end of every decode GEMM.
-__device__ __forceinline__ float fold_partials(const float* p, int64_t stride, int splits) {
-  constexpr int kMax = 8;
-  float v = 0.f;
-  if (splits > kMax) {
-    for (int r = 0; r < splits; ++r) v += __ldcg(p + r * stride);
-    return v;
-  }
-  float part[kMax];
-#pragma unroll
-  for (int r = 0; r < kMax; ++r) part[r] = r < splits ? __ldcg(p + r * stride) : 0.f;
-#pragma unroll
-  for (int r = 0; r < kMax; ++r)
-    if (r < splits) v += part[r];
-  return v;
-}
+using rill::cuda::fold_partials;
 
 // ---- the bulk copy engine (sm_90): 1-D copies global → shared completing on an mbarrier ----
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
@@ -112,8 +97,9 @@ void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream
 /// Decode on warpgroup MMA (gemm_wgmma.cu): configurations 18 (variant 0, M ≤ 8) and 19 (variant
 /// 1, M ≤ 64), 64-column tiles: split ranges as separate work items folded by each tile's last
 /// one when the workspace and counters fit, else one item a tile walks every range; persistent
-/// CTAs (at most a wave of them) take the items in turn.
-void launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_bytes, int64_t num_counters,
+/// CTAs (at most a wave of them) take the items in turn. a.defer_fold: the split schedule writes
+/// the partials only (no fold). Returns whether the split schedule ran.
+bool launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_bytes, int64_t num_counters,
                               int num_sms, cudaStream_t stream);
 /// A bf16 weight [rows, k] read in box_rows × 64-k boxes with the 128-byte swizzle (the warpgroup
 /// kernels' w tiles; gemm_wgmma.cu).

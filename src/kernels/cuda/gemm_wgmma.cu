@@ -526,7 +526,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
           }
       }
     }
-    if (!split) continue;
+    // Deferred (GemmArgs::defer): the reader of the product folds the partials; this item is done.
+    if (!split || a.defer_fold) continue;
     __threadfence();  // this item's partial is visible device-wide before it is counted
     consumer_sync();
     if (threadIdx.x == 128) {
@@ -631,8 +632,9 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   RILL_CUDA_CHECK_LAUNCH();
 }
 
+// Returns whether the split schedule ran (the partials are in a.ws).
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
-void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
+bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
                            cudaStream_t stream) {
   using T = DecodeTile<kBN, kXRows>;
   constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
@@ -661,14 +663,16 @@ void launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   }();
   const int resident = g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
   const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));  // persistent beyond one wave
-  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw,
-             a, split ? a.splits : 1);
+  GemmKernelArgs la = a;
+  la.defer_fold = a.defer_fold && split;
+  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw, la, split ? a.splits : 1);
   RILL_CUDA_CHECK_LAUNCH();
+  return split;
 }
 
 }  // namespace
 
-void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_bytes, int64_t num_counters,
+bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_bytes, int64_t num_counters,
                               int num_sms, cudaStream_t stream) {
   if (!gemm_wgmma_available())
     throw_error("[matmul] GEMM configurations 18, 19 need an sm_90 GPU and a build for sm_90a "
@@ -680,9 +684,12 @@ void launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM); M ≤ 64: 6 stages of 16 KB (two).
   // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
-  if (variant == 0) launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
-  else if (variant == 2) launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
-  else launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
+  // (Variant 2 always folds: its fold is the SwiGLU.)
+  if (variant == 0) return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
+  a.defer_fold = false;
+  if (variant == 2) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
+  a.defer_fold = k.defer_fold;
+  return launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
 }
 
 void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {

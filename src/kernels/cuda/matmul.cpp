@@ -231,6 +231,7 @@ int64_t MatmulEngine::decode_rows() const { return gemm_wgmma_enabled() ? 64 : 1
 
 std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a, std::vector<int> configs) {
   if (configs.empty()) configs = decode_configs();
+  a.defer = nullptr;  // the timed runs write the product
   // Each timed run starts with L2 overwritten, as in choose(): decode streams weights from HBM.
   attach_workspaces(a);
   Event start = Event::create(), stop = Event::create();
@@ -289,14 +290,17 @@ void MatmulEngine::launch_invariant(GemmArgs& a) {
 }
 
 void MatmulEngine::run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n,
-                                 int64_t k) {
+                                 int64_t k, GemmPartials* defer) {
   GemmArgs a = gemm_args(x, w, bias, m, n, k);
   a.y = y;
+  a.defer = defer;
   launch_invariant(a);
 }
 
 bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, void* const* outs,
-                               const int64_t* out_end, int num_outs, int64_t m, int64_t n, int64_t k) {
+                               const int64_t* out_end, int num_outs, int64_t m, int64_t n, int64_t k,
+                               GemmPartials* defer) {
+  if (defer) *defer = GemmPartials{};
   if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || num_outs > GemmArgs::kMaxOuts) return false;
   int64_t begin = 0;
   for (int s = 0; s < num_outs; ++s) {
@@ -310,6 +314,7 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
     a.out_end[s] = out_end[s];
   }
   a.num_outs = num_outs;
+  a.defer = defer;
   launch_invariant(a);
   return true;
 }
@@ -389,7 +394,9 @@ const std::optional<cublasLtMatmulAlgo_t>& MatmulEngine::fixed_algo(int64_t n, i
   return fixed_algos_.emplace(key, chosen).first->second;
 }
 
-void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k) {
+void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
+                       GemmPartials* defer) {
+  if (defer) *defer = GemmPartials{};
   if (m == 0 || n == 0) return;
   if (batch_invariant_) {
     const bool aligned = std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)}) >= 16;
@@ -405,7 +412,7 @@ void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, 
         return;
       }
     }
-    run_invariant(x, w, bias, y, m, n, k);
+    run_invariant(x, w, bias, y, m, n, k, defer);
     return;
   }
   MatmulShape shape{m, n, k, bias != nullptr,
@@ -421,7 +428,7 @@ void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, 
 void MatmulEngine::run_with(const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y, int64_t m,
                             int64_t n, int64_t k) {
   if (c.path == MatmulChoice::Path::invariant) {
-    run_invariant(x, w, bias, y, m, n, k);
+    run_invariant(x, w, bias, y, m, n, k, nullptr);
     return;
   }
   MatmulShape shape{m, n, k, bias != nullptr,

@@ -48,12 +48,16 @@ class MatmulEngine {
   MatmulEngine& operator=(const MatmulEngine&) = delete;
 
   /// Computes y; all pointers are device pointers to contiguous bf16 data.
-  void run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k);
+  /// `defer` (may be null): where the batch-invariant decode GEMM (configurations 18, 19) runs its
+  /// split schedule, the fold is left to the op reading y and *defer describes the partials
+  /// (GemmArgs::defer; they stay valid until the next GEMM); else *defer is left inactive.
+  void run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
+           GemmPartials* defer = nullptr);
   /// Batch-invariant mode with our GEMM: one launch writing consecutive column ranges of the
   /// product to separate outputs (outs[s] holds columns [out_end[s - 1], out_end[s])). Returns
   /// false, doing nothing, when another path is in use (the caller then runs one matmul a range).
   bool run_outputs(const void* x, const void* w, const void* bias, void* const* outs, const int64_t* out_end,
-                   int num_outs, int64_t m, int64_t n, int64_t k);
+                   int num_outs, int64_t m, int64_t n, int64_t k, GemmPartials* defer = nullptr);
   /// Batch-invariant mode with our GEMM: y[M, inter] = SwiGLU of x · wᵀ (w [2·inter, K]: gate rows,
   /// then up rows) in one launch, the bits of run() then launch_swiglu: prefill-sized M where
   /// gemm_swiglu_fits, M ≤ 8 where the shape's decode configuration is 18 (scratch, [M, 2·inter]
@@ -120,7 +124,8 @@ class MatmulEngine {
  private:
   struct Plan;
   Plan& plan_for(const MatmulShape& shape);
-  void run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k);
+  void run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
+                     GemmPartials* defer);
   void launch_invariant(GemmArgs& a);
   void attach_workspaces(GemmArgs& a) const;  // split workspace, SM count, tile counters
   int decode_config(const GemmArgs& a);

@@ -12,6 +12,26 @@
 
 namespace rill::cuda {
 
+/// An input still held as a decode GEMM's split-K partials (GemmPartials: the GEMM left its fold to
+/// the op that reads the product). Element (row, c) of the input is product column col0 + c:
+/// bf16(((0 + p_0) + p_1) + ... + bias[col0 + c]) with p_r = ws[r · plane + row · n + col0 + c] —
+/// the fold the GEMM would have run, so the bits are the same. A consumer reading it also stores the
+/// folded values into the input tensor, which then holds what the GEMM would have written.
+struct PartialsIn {
+  const float* ws = nullptr;   ///< null: the input is stored as bf16
+  const void* bias = nullptr;  ///< bf16 [n] of the product, or null
+  int64_t n = 0;               ///< the product's columns (a partial row's stride)
+  int64_t plane = 0;           ///< m · n: one range's partials
+  int64_t col0 = 0;            ///< the input's first product column
+  int splits = 0;
+};
+/// Whether a consumer may read `p` eight elements at a time (16-byte loads of each range's partials).
+inline bool partials_vec8(const PartialsIn& p) {
+  return p.ws && p.n % 4 == 0 && p.col0 % 8 == 0 && reinterpret_cast<uintptr_t>(p.ws) % 16 == 0;
+}
+/// dst[rows, cols] (bf16, row stride cols) = the folded input `p` (the consumers' fallback).
+void launch_fold_into(const PartialsIn& p, void* dst, int64_t rows, int64_t cols, cudaStream_t stream);
+
 struct RmsNormArgs {
   const void* x = nullptr;   ///< bf16 [rows, dim]
   void* residual = nullptr;  ///< bf16 [rows, dim]; when set: residual += x, normalise residual
@@ -23,6 +43,7 @@ struct RmsNormArgs {
   float eps = 1e-6f;
   bool one_plus_weight = false;
   bool scale_in_fp32 = false;
+  PartialsIn x_partials;     ///< x still as partials (x then receives its folded values)
 };
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
 
@@ -47,6 +68,8 @@ struct RopeArgs {
   bool norm_f32 = false, norm_one_plus = false, norm_fp32_scale = false;
   float norm_eps = 1e-6f;
   bool early_trigger = false;  ///< set by launch_rope from pdl_early_trigger()
+  /// q, k, v still as partials of one GEMM (q, k and v then receive their values: q and k rotated).
+  PartialsIn q_partials, k_partials, v_partials;
 };
 void launch_rope(const RopeArgs& a, cudaStream_t stream);
 
@@ -95,7 +118,8 @@ struct AttentionArgs {
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
 /// y[M, I] = bf16(bf16(silu(x[:, :I])) * x[:, I:]) for bf16 x [M, 2I].
-void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream);
+void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream,
+                   const PartialsIn& x_partials = {});
 /// out bf16 [T, H] = table[ids]; out-of-range ids give zero rows.
 void launch_embedding(const int32_t* ids, const void* table, DType table_dtype, void* out, int64_t tokens,
                       int64_t hidden, int64_t vocab, cudaStream_t stream);
@@ -211,6 +235,11 @@ struct GemmArgs {
   /// u = [glu_inter, n) — the bits of this GEMM then launch_swiglu. The warpgroup kernel (sm_90a)
   /// only; glu_inter % 64 == 0, no fused outputs (gemm_swiglu_fits).
   int64_t glu_inter = 0;
+  /// Non-null: a decode launch (configurations 18, 19, no SwiGLU) running the split schedule leaves
+  /// its product as the f32 partials in `workspace` — no fold, no arrival counters — and describes
+  /// them here; the op that reads the product folds them (PartialsIn). Otherwise *defer is left
+  /// inactive and the outputs are written as usual.
+  struct GemmPartials* defer = nullptr;
 };
 /// Whether launch_gemm can fuse SwiGLU (GemmArgs::glu_inter) into an m × 2·inter × k GEMM here, and
 /// it pays: the warpgroup GEMM enabled, inter % 64 == 0, k % 8 == 0, and 128 × 128 output tiles
@@ -261,6 +290,31 @@ uint64_t attention_wgmma_launches();
 /// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
 /// position of row i in x.
 void launch_gemm(const GemmArgs& a, cudaStream_t stream);
+/// A decode GEMM's product left as split-K partials (GemmArgs::defer): workspace [splits, m, n]
+/// f32, and the outputs its columns go to (as GemmArgs' outs / out_end; one output: out_end[0] = n).
+struct GemmPartials {
+  const float* ws = nullptr;  ///< null: nothing deferred
+  const void* bias = nullptr;
+  int64_t m = 0, n = 0;
+  int splits = 0;
+  void* outs[GemmArgs::kMaxOuts] = {};
+  int64_t out_end[GemmArgs::kMaxOuts] = {};
+  int num_outs = 0;
+  bool active() const { return ws != nullptr; }
+  /// Output s (columns [out_end[s - 1], out_end[s])) as a consumer's input.
+  PartialsIn input(int s) const {
+    PartialsIn p;
+    p.ws = ws;
+    p.bias = bias;
+    p.n = n;
+    p.plane = m * n;
+    p.col0 = s > 0 ? out_end[s - 1] : 0;
+    p.splits = splits;
+    return p;
+  }
+};
+/// Writes the outputs of a deferred product (the fold the GEMM skipped: same bits).
+void launch_gemm_fold(const GemmPartials& p, cudaStream_t stream);
 
 /// A batch-1 decode step's attention output projection and MLP as one persistent kernel
 /// (decode_mlp.cu, sm_90a): delta = attn · oᵀ; residual += delta; h = RMSNorm(residual) · norm_w;

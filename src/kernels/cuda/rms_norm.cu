@@ -8,6 +8,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/partials.cuh"
 
 namespace rill::cuda {
 namespace {
@@ -22,6 +23,7 @@ struct NormKernelArgs {
   float eps;
   bool one_plus, fp32_scale;
   bool early_trigger;  // pdl_early_trigger()
+  PartialsIn xp;       // x still as partials (the register path only; x receives the folded row)
 };
 
 template <typename W>
@@ -63,7 +65,12 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
     for (int h = 0; h < kHold; ++h) {
       const int64_t c = (int64_t(t) + int64_t(h) * kRowThreads) * kVec;
       if (c >= a.dim) continue;
-      v[h] = *reinterpret_cast<const uint4*>(x + c);
+      if (a.xp.ws) {  // a deferred GEMM product: its fold, and the row it would have written
+        v[h] = folded8(a.xp, row, c);
+        *reinterpret_cast<uint4*>(const_cast<bf16*>(x) + c) = v[h];
+      } else {
+        v[h] = *reinterpret_cast<const uint4*>(x + c);
+      }
       if (r) rv[h] = *reinterpret_cast<const uint4*>(r + c);
     }
     float ss = 0.f;
@@ -159,10 +166,15 @@ template <typename W>
 void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
   NormKernelArgs<W> k{static_cast<const bf16*>(a.x), static_cast<bf16*>(a.residual), static_cast<const W*>(a.w),
                       static_cast<bf16*>(a.y), a.rows, a.dim, a.eps, a.one_plus_weight, a.scale_in_fp32,
-                      pdl_early_trigger()};
+                      pdl_early_trigger(), {}};
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   bool vec = a.dim % 8 == 0 && aligned(a.x) && aligned(a.y) && (!a.residual || aligned(a.residual));
   const bool hold = vec && aligned(a.w);  // the register path (rms_norm_kernel's kHold)
+  if (a.x_partials.ws) {  // a deferred product as x: folded on load by the register path, else first
+    const bool holds_row = a.dim <= 8192;  // the register path's rows: ≤ 4 · 32 · 8 a warp, ≤ 2 · 512 · 8 a block
+    if (hold && holds_row && partials_vec8(a.x_partials)) k.xp = a.x_partials;
+    else launch_fold_into(a.x_partials, const_cast<void*>(a.x), a.rows, a.dim, stream);
+  }
   if (a.dim <= 1024) {
     constexpr int kRowsPerBlock = 8;
     unsigned grid = ceil_div(a.rows, kRowsPerBlock);

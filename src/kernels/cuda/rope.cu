@@ -8,6 +8,7 @@
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/partials.cuh"
 
 namespace rill::cuda {
 namespace {
@@ -194,9 +195,17 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
   bf16* x = is_k ? static_cast<bf16*>(a.k) + (t * a.hkv + kh) * kD + c * 8
                  : static_cast<bf16*>(a.q) + (t * a.hq + hh) * kD + c * 8;
   const int64_t row = int64_t(a.hkv) * kD, off = int64_t(kh) * kD + c * 8;
-  uint4 raw = *reinterpret_cast<const uint4*>(x);
-  const uint4 vraw = store ? *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off)
-                           : make_uint4(0u, 0u, 0u, 0u);
+  // q, k, v still as one GEMM's partials (launch_rope checked partials_vec8): the fold on load, and
+  // the v row written where the GEMM would have written it (q and k are written below, rotated).
+  const PartialsIn& xp = is_k ? a.k_partials : a.q_partials;
+  uint4 raw = xp.ws ? folded8(xp, t, (is_k ? kh : hh) * kD + c * 8) : *reinterpret_cast<const uint4*>(x);
+  uint4 vraw = make_uint4(0u, 0u, 0u, 0u);
+  if (is_k && a.v_partials.ws) {
+    vraw = folded8(a.v_partials, t, off);
+    *reinterpret_cast<uint4*>(const_cast<bf16*>(static_cast<const bf16*>(a.v)) + t * row + off) = vraw;
+  } else if (store) {
+    vraw = *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off);
+  }
   bf16* v = reinterpret_cast<bf16*>(&raw);
   if (a.q_norm) {
     float ss = 0.f;
@@ -265,7 +274,23 @@ void launch_rope(const RopeArgs& args, cudaStream_t stream) {
   // 8 rotation pairs a thread where the halves are 16-byte aligned runs of 8.
   const bool vec_rotate = (a.rotary_dim / 2) % 8 == 0 && a.head_dim % 8 == 0 && aligned16(a.q) && aligned16(a.k);
   const int d = a.head_dim;
-  if (a.rotary_dim == d && (d == 64 || d == 128 || d == 256) && vec_rotate && (!a.k_cache || vec)) {
+  const bool heads_kernel = a.rotary_dim == d && (d == 64 || d == 128 || d == 256) && vec_rotate && (!a.k_cache || vec);
+  // Deferred GEMM products (q, k, v of one projection): folded on load by the heads kernel, whose
+  // v lanes are the k heads' (so v needs k_cache's row layout: v deferred only with k and a cache);
+  // otherwise folded into the tensors first.
+  const bool deferred = a.q_partials.ws || a.k_partials.ws || a.v_partials.ws;
+  if (deferred) {
+    const bool fold_on_load = heads_kernel && (!a.q_partials.ws || partials_vec8(a.q_partials)) &&
+                              (!a.k_partials.ws || partials_vec8(a.k_partials)) &&
+                              (!a.v_partials.ws || (partials_vec8(a.v_partials) && a.v && a.k_cache));
+    if (!fold_on_load) {
+      launch_fold_into(a.q_partials, a.q, a.tokens, int64_t(a.hq) * d, stream);
+      launch_fold_into(a.k_partials, a.k, a.tokens, int64_t(a.hkv) * d, stream);
+      if (a.v) launch_fold_into(a.v_partials, const_cast<void*>(a.v), a.tokens, int64_t(a.hkv) * d, stream);
+      a.q_partials = a.k_partials = a.v_partials = PartialsIn{};
+    }
+  }
+  if (heads_kernel) {
     const unsigned groups = unsigned((a.hq + a.hkv + kThreads / (d / 8) - 1) / (kThreads / (d / 8)));
     const dim3 grid(unsigned(a.tokens), groups);
     if (d == 64) launch_pdl(rope_heads_kernel<8>, grid, dim3(kThreads), 0, stream, a);

@@ -292,6 +292,7 @@ void require(bool ok, const char* message) {
 }  // namespace
 
 void CudaKernels::sample(const SampleArgs& a) {
+  settle();
   require(a.logits.defined() && a.logits.ndim() == 2 && a.logits.device() == Device::cuda && a.logits.is_contiguous(),
           "[sample] logits must be a contiguous [L, V] tensor on the CUDA device");
   require(a.logits.dtype() == DType::f32 || a.logits.dtype() == DType::bf16, "[sample] logits must be f32 or bf16");

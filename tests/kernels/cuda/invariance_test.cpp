@@ -802,6 +802,102 @@ TEST(CudaInvariance, DecodeMlpEqualsOps) {
   }
 }
 
+// Deferred folds (CudaKernels::deferral, on in captured decode graphs): a decode GEMM leaves its
+// product as split-K partials and the op reading it folds them on load — the q/k/v of
+// norm_rope_store_kv, add_rms_norm's x, swiglu's x — or any other op (here add, download) settles
+// it first. Everything each op writes, and the GEMM outputs the consumers store for it, must be
+// bitwise what the same ops give with the fold in the GEMM; rows 1, 3 and 8 (configuration 18) and
+// 24 (19), with and without biases, on fresh random inputs; each GEMM must really have deferred.
+TEST(CudaInvariance, DeferredFoldEqualsFold) {
+  RILL_REQUIRE_GPU();
+  (void)backend();
+  if (!cuda::gemm_wgmma_enabled()) GTEST_SKIP() << "the warpgroup decode GEMM (sm_90a) is not in use";
+  struct Restore {
+    int defer = backend().decode_defer();
+    ~Restore() {
+      backend().set_decode_defer(defer);
+      backend().matmul_engine().set_decode_config(0);
+    }
+  } restore;
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int64_t H = 4096, hq = 32, hkv = 8, D = 128, I = 1536, nqkv = (hq + 2 * hkv) * D;
+  DevTensor wqkv = upload_bf16(random_bf16_values(rng, size_t(nqkv * H), -0.05f, 0.05f), {nqkv, H});
+  DevTensor bqkv = upload_bf16(random_bf16_values(rng, size_t(nqkv)), {nqkv});
+  DevTensor wo = upload_bf16(random_bf16_values(rng, size_t(H * H), -0.05f, 0.05f), {H, H});
+  DevTensor wgu = upload_bf16(random_bf16_values(rng, size_t(2 * I * H), -0.05f, 0.05f), {2 * I, H});
+  DevTensor bgu = upload_bf16(random_bf16_values(rng, size_t(2 * I)), {2 * I});
+  DevTensor wdn = upload_bf16(random_bf16_values(rng, size_t(H * I), -0.05f, 0.05f), {H, I});
+  DevTensor nw = upload_bf16(random_bf16_values(rng, size_t(H), 0.5f, 1.5f), {H});
+  DevTensor qn = upload_bf16(random_bf16_values(rng, size_t(D), 0.5f, 1.5f), {D});
+  DevTensor kn = upload_bf16(random_bf16_values(rng, size_t(D), 0.5f, 1.5f), {D});
+  std::vector<float> inv(size_t(D / 2));
+  for (int64_t j = 0; j < D / 2; ++j) inv[size_t(j)] = float(std::pow(1e6, -2.0 * double(j) / double(D)));
+  DevTensor dinv = upload_f32(inv, {D / 2});
+  const RopeTable table{dinv.t, int(D), 1.f};
+  NormParams np;
+  for (int64_t m : {1, 3, 8, 24}) {
+    for (bool bias : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "M=" << m << " bias " << bias);
+      backend().matmul_engine().set_decode_config(m <= 8 ? 18 : 19);
+      const std::vector<float> x0 = random_bf16_values(rng, size_t(m * H), -2.f, 2.f);
+      const std::vector<float> res0 = random_bf16_values(rng, size_t(m * H), -4.f, 4.f);
+      std::vector<int32_t> pos(static_cast<size_t>(m)), slot(static_cast<size_t>(m));
+      for (int64_t t = 0; t < m; ++t) pos[size_t(t)] = int32_t(100 + 7 * t), slot[size_t(t)] = int32_t(2 * t + 1);
+      if (m > 1) slot[1] = -1;  // a padding row: its k and v are not stored, v must still be written
+      DevTensor dpos = upload_i32(pos, {m}), dslot = upload_i32(slot, {m});
+      AttentionBatch batch;
+      batch.positions = dpos.t;
+      batch.slot_mapping = dslot.t;
+      auto run = [&](int mode) {
+        backend().set_decode_defer(mode);
+        int deferred = 0;
+        auto count = [&] { deferred += backend().pending().active(); };
+        DevTensor x = upload_bf16(x0, {m, H}), res = upload_bf16(res0, {m, H});
+        DevTensor q(DType::bf16, {m, hq, D}), k(DType::bf16, {m, hkv, D}), v(DType::bf16, {m, hkv, D});
+        DevTensor kc(DType::bf16, {8, 16, hkv, D}), vc(DType::bf16, {8, 16, hkv, D});
+        DevTensor o(DType::bf16, {m, H}), h(DType::bf16, {m, H}), gu(DType::bf16, {m, 2 * I}), act(DType::bf16, {m, I});
+        DevTensor dn(DType::bf16, {m, H}), sum(DType::bf16, {m, H}), gu2(DType::bf16, {m, 2 * I});
+        for (DevTensor* t : {&q, &k, &v, &kc, &vc, &o, &h, &gu, &act, &dn, &sum, &gu2}) t->poison();
+        Tensor q2 = q.t.view({m, hq * D}), k2 = k.t.view({m, hkv * D}), v2 = v.t.view({m, hkv * D});
+        Tensor* const qkv[] = {&q2, &k2, &v2};
+        backend().matmul_outputs(x.t, wqkv.t, bias ? &bqkv.t : nullptr, qkv);
+        count();
+        KvLayer cache{kc.t, vc.t};
+        backend().norm_rope_store_kv(q.t, k.t, v.t, qn.t, kn.t, np, batch, table, cache);
+        backend().matmul(x.t, wo.t, nullptr, o.t);
+        count();
+        backend().add_rms_norm(res.t, o.t, nw.t, np, h.t);
+        backend().matmul(h.t, wgu.t, bias ? &bgu.t : nullptr, gu.t);
+        count();
+        backend().swiglu(gu.t, act.t);
+        backend().matmul(act.t, wdn.t, nullptr, dn.t);
+        count();
+        backend().add(dn.t, res.t, sum.t);  // not a reader of deferred partials: settles first
+        backend().matmul(h.t, wgu.t, nullptr, gu2.t);
+        count();
+        std::vector<std::vector<float>> out;
+        for (DevTensor* t : {&q, &k, &v, &kc, &vc, &o, &res, &h, &gu, &act, &dn, &sum, &gu2})
+          out.push_back(download_bf16(*t));  // (the first download settles gu2)
+        EXPECT_FALSE(backend().pending().active());
+        return std::make_pair(out, deferred);
+      };
+      const auto [want, none] = run(0);
+      EXPECT_EQ(none, 0);
+      const auto [got, deferred] = run(2);
+      EXPECT_EQ(deferred, 5) << "every GEMM of the sequence left its partials";
+      const char* names[] = {"q", "k", "v", "k cache", "v cache", "o", "residual", "h", "gate_up", "act",
+                             "down", "sum", "gate_up (settled by download)"};
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(want[i].size(), got[i].size());
+        EXPECT_EQ(differing_bits(want[i], got[i]), 0u) << names[i];
+      }
+      for (float e : want[9]) ASSERT_TRUE(std::isfinite(e)) << "the reference overflowed: rescale the inputs";
+    }
+  }
+}
+
 // Launch timing for the printed measurements: fn once untimed, then the median of 15 timed runs,
 // L2 overwritten (256 MB written) before each, in microseconds.
 class ColdTimer {

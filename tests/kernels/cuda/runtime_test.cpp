@@ -86,6 +86,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_mlp("0"), 0);
   EXPECT_EQ(cuda::parse_decode_mlp("1"), 1);
   expect_rejects(cuda::parse_decode_mlp, {"", "2", "off", "1 "}, "RILL_DECODE_MLP");
+  EXPECT_EQ(cuda::parse_decode_defer(nullptr), 1);
+  EXPECT_EQ(cuda::parse_decode_defer("0"), 0);
+  EXPECT_EQ(cuda::parse_decode_defer("1"), 1);
+  expect_rejects(cuda::parse_decode_defer, {"", "2", "no", " 0"}, "RILL_DECODE_DEFER");
   EXPECT_EQ(cuda::parse_decode_trigger(nullptr), -1);
   EXPECT_EQ(cuda::parse_decode_trigger("early"), 0);
   EXPECT_EQ(cuda::parse_decode_trigger("late"), 1);
