@@ -122,7 +122,7 @@ int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GE
 int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
 int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_SWIGLU", value) != 0; }
 int parse_decode_prewait(const char* value) {
-  return parse_int_in_range("RILL_DECODE_PREWAIT", value, -1, 0, 8, " (weight stages requested before the wait)");
+  return parse_int_in_range("RILL_DECODE_PREWAIT", value, 4, 0, 8, " (weight stages requested before the wait)");
 }
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
@@ -172,6 +172,8 @@ CudaKernels::CudaKernels(int device_ordinal)
          "sm_{}{}", info_.cc_major, info_.cc_minor);
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
+  // 4 by default: with deferred folds 217.1 / 188.5 tok/s at 512 / 8192 keys against 213.9 / 186.5 with
+  // all 8 (bench/RESULTS.md run O): fewer queued weight requests ahead of the small kernels' loads.
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
