@@ -169,23 +169,21 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
                       pdl_early_trigger(), {}};
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   bool vec = a.dim % 8 == 0 && aligned(a.x) && aligned(a.y) && (!a.residual || aligned(a.residual));
-  const bool hold = vec && aligned(a.w);  // the register path (rms_norm_kernel's kHold)
+  constexpr int kRowsPerBlock = 8, kBlock = 512, kWarpHold = 4, kBlockHold = 2;
+  // The register path (rms_norm_kernel's kHold): a warp a row up to 1024, a block up to kBlockHold · kBlock · 8.
+  const bool hold = vec && aligned(a.w) && (a.dim <= 1024 || a.dim <= int64_t(kBlockHold) * kBlock * 8);
   if (a.x_partials.ws) {  // a deferred product as x: folded on load by the register path, else first
-    const bool holds_row = a.dim <= 8192;  // the register path's rows: ≤ 4 · 32 · 8 a warp, ≤ 2 · 512 · 8 a block
-    if (hold && holds_row && partials_vec8(a.x_partials)) k.xp = a.x_partials;
+    if (hold && partials_vec8(a.x_partials)) k.xp = a.x_partials;
     else launch_fold_into(a.x_partials, const_cast<void*>(a.x), a.rows, a.dim, stream);
   }
   if (a.dim <= 1024) {
-    constexpr int kRowsPerBlock = 8;
     unsigned grid = ceil_div(a.rows, kRowsPerBlock);
-    if (hold) launch_pdl(rms_norm_kernel<W, 8, 32, 4>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
+    if (hold) launch_pdl(rms_norm_kernel<W, 8, 32, kWarpHold>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
     else if (vec) launch_pdl(rms_norm_kernel<W, 8, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
     else launch_pdl(rms_norm_kernel<W, 1, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
   } else {
-    constexpr int kBlock = 512, kHold = 2;
     const dim3 grid(unsigned(a.rows));
-    if (hold && a.dim <= int64_t(kHold) * kBlock * 8)
-      launch_pdl(rms_norm_kernel<W, 8, kBlock, kHold>, grid, dim3(kBlock), 0, stream, k);
+    if (hold) launch_pdl(rms_norm_kernel<W, 8, kBlock, kBlockHold>, grid, dim3(kBlock), 0, stream, k);
     else if (vec) launch_pdl(rms_norm_kernel<W, 8, kBlock, 0>, grid, dim3(kBlock), 0, stream, k);
     else launch_pdl(rms_norm_kernel<W, 1, kBlock, 0>, grid, dim3(kBlock), 0, stream, k);
   }
