@@ -288,36 +288,42 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
   float* sum_s = reinterpret_cast<float*>(smem_raw + C::kSumOff);
   uint2* p_s = reinterpret_cast<uint2*>(smem_raw + C::kPOff);
 
-  const int row = blockIdx.z / a.splits, split = blockIdx.z % a.splits;
+  // The block walks spans first, first + step, ... of its (row, kv head): a span's partial is
+  // computed from scratch whichever block runs it, so the walk changes no bit; step is sized so
+  // that the grid is one wave of resident blocks (span_step), and the next span's K is requested
+  // while this one's softmax and P·V run.
+  const int step = a.span_step, st = a.span_tiles;
+  const int row = blockIdx.z / step, first = blockIdx.z % step;
   const int kvh = blockIdx.y;
   // Before the wait (launch.h): the step's lengths and block table (uploaded before its first
-  // kernel) and, when every key of the span precedes the row's new tokens, the span's K and V —
+  // kernel) and, when every key of the first tile precedes the row's new tokens, its K and V —
   // rows written by earlier steps, which no kernel of this step writes. Only Q (and the K/V of
   // the span holding this step's keys, written by the RoPE kernel) waits for the predecessors.
   BlockRows br;
   const bool has_rows = br.init(a, row, kBM, kBN);
-  const int my_lo = has_rows ? max(br.t_lo, split * a.span_tiles) : 0;
-  const int my_hi = has_rows ? min(br.t_hi, (split + 1) * a.span_tiles) : 0;
-  if (my_lo >= my_hi) {  // no rows, or a span past (or before) the row's keys: nobody reads it
+  int span = first;
+  if (has_rows && (span + 1) * st <= br.t_lo)  // the first of the block's spans holding a key the rows see
+    span += (br.t_lo / st - span + step - 1) / step * step;
+  if (!has_rows || span * st >= br.t_hi) {  // no rows, or every span past the row's keys
     pdl_wait_trigger(a.early_trigger);
     return;
   }
   const int q_begin = br.q_begin, ctx = br.ctx, m0 = br.m0, kv_end = br.kv_end;
-  const int n_tiles = my_hi - my_lo;
+  int tile = max(br.t_lo, span * st);
   const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
 
   TileSlots<D, kBN, kThreads> slots;
   const int64_t slot_stride = int64_t(a.hkv) * D;
   const uint64_t evict_first = l2_evict_first_policy();  // K/V: read once a step
-  slots.load(table, a.block_size, a.block_shift, my_lo * kBN, kv_end);
+  slots.load(table, a.block_size, a.block_shift, tile * kBN, kv_end);
   auto copy_kv = [&] {
     slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
     cp_async_commit();
     slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first);
     cp_async_commit();
   };
-  const bool old_keys = my_hi * kBN <= br.pos0;
+  const bool old_keys = (tile + 1) * kBN <= br.pos0;
   if (old_keys) copy_kv();
   pdl_wait_trigger(a.early_trigger);
   for (int i = threadIdx.x; i < kBM * C::kChunks; i += kThreads) {  // Q, as attention_kernel
@@ -341,9 +347,16 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
   if (old_keys) cp_async_wait<0>();
   else cp_async_wait<1>();
   __syncthreads();
-  for (int t = 0; t < n_tiles; ++t) {
-    const int tile_start = (my_lo + t) * kBN;
-    if (t > 0) {
+  for (bool first_tile = true;; first_tile = false) {
+    const int tile_start = tile * kBN;
+    // The tile after this one: the span's next, or the first of the block's next span (-1: none).
+    int next_span = span, next = tile + 1;
+    if (next >= min(br.t_hi, (span + 1) * st)) {
+      next_span = span + step;
+      next = next_span * st < br.t_hi ? next_span * st : -1;
+    }
+    const bool has_next = next >= 0;
+    if (!first_tile) {
       cp_async_wait<1>();  // K of this tile (V may still be in flight)
       __syncthreads();
     }
@@ -360,8 +373,8 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
       mma_bf16_16816(s[1], af, bf[2], bf[3]);
     }
     __syncthreads();  // every warp is done reading k_s
-    if (t + 1 < n_tiles) {
-      slots.load(table, a.block_size, a.block_shift, tile_start + kBN, kv_end);
+    if (has_next) {
+      slots.load(table, a.block_size, a.block_shift, next * kBN, kv_end);
       slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
       cp_async_commit();
     }
@@ -404,7 +417,7 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
       o[i][3] *= alpha[1];
     }
     // V of this tile: the newest outstanding group may be K of the next tile.
-    if (t + 1 < n_tiles) {
+    if (has_next) {
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
@@ -438,40 +451,51 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
       }
     }
     __syncthreads();  // every warp is done reading v_s, p_s and sum_s
-    if (t + 1 < n_tiles) {
+    if (has_next) {
       slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first);  // same tile as the K issued above
       cp_async_commit();
     }
-  }
-
-  // The span's partial: o of this warp's dims; (max, sum) from warp 0.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (!rp.ok[h]) continue;
-    const int m = m0 + g + h * 8;
-    const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
-    const int64_t pidx = int64_t(split) * a.tokens * a.hq + idx;
-    float* dst = a.part_o + pidx * D + tig * 2;
-#pragma unroll
-    for (int j = 0; j < C::kDT2w; ++j)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int dt = 2 * (C::kDT2w * warp + j) + u;
-        *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[2 * j + u][2 * h], o[2 * j + u][2 * h + 1]);
-      }
-  }
-  if (warp == 0) {
+    if (next_span == span) {
+      tile = next;
+      continue;
+    }
+    // The span ended: its partial (o of this warp's dims; (max, sum) from warp 0); the block's
+    // next span starts from scratch.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float sum = row_sum[h];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      if (!rp.ok[h] || tig != 0) continue;
+      if (!rp.ok[h]) continue;
       const int m = m0 + g + h * 8;
       const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
-      *reinterpret_cast<float2*>(a.part_ml + (int64_t(split) * a.tokens * a.hq + idx) * 2) =
-          make_float2(row_max[h], sum);
+      const int64_t pidx = int64_t(span) * a.tokens * a.hq + idx;
+      float* dst = a.part_o + pidx * D + tig * 2;
+#pragma unroll
+      for (int j = 0; j < C::kDT2w; ++j)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int dt = 2 * (C::kDT2w * warp + j) + u;
+          *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[2 * j + u][2 * h], o[2 * j + u][2 * h + 1]);
+        }
     }
+    if (warp == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float sum = row_sum[h];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (!rp.ok[h] || tig != 0) continue;
+        const int m = m0 + g + h * 8;
+        const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
+        *reinterpret_cast<float2*>(a.part_ml + (int64_t(span) * a.tokens * a.hq + idx) * 2) =
+            make_float2(row_max[h], sum);
+      }
+    }
+    if (!has_next) break;
+#pragma unroll
+    for (int i = 0; i < 2 * C::kDT2w; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.f;
+    span = next_span;
+    tile = next;
   }
 }
 
@@ -698,12 +722,22 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
     dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows) * unsigned(spans));
     if constexpr (kWarps == 1 && kBN == 64 && (D == 64 || D == 128)) {  // one m-tile: four warps a span
       using DC = DecodeSplitCfg<D>;
-      static const bool attr_set = [] {
+      static const int resident = [] {
         RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_split_kernel<D>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
-        return true;
+        int n = 0;
+        RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_decode_split_kernel<D>,
+                                                                      DC::kThreads, DC::kSmemBytes));
+        return std::max(n, 1);
       }();
-      (void)attr_set;
+      // Blocks a (row, kv head): one wave of resident blocks, each walking every step-th span
+      // (a block a span left half a batch-1 grid at 8k context in a second and third wave, and
+      // every span a block starts cold: its table, K and V round trips unhidden). Depends on the
+      // batch shape only, so a captured graph replays it for any context length.
+      const int64_t wave = int64_t(a.num_sms) * resident / (int64_t(m_tiles) * a.hkv * a.num_rows);
+      const int64_t step = std::min<int64_t>(spans, a.span_blocks > 0 ? a.span_blocks : std::max<int64_t>(1, wave));
+      k.span_step = int(step);
+      grid.z = unsigned(a.num_rows) * unsigned(step);
       launch_pdl(attention_decode_split_kernel<D>, dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, k);
     } else {
       launch_pdl(attention_kernel<D, kWarps, kBN, false>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);

@@ -69,6 +69,7 @@ struct AttnKernelArgs {
   int window;
   int splits;
   int span_tiles;  // invariant mode: tiles per span (0: legacy equal splits of the row's tiles)
+  int span_step;   // the invariant decode split kernel: blocks a (row, m-tile, kv head); each walks every step-th span
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
   bool early_trigger;  // pdl_early_trigger() (the decode split kernel)

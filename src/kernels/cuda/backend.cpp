@@ -100,6 +100,14 @@ int parse_gemm_l2_prefetch(const char* value) {
   return parse_int_in_range("RILL_GEMM_L2_PREFETCH", value, kDefaultL2PrefetchTiles, 0, 32, " (weight tiles)");
 }
 
+int parse_attention_span_blocks(const char* value) {
+  if (!value) return 0;
+  const auto n = exact_int(value);
+  if (n && *n >= 0 && *n <= 65535) return *n;
+  fail("RILL_ATTENTION_SPAN_BLOCKS: must be 0 (one wave) or the blocks a (row, kv head) of the decode attention, "
+       "up to 65535, got '{}'", value);
+}
+
 int parse_attention_warps(const char* value) {
   if (!value) return 0;
   const auto w = exact_int(value);
@@ -155,6 +163,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
   set_batch_invariant(!(inv && std::string_view(inv) == "0"));
   attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
+  attention_span_blocks_ = parse_attention_span_blocks(std::getenv("RILL_ATTENTION_SPAN_BLOCKS"));
   attention_warps_ = parse_attention_warps(std::getenv("RILL_ATTENTION_WARPS"));
   matmul_->set_bulk_copies(info_.cc_major >= 9);
   const int decode_config = parse_decode_gemm_config(std::getenv("RILL_DECODE_GEMM_CONFIG"));
@@ -695,6 +704,7 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   a.force_bn = attention_bn_;
   a.invariant = batch_invariant_;
   a.span_keys = attention_span_keys_;
+  a.span_blocks = attention_span_blocks_;
   launch_attention(a, stream_.get());
 }
 

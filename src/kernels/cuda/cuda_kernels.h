@@ -114,6 +114,9 @@ class CudaKernels final : public Kernels {
   /// Part of the arithmetic, like RILL_ATTENTION_SPAN_KEYS: tests and benchmarks only.
   void set_attention_span_keys(int keys) { attention_span_keys_ = keys; }
   int attention_span_keys() const { return attention_span_keys_; }
+  /// The decode split attention's blocks a (row, kv head), each walking every n-th span (0: one
+  /// wave of resident blocks; RILL_ATTENTION_SPAN_BLOCKS). Same bits for any value.
+  void set_attention_span_blocks(int n) { attention_span_blocks_ = n; }
   /// Attention with a forced kernel variant (tests, benchmarks; 0 = automatic): warps per block
   /// 1/2/4/8 and keys per tile 32/64 (head_dim 256: 32 only; 32 only with 1 or 2 warps below 256).
   void set_attention_variant(int warps, int keys_per_tile) {
@@ -151,6 +154,7 @@ class CudaKernels final : public Kernels {
   bool batch_invariant_ = true;
   int attention_splits_ = 0;
   int attention_span_keys_ = 0;  // RILL_ATTENTION_SPAN_KEYS, 0: the kernel's default (64)
+  int attention_span_blocks_ = 0;  // RILL_ATTENTION_SPAN_BLOCKS, 0: one wave
   int attention_warps_ = 0;
   int attention_bn_ = 0;
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
@@ -163,6 +167,10 @@ class CudaKernels final : public Kernels {
 /// long prefills). Null → 0 (the kernel's default); not a multiple of 64 in (0, 8192] → an error
 /// naming the variable.
 int parse_attention_span_keys(const char* value);
+/// RILL_ATTENTION_SPAN_BLOCKS: null → 0 (one wave of resident blocks); 0..65535 → the decode split
+/// attention's blocks a (row, kv head), each walking every n-th span (a measurement switch: any
+/// value gives the same bits); anything else → an error naming the variable.
+int parse_attention_span_blocks(const char* value);
 /// RILL_DECODE_GEMM_CONFIG: null → 0 (timed per shape); 1, 5, 6, 7, 8, 9 or 10 → that
 /// configuration for every decode GEMM; anything else → an error naming the variable.
 int parse_decode_gemm_config(const char* value);

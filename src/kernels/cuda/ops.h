@@ -111,6 +111,10 @@ struct AttentionArgs {
   /// head_dim ≤ 128 and 256 at 256). Part of the arithmetic: every call of a process must use
   /// the same value.
   int span_keys = 0;
+  /// Invariant split schedule at decode (the four-warp kernel): blocks a (row, kv head), each
+  /// walking every span_blocks-th span (0: as many as fill one wave of resident blocks). Not part
+  /// of the arithmetic: any value gives the same bits (tests, benchmarks).
+  int span_blocks = 0;
   /// Slots in each cache (num_blocks · block_size); 0: unknown (then no kernel that addresses the
   /// cache through tensor maps runs).
   int64_t num_slots = 0;

@@ -134,7 +134,7 @@ struct Cache {
   // Attention outputs [tokens, hq, d] for the queries of `parts`; q holds each cache row's queries
   // for positions qbase..len ([len - qbase, hq, d] per row). table_width: block-table columns.
   std::vector<float> run(const std::vector<Part>& parts, const std::vector<std::vector<float>>& q, int table_width,
-                         int force_splits = 0) {
+                         int force_splits = 0, int span_blocks = 0) {
     std::vector<int32_t> cu{0}, ctx, tab;
     std::vector<float> qs;
     int max_q = 0, max_ctx = 0;
@@ -166,8 +166,10 @@ struct Cache {
     KvLayer cache{k.t, v.t};
     dout.poison();
     backend().set_attention_splits(force_splits);
+    backend().set_attention_span_blocks(span_blocks);
     backend().attention(dq.t, cache, batch, p, dout.t);
     backend().set_attention_splits(0);
+    backend().set_attention_span_blocks(0);
     return download_bf16(dout);
   }
 };
@@ -241,8 +243,11 @@ TEST(CudaInvariance, AttentionRowAloneEqualsRowAmong63Others) {
 }
 
 // Decode over long contexts: the split schedule's combine kernel folds more spans than it has
-// threads (chunks of 128 / 64 / 16 spans with the running max carried across them, a span of 64
-// or 256 keys) and must give the fold schedule's bits; 1-4 query tokens a row.
+// threads (chunks of 256 spans with the running max carried across them, a span of 64 or 256
+// keys) and must give the fold schedule's bits; 1-4 query tokens a row. The decode split kernel's
+// blocks walk every n-th span of their row: one wave (the default), one block walking them all,
+// 3 and 7 (a walk crossing the sliding window's start and the rows' ends at every phase), and a
+// block a span.
 TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
   RILL_REQUIRE_GPU();
   ASSERT_TRUE(backend().batch_invariant());
@@ -251,17 +256,23 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
   std::mt19937_64 rng(seed);
   for (const AttnCase& ac : kAttnCases) {
     SCOPED_TRACE(ac.name);
-    const std::vector<int> lens = {9001, 130, 12000, 4100};  // (split partials within the 64 MB workspace)
+    // 266 spans of 64 keys in the longest row; split partials within the 64 MB workspace (4 rows
+    // of up to 3 query tokens: 200 KB a span at 32 heads of 128).
+    const std::vector<int> lens = {9001, 130, 17000, 4100};
     Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens, ac.window, ac.softcap);
     auto q = random_queries(rng, c, 4);
     const int width = c.max_blocks();
-    for (int n : {1, 4}) {
+    for (int n : {1, 3}) {
       SCOPED_TRACE(::testing::Message() << n << " query tokens a row");
       std::vector<Cache::Part> parts;
       for (int r = 0; r < int(lens.size()); ++r) parts.push_back({r, lens[size_t(r)] - n, lens[size_t(r)]});
-      auto fold = c.run(parts, q, width, 1), split = c.run(parts, q, width, 2);
-      for (float v : split) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
-      EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
+      auto fold = c.run(parts, q, width, 1);
+      for (int blocks : {0, 1, 3, 7, 65535}) {
+        SCOPED_TRACE(::testing::Message() << "span blocks " << blocks);
+        auto split = c.run(parts, q, width, 2, blocks);
+        for (float v : split) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
+        EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
+      }
     }
   }
 }
