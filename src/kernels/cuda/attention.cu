@@ -356,6 +356,10 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
       next = next_span * st < br.t_hi ? next_span * st : -1;
     }
     const bool has_next = next >= 0;
+    // The next tile's cache slots: the table round trip runs under this tile's wait and Q·Kᵀ (the
+    // copies after Q·Kᵀ and P·V use them; this tile's V copy, issued last iteration, is done with
+    // the previous ones).
+    if (has_next) slots.load(table, a.block_size, a.block_shift, next * kBN, kv_end);
     if (!first_tile) {
       cp_async_wait<1>();  // K of this tile (V may still be in flight)
       __syncthreads();
@@ -374,7 +378,6 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
     }
     __syncthreads();  // every warp is done reading k_s
     if (has_next) {
-      slots.load(table, a.block_size, a.block_shift, next * kBN, kv_end);
       slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
       cp_async_commit();
     }
