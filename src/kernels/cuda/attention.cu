@@ -29,6 +29,8 @@
 // the context lengths, which the kernels read from device memory; blocks whose span lies past
 // their row's keys exit at once. A graph captured for a batch bucket therefore replays
 // correctly for any context lengths that fit the block-table width.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <mutex>
 
@@ -45,6 +47,8 @@ namespace {
 using namespace attention_detail;
 
 bool g_attention_wgmma = false;  // set_attention_wgmma (the backend turns it on where supported)
+bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
+uint64_t g_attention_cluster_launches = 0;
 
 template <int D, int kWarps, int kBN, bool kFold>
 __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a) {
@@ -276,11 +280,14 @@ struct DecodeSplitCfg {
   static constexpr size_t kSmemBytes = kPOff + size_t(kNT) * 32 * sizeof(uint2);
 };
 
-template <int D>
-__global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
+// The spans of one block: first, first + step, ... of its row; each span's partial goes to the
+// workspace or, kToSmem (the cluster kernel: one span a block), to this block's shared memory
+// (ClusterPart). Returns whether the block had a span.
+template <int D, bool kToSmem>
+__device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsigned char* smem_raw, int row,
+                                                   int first) {
   using C = DecodeSplitCfg<D>;
   constexpr int kBM = C::kBM, kBN = C::kBN, kStride = C::kStride, kThreads = C::kThreads;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);
   bf16* k_s = q_s + kBM * kStride;
   bf16* v_s = k_s + kBN * kStride;
@@ -293,7 +300,6 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
   // that the grid is one wave of resident blocks (span_step), and the next span's K is requested
   // while this one's softmax and P·V run.
   const int step = a.span_step, st = a.span_tiles;
-  const int row = blockIdx.z / step, first = blockIdx.z % step;
   const int kvh = blockIdx.y;
   // Before the wait (launch.h): the step's lengths and block table (uploaded before its first
   // kernel) and, when every key of the first tile precedes the row's new tokens, its K and V —
@@ -306,7 +312,7 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
     span += (br.t_lo / st - span + step - 1) / step * step;
   if (!has_rows || span * st >= br.t_hi) {  // no rows, or every span past the row's keys
     pdl_wait_trigger(a.early_trigger);
-    return;
+    return false;
   }
   const int q_begin = br.q_begin, ctx = br.ctx, m0 = br.m0, kv_end = br.kv_end;
   int tile = max(br.t_lo, span * st);
@@ -463,14 +469,15 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
       continue;
     }
     // The span ended: its partial (o of this warp's dims; (max, sum) from warp 0); the block's
-    // next span starts from scratch.
+    // next span starts from scratch. (To shared memory: over K's tile, read by nobody now.)
+    float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (!rp.ok[h]) continue;
       const int m = m0 + g + h * 8;
       const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
       const int64_t pidx = int64_t(span) * a.tokens * a.hq + idx;
-      float* dst = a.part_o + pidx * D + tig * 2;
+      float* dst = (kToSmem ? part_s + (g + h * 8) * D : a.part_o + pidx * D) + tig * 2;
 #pragma unroll
       for (int j = 0; j < C::kDT2w; ++j)
 #pragma unroll
@@ -488,11 +495,12 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
         if (!rp.ok[h] || tig != 0) continue;
         const int m = m0 + g + h * 8;
         const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
-        *reinterpret_cast<float2*>(a.part_ml + (int64_t(span) * a.tokens * a.hq + idx) * 2) =
-            make_float2(row_max[h], sum);
+        float2* ml = kToSmem ? reinterpret_cast<float2*>(part_s + kBM * D) + g + h * 8
+                             : reinterpret_cast<float2*>(a.part_ml + (int64_t(span) * a.tokens * a.hq + idx) * 2);
+        *ml = make_float2(row_max[h], sum);
       }
     }
-    if (!has_next) break;
+    if (!has_next) return true;
 #pragma unroll
     for (int i = 0; i < 2 * C::kDT2w; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     row_max[0] = row_max[1] = -INFINITY;
@@ -500,6 +508,69 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
     span = next_span;
     tile = next;
   }
+}
+
+template <int D>
+__global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  decode_split_spans<D, false>(a, smem_raw, int(blockIdx.z) / a.span_step, int(blockIdx.z) % a.span_step);
+}
+
+// Short contexts (a row's spans ≤ the cluster's kMaxCluster blocks): the split attention and its
+// span combine as one kernel. A thread-block cluster a (row, kv head), block r of it computing span
+// r into its own shared memory; after the cluster barrier each block folds a 1/C share of the
+// (packed row, dim) outputs over the C blocks' partials (distributed shared memory) in span order
+// with attention_combine_spans_kernel's operations — the same bits, without the combine's launch,
+// hand-off and partials' round trips through L2 (a batch-1 decode step at 512 keys: ~3.8 µs a
+// layer of critical path for the combine kernel, run P).
+constexpr int kMaxCluster = 16;
+
+template <int D>
+__global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKernelArgs a) {
+  using C = DecodeSplitCfg<D>;
+  constexpr int kBM = C::kBM;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int n_blocks = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int row = int(blockIdx.z) / n_blocks;
+  float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);  // [kBM][D] o, then [kBM] (m, l)
+  float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
+  // Every block's (m, l), gathered over V's tile (free once the span is done): [span][row].
+  float2* ml_all = reinterpret_cast<float2*>(smem_raw + C::kQBytes + C::kTileBytes);
+  if (!decode_split_spans<D, true>(a, smem_raw, row, rank) && threadIdx.x < kBM)
+    ml_s[threadIdx.x] = make_float2(-INFINITY, 0.f);  // no span here: every row skips this block
+  cluster.sync();  // every block's partial is in its shared memory
+  for (int i = int(threadIdx.x); i < n_blocks * kBM; i += C::kThreads)
+    ml_all[i] = cluster.map_shared_rank(ml_s, i / kBM)[i % kBM];
+  __syncthreads();
+  BlockRows br;
+  if (br.init(a, row, kBM, C::kBN)) {
+    const int per = kBM * D / n_blocks;
+    for (int e = rank * per + int(threadIdx.x); e < (rank + 1) * per; e += C::kThreads) {
+      const int r = e / D, d = e % D, m = br.m0 + r;
+      if (m >= br.packed) continue;
+      float o[kMaxCluster];
+#pragma unroll
+      for (int j = 0; j < kMaxCluster; ++j)  // every block's value requested before the fold
+        if (j < n_blocks) o[j] = cluster.map_shared_rank(part_s, j)[r * D + d];
+      float acc = 0.f, acc_l = 0.f, acc_m = -INFINITY;  // SpanMerge over the spans in order
+#pragma unroll
+      for (int j = 0; j < kMaxCluster; ++j) {
+        if (j >= n_blocks) break;
+        const float2 ml = ml_all[j * kBM + r];
+        if (ml.x == -INFINITY) continue;  // the span saw no key of this row
+        const float m_new = fmaxf(acc_m, ml.x);
+        const float wa = exp2_ftz(acc_m - m_new), wb = exp2_ftz(ml.x - m_new);
+        acc = __fmaf_rn(acc, wa, __fmul_rn(o[j], wb));
+        acc_l = __fmaf_rn(acc_l, wa, __fmul_rn(ml.y, wb));
+        acc_m = m_new;
+      }
+      const int64_t idx = (br.q_begin + m / a.group) * int64_t(a.hq) + int(blockIdx.y) * a.group + m % a.group;
+      a.out[idx * D + d] = __float2bfloat16_rn(span_result(acc, acc_l));
+    }
+  }
+  cluster.sync();  // no block leaves while another reads its shared memory
 }
 
 // Merges the splits' partials of one (token, head): weights 2^(m_s - M), skipping empty splits.
@@ -693,6 +764,49 @@ void run_attention(const AttentionArgs& a, cudaStream_t stream) {
   }
 }
 
+// The cluster kernel's blocks for a row's spans: the next power of two (the fold's shares divide).
+unsigned cluster_blocks(int64_t spans) {
+  unsigned n = 2;
+  while (n < unsigned(spans)) n *= 2;
+  return n;
+}
+
+// Whether clusters of the blocks `spans` needs can be resident (sm_90+, the non-portable 16).
+template <int D>
+bool cluster_fits(int64_t spans) {
+  using DC = DecodeSplitCfg<D>;
+  static const int max_blocks = [] {
+    int dev = 0, major = 0;
+    RILL_CUDA_CHECK(cudaGetDevice(&dev));
+    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 9) return 0;
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_cluster_kernel<D>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_cluster_kernel<D>,
+                                         cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (int n = kMaxCluster; n >= 2; n /= 2) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(1, 1, unsigned(n));
+      cfg.blockDim = dim3(DC::kThreads);
+      cfg.dynamicSmemBytes = DC::kSmemBytes;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = 1;
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = unsigned(n);
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, attention_decode_cluster_kernel<D>, &cfg) == cudaSuccess &&
+          clusters > 0)
+        return n;
+      (void)cudaGetLastError();  // an unsupported size: try the next smaller
+    }
+    return 0;
+  }();
+  return int(cluster_blocks(spans)) <= max_blocks;
+}
+
 // Invariant mode: spans at fixed absolute positions; the split schedule when the blocks without
 // splitting leave the GPU under one wave and every span's partials fit the workspace (sized by
 // num_rows * max_seqlen_q ≥ tokens, so the choice is graph-stable), else the fold schedule.
@@ -733,7 +847,19 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
                                                                       DC::kThreads, DC::kSmemBytes));
         return std::max(n, 1);
       }();
-      // Blocks a (row, kv head): one wave of resident blocks, each walking every step-th span
+      // Up to 16 spans (the block-table width, so a captured graph replays it for any context that
+      // fits): a cluster a (row, kv head), the combine inside.
+      if (spans <= kMaxCluster && g_attention_cluster && cluster_fits<D>(spans)) {
+        const unsigned n = cluster_blocks(spans);
+        k.span_step = int(n);
+        grid.z = unsigned(a.num_rows) * n;
+        launch_pdl_cluster(attention_decode_cluster_kernel<D>, dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream,
+                           dim3(1, 1, n), k);
+        RILL_CUDA_CHECK_LAUNCH();
+        ++g_attention_cluster_launches;
+        return;
+      }
+      // Else blocks a (row, kv head): one wave of resident blocks, each walking every step-th span
       // (a block a span left half a batch-1 grid at 8k context in a second and third wave, and
       // every span a block starts cold: its table, K and V round trips unhidden). Depends on the
       // batch shape only, so a captured graph replays it for any context length.
@@ -820,6 +946,9 @@ bool attention_wgmma_supported() { return attention_wgmma_available(); }
 uint64_t attention_wgmma_launches() { return attention_detail::attention_wgmma_launches(); }
 void set_attention_wgmma(bool on) { g_attention_wgmma = on && attention_wgmma_available(); }
 bool attention_wgmma_enabled() { return g_attention_wgmma; }
+void set_attention_cluster(bool on) { g_attention_cluster = on; }
+bool attention_cluster_enabled() { return g_attention_cluster; }
+uint64_t attention_cluster_launches() { return g_attention_cluster_launches; }
 
 void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tokens == 0 || a.num_rows == 0) return;

@@ -108,6 +108,14 @@ int parse_attention_span_blocks(const char* value) {
        "up to 65535, got '{}'", value);
 }
 
+bool parse_attention_cluster(const char* value) {
+  if (!value) return true;
+  const std::string_view v(value);
+  if (v == "0" || v == "1") return v == "1";
+  fail("RILL_ATTENTION_CLUSTER: must be 0 or 1 (the decode attention's span combine inside a cluster kernel), "
+       "got '{}'", value);
+}
+
 int parse_attention_warps(const char* value) {
   if (!value) return 0;
   const auto w = exact_int(value);
@@ -164,6 +172,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_batch_invariant(!(inv && std::string_view(inv) == "0"));
   attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
   attention_span_blocks_ = parse_attention_span_blocks(std::getenv("RILL_ATTENTION_SPAN_BLOCKS"));
+  set_attention_cluster(parse_attention_cluster(std::getenv("RILL_ATTENTION_CLUSTER")));
   attention_warps_ = parse_attention_warps(std::getenv("RILL_ATTENTION_WARPS"));
   matmul_->set_bulk_copies(info_.cc_major >= 9);
   const int decode_config = parse_decode_gemm_config(std::getenv("RILL_DECODE_GEMM_CONFIG"));

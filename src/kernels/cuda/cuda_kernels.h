@@ -171,6 +171,9 @@ int parse_attention_span_keys(const char* value);
 /// attention's blocks a (row, kv head), each walking every n-th span (a measurement switch: any
 /// value gives the same bits); anything else → an error naming the variable.
 int parse_attention_span_blocks(const char* value);
+/// RILL_ATTENTION_CLUSTER: null → true; "1" → true, "0" → false (the decode attention over ≤ 16
+/// spans with its combine in one cluster kernel; same bits); anything else → an error naming it.
+bool parse_attention_cluster(const char* value);
 /// RILL_DECODE_GEMM_CONFIG: null → 0 (timed per shape); 1, 5, 6, 7, 8, 9 or 10 → that
 /// configuration for every decode GEMM; anything else → an error naming the variable.
 int parse_decode_gemm_config(const char* value);

@@ -291,6 +291,13 @@ void set_attention_wgmma(bool on);
 bool attention_wgmma_enabled();
 /// Launches of the warpgroup attention kernel so far (tests check that it ran).
 uint64_t attention_wgmma_launches();
+/// Invariant decode attention over at most 16 spans (the block-table width): the split attention
+/// and its span combine as one kernel of thread-block clusters (sm_90+; RILL_ATTENTION_CLUSTER, on
+/// by default). Same bits as the two kernels.
+void set_attention_cluster(bool on);
+bool attention_cluster_enabled();
+/// Launches of the cluster kernel so far (tests check that it ran).
+uint64_t attention_cluster_launches();
 /// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
 /// position of row i in x.
 void launch_gemm(const GemmArgs& a, cudaStream_t stream);

@@ -277,6 +277,49 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
   }
 }
 
+// Decode over short block tables (≤ 16 spans of 64 keys at head_dim 64 / 128): the split attention
+// and its span combine run as one cluster kernel (a cluster a row and kv head, DSMEM fold) and
+// must give the fold schedule's bits, and the two-kernel split schedule's; tables of 4, 8 and 16
+// spans (clusters of 4, 8, 16), rows of 1-1024 keys (spans past a row's keys: blocks with no
+// span), 1 and 3 query tokens a row, a sliding window (spans before it).
+TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant());
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  for (const AttnCase& ac : kAttnCases) {
+    SCOPED_TRACE(ac.name);
+    const bool cluster_kernel = cuda::attention_cluster_enabled() && (ac.d == 64 || ac.d == 128);
+    for (int keys : {256, 512, 1024}) {
+      SCOPED_TRACE(::testing::Message() << "block table of " << keys << " keys");
+      std::uniform_int_distribution<int> len(1, keys);
+      std::vector<int> lens = {keys, 1, 64, 65, len(rng), len(rng), len(rng)};
+      Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens, ac.window, ac.softcap);
+      auto q = random_queries(rng, c, 3);
+      const int width = keys / ac.bs;
+      for (int n : {1, 3}) {
+        SCOPED_TRACE(::testing::Message() << n << " query tokens a row");
+        std::vector<Cache::Part> parts;
+        for (int r = 0; r < int(lens.size()); ++r) {
+          const int l = lens[size_t(r)];
+          parts.push_back({r, std::max(0, l - n), l});
+        }
+        auto fold = c.run(parts, q, width, 1);
+        const uint64_t before = cuda::attention_cluster_launches();
+        auto cluster = c.run(parts, q, width, 2);
+        EXPECT_EQ(cuda::attention_cluster_launches() > before, cluster_kernel) << "which kernel ran";
+        for (float v : cluster) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
+        EXPECT_TRUE(same_bits(fold.data(), cluster.data(), cluster.size())) << "cluster kernel differs from the fold";
+        cuda::set_attention_cluster(false);
+        auto split = c.run(parts, q, width, 2);
+        cuda::set_attention_cluster(true);
+        EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
+      }
+    }
+  }
+}
+
 TEST(CudaInvariance, AttentionPromptInOneChunkEqualsChunks) {
   RILL_REQUIRE_GPU();
   ASSERT_TRUE(backend().batch_invariant());

@@ -31,6 +31,10 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_EQ(cuda::parse_attention_span_keys("64"), 64);
   EXPECT_EQ(cuda::parse_attention_span_keys("256"), 256);
   expect_rejects(cuda::parse_attention_span_keys, {"", "0", "-64", "100", "64x", "16384", "abc"}, "RILL_ATTENTION_SPAN_KEYS");
+  EXPECT_TRUE(cuda::parse_attention_cluster(nullptr));
+  EXPECT_TRUE(cuda::parse_attention_cluster("1"));
+  EXPECT_FALSE(cuda::parse_attention_cluster("0"));
+  expect_rejects(cuda::parse_attention_cluster, {"", "2", "on", " 1"}, "RILL_ATTENTION_CLUSTER");
   EXPECT_EQ(cuda::parse_attention_span_blocks(nullptr), 0);
   EXPECT_EQ(cuda::parse_attention_span_blocks("0"), 0);
   EXPECT_EQ(cuda::parse_attention_span_blocks("256"), 256);
