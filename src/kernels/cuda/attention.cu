@@ -848,8 +848,13 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
         return std::max(n, 1);
       }();
       // Up to 16 spans (the block-table width, so a captured graph replays it for any context that
-      // fits): a cluster a (row, kv head), the combine inside.
-      if (spans <= kMaxCluster && g_attention_cluster && cluster_fits<D>(spans)) {
+      // fits) and one wave of clusters: a cluster a (row, kv head), the combine inside. (Beyond a
+      // wave it loses: batch 16 / 64 at 512 keys decoded 2,383 / 5,498 tok/s with it against
+      // 2,565 / 6,853 without — most blocks then hold no span, and every cluster waits for all of
+      // them; batch 1: 222.9, 221.8 against 220.0, 220.7. Run P.)
+      const int64_t cluster_ctas = int64_t(m_tiles) * a.hkv * a.num_rows * cluster_blocks(spans);
+      if (spans <= kMaxCluster && g_attention_cluster && cluster_ctas <= int64_t(a.num_sms) * resident &&
+          cluster_fits<D>(spans)) {
         const unsigned n = cluster_blocks(spans);
         k.span_step = int(n);
         grid.z = unsigned(a.num_rows) * n;

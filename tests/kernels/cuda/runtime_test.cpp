@@ -38,7 +38,8 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_EQ(cuda::parse_attention_span_blocks(nullptr), 0);
   EXPECT_EQ(cuda::parse_attention_span_blocks("0"), 0);
   EXPECT_EQ(cuda::parse_attention_span_blocks("256"), 256);
-  expect_rejects(cuda::parse_attention_span_blocks, {"", "-1", "65536", "8x", " 8", "08"}, "RILL_ATTENTION_SPAN_BLOCKS");
+  expect_rejects(cuda::parse_attention_span_blocks, {"", "-1", "65536", "8x", " 8", "08"},
+                 "RILL_ATTENTION_SPAN_BLOCKS");
 }
 
 // Needs no GPU: runs in CI too.
