@@ -282,7 +282,7 @@ struct DecodeSplitCfg {
 
 // The spans of one block: first, first + step, ... of its row; each span's partial goes to the
 // workspace or, kToSmem (the cluster kernel: one span a block), to this block's shared memory
-// (ClusterPart). Returns whether the block had a span.
+// over K's tile ([kBM][D] o, then [kBM] (m, l)). Returns whether the block had a span.
 template <int D, bool kToSmem>
 __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsigned char* smem_raw, int row,
                                                    int first) {
@@ -527,6 +527,7 @@ constexpr int kMaxCluster = 16;
 
 template <int D>
 __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKernelArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+ (cluster_fits keeps older GPUs off it)
   using C = DecodeSplitCfg<D>;
   constexpr int kBM = C::kBM;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -571,6 +572,7 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
     }
   }
   cluster.sync();  // no block leaves while another reads its shared memory
+#endif
 }
 
 // Merges the splits' partials of one (token, head): weights 2^(m_s - M), skipping empty splits.
