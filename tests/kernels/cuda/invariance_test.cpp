@@ -244,7 +244,7 @@ TEST(CudaInvariance, AttentionRowAloneEqualsRowAmong63Others) {
 
 // Decode over long contexts: the split schedule's combine kernel folds more spans than it has
 // threads (chunks of 256 spans with the running max carried across them, a span of 64 or 256
-// keys) and must give the fold schedule's bits; 1-4 query tokens a row. The decode split kernel's
+// keys) and must give the fold schedule's bits; 1 and 3 query tokens a row. The decode split kernel's
 // blocks walk every n-th span of their row: one wave (the default), one block walking them all,
 // 3 and 7 (a walk crossing the sliding window's start and the rows' ends at every phase), and a
 // block a span.
@@ -282,7 +282,7 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
 // a row and kv head, DSMEM fold) and must give the fold schedule's bits, and the two-kernel split
 // schedule's; tables of 4, 8 and 16 spans (clusters of 4, 8, 16), rows of 1-1024 keys two at a
 // time (spans past a row's keys: blocks with no span), 1 and 3 query tokens a row, a sliding
-// window (spans before it). 64 rows at once take the two kernels (more than a wave).
+// window (spans before it). 7 rows at once over 16 spans take the two kernels (more than a wave).
 TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
   RILL_REQUIRE_GPU();
   ASSERT_TRUE(backend().batch_invariant());
