@@ -3,7 +3,7 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|dense|serve|full|profile|attn]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|dense|serve|full|profile|attn|trace]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
@@ -19,7 +19,9 @@
 #   figures (no tests); full: dense then serve (longer than one 10-minute device call); profile:
 #   Nsight Compute sections of the prefill GEMM and attention kernels, per-kernel prefill and decode times;
 #   attn: the warpgroup kernels' tests, quick, prefill with each attention kernel; attn-decode: quick + batch-1
-#   decode at 512 / 8192 / 16384 (+ RILL_BREAKDOWN_CTX).
+#   decode at 512 / 8192 / 16384 (+ RILL_BREAKDOWN_CTX); trace: no tests — a second build with
+#   -DRILL_PDL_TRACE=ON and the batch-1 decode step's per-kernel critical-path spans in the replayed
+#   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -45,6 +47,26 @@ if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=O
   exit 1
 fi
 log "build ok"
+
+if [[ "$mode" == trace ]]; then
+  log "trace build (-DRILL_PDL_TRACE=ON)"
+  if ! { cmake -S . -B build-trace -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
+           -DRILL_PDL_TRACE=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
+         cmake --build build-trace -j"$(nproc)" --target rill; } > "$out/build_trace.log" 2>&1; then
+    tail -20 "$out/build_trace.log"
+    log "TRACE BUILD FAILED"
+    exit 1
+  fi
+  build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
+  for ctx in ${RILL_TRACE_CTX:-512 8192}; do
+    log "trace: batch-1 decode at context $ctx"
+    RILL_PDL_TRACE=/tmp/trace_$ctx.csv build-trace/rill bench --device cuda --model /tmp/q8 --prompt-len "$ctx" \
+      --decode-tokens 64 2>>"$out/bench_stderr.log" | grep -E "decode_tokens" | tee -a "$out/summary.txt"
+    python3 tools/pdl_trace_summary.py /tmp/trace_$ctx.csv --layer-window 12 --from 40 | tee "$out/trace_$ctx.txt" |
+      head -30 >> "$out/summary.txt"
+  done
+  exit 0
+fi
 
 if [[ "$mode" == serve ]]; then log "serve phase: tests skipped (run by the dense phase)"; fi
 if [[ "$mode" == prefill || "$mode" == batches || "$mode" == attn ]]; then  # the warpgroup kernels' own tests first, with a short leash (a hang costs little)
@@ -81,7 +103,7 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|attn-decode|sweep|prefill|final|batches|profile|attn) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|attn-decode|sweep|prefill|final|batches|profile|attn|trace) ;; *) log "unknown mode $mode"; exit 2 ;; esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
