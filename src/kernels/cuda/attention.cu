@@ -32,6 +32,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "kernels/cuda/attention_common.cuh"
@@ -48,7 +49,7 @@ using namespace attention_detail;
 
 bool g_attention_wgmma = false;  // set_attention_wgmma (the backend turns it on where supported)
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
-uint64_t g_attention_cluster_launches = 0;
+std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
 
 template <int D, int kWarps, int kBN, bool kFold>
 __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a) {
@@ -863,7 +864,7 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
         launch_pdl_cluster(attention_decode_cluster_kernel<D>, dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream,
                            dim3(1, 1, n), k);
         RILL_CUDA_CHECK_LAUNCH();
-        ++g_attention_cluster_launches;
+        g_attention_cluster_launches.fetch_add(1, std::memory_order_relaxed);
         return;
       }
       // Else blocks a (row, kv head): one wave of resident blocks, each walking every step-th span
@@ -955,7 +956,7 @@ void set_attention_wgmma(bool on) { g_attention_wgmma = on && attention_wgmma_av
 bool attention_wgmma_enabled() { return g_attention_wgmma; }
 void set_attention_cluster(bool on) { g_attention_cluster = on; }
 bool attention_cluster_enabled() { return g_attention_cluster; }
-uint64_t attention_cluster_launches() { return g_attention_cluster_launches; }
+uint64_t attention_cluster_launches() { return g_attention_cluster_launches.load(); }
 
 void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tokens == 0 || a.num_rows == 0) return;
