@@ -125,13 +125,6 @@ __device__ __forceinline__ Proj proj_of(const MlpKernelArgs& a, int i) {
   return p;
 }
 
-#if !defined(RILL_PDL_TRACE)  // trace builds have launch.h's
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
-#endif
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   unsigned v;

@@ -43,6 +43,15 @@ void set_pdl_early_trigger(bool on);
 /// wait); "early" → true (before it); anything else → an error naming the variable.
 int parse_pdl_trigger(const char* value);
 
+/// The GPU's global timer in ns (%globaltimer): trace builds and measurement aids.
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t = 0;
+#if defined(__CUDA_ARCH__)
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+#endif
+  return t;
+}
+
 __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -77,14 +86,6 @@ namespace {
 __device__ PdlTrace g_pdl_trace;
 [[maybe_unused]] const bool g_pdl_trace_unit = register_pdl_trace_unit(
     [](const PdlTrace& t) { RILL_CUDA_CHECK(cudaMemcpyToSymbol(g_pdl_trace, &t, sizeof t)); });
-
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t = 0;
-#if defined(__CUDA_ARCH__)
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-#endif
-  return t;
-}
 }  // namespace
 #endif
 
