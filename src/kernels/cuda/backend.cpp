@@ -101,19 +101,8 @@ int parse_gemm_l2_prefetch(const char* value) {
 }
 
 int parse_attention_span_blocks(const char* value) {
-  if (!value) return 0;
-  const auto n = exact_int(value);
-  if (n && *n >= 0 && *n <= 65535) return *n;
-  fail("RILL_ATTENTION_SPAN_BLOCKS: must be 0 (one wave) or the blocks a (row, kv head) of the decode attention, "
-       "up to 65535, got '{}'", value);
-}
-
-bool parse_attention_cluster(const char* value) {
-  if (!value) return true;
-  const std::string_view v(value);
-  if (v == "0" || v == "1") return v == "1";
-  fail("RILL_ATTENTION_CLUSTER: must be 0 or 1 (the decode attention's span combine inside a cluster kernel), "
-       "got '{}'", value);
+  return parse_int_in_range("RILL_ATTENTION_SPAN_BLOCKS", value, 0, 0, 65535,
+                            " (decode attention blocks a row and kv head; 0: one wave)");
 }
 
 int parse_attention_warps(const char* value) {
@@ -146,6 +135,7 @@ int parse_decode_ctas(const char* value) {
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
+bool parse_attention_cluster(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_CLUSTER", value) != 0; }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
   const std::string_view v(value);
