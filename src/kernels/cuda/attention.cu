@@ -41,6 +41,8 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/partials.cuh"
+#include "kernels/cuda/rope_common.cuh"
 
 namespace rill::cuda {
 namespace {
@@ -50,6 +52,8 @@ using namespace attention_detail;
 bool g_attention_wgmma = false;  // set_attention_wgmma (the backend turns it on where supported)
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
+bool g_attention_rope = true;  // set_attention_rope (RILL_ATTENTION_ROPE)
+std::atomic<uint64_t> g_attention_rope_launches{0};
 
 template <int D, int kWarps, int kBN, bool kFold>
 __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a) {
@@ -281,6 +285,178 @@ struct DecodeSplitCfg {
   static constexpr size_t kSmemBytes = kPOff + size_t(kNT) * 32 * sizeof(uint2);
 };
 
+// The RoPE op inside a decode block (AttnKernelArgs::rope_fused; q, k and v still the q/k/v GEMM's
+// split-K partials): instead of a kernel of its own between the projection and the attention — one
+// more hand-off and dependent round trip on a decode step's critical path (run P: 3.7 µs a layer at
+// 512 keys, 8.1 at 8192) — each block folds, normalizes and rotates its own q rows into q_s, and the
+// row's new tokens whose keys lie in the block's spans (it reads them; no other block of the row and
+// m-tile does) into the cache. The arithmetic is rope_heads_kernel's on the same values
+// (partials.cuh's fold, rope_common.cuh's norm and rotation), so the bits are those of the two
+// kernels. The tensors receive what the RoPE kernel writes there: q rotated (by the block holding the
+// rows' last key), k rotated and v (by the blocks storing them; m-tiles sharing a token write the
+// same bytes). Two phases: the folds, spread evenly over the block's threads (a batch-1 block's 4 q
+// heads, k and v: 24 KB of partials at 8 ranges, 3 pairs of outputs a thread, every load requested
+// before any addition: one round trip), into shared memory as bf16 — q rows into q_s, k and v into
+// the staging rows — then the norm and rotation a 16-byte chunk a lane, as the heads kernel.
+// Shared memory (DecodeRope, over the exchange region, free until the first tile): the rotation
+// table (cos, sin as bf16 pairs [token of the row][pair]) and the norm weights, filled before the
+// wait (fill_decode_rope), and the staged k / v rows.
+template <int D>
+struct DecodeRope {
+  static constexpr int kHalf = D / 2;
+  static constexpr size_t kRotBytes = size_t(kMaxRopeTokens) * kHalf * sizeof(__nv_bfloat162);
+  static constexpr size_t kWeightBytes = 2 * size_t(D) * sizeof(float);  // q_norm, k_norm as f32
+  static constexpr size_t kKvBytes = size_t(kMaxRopeTokens) * 2 * D * sizeof(bf16);
+  static constexpr size_t kBytes = kRotBytes + kWeightBytes + kKvBytes;
+  static constexpr int kFoldPairs = 3;  // output pairs a thread folds a round (batch 1: one round)
+  static_assert(kBytes <= DecodeSplitCfg<D>::kSmemBytes - DecodeSplitCfg<D>::kMaxOff, "over the exchange region");
+  __nv_bfloat162* rot;
+  float* weights;
+  bf16* kv;  // [token][k, v][D]
+  __device__ __forceinline__ explicit DecodeRope(unsigned char* base)
+      : rot(reinterpret_cast<__nv_bfloat162*>(base)),
+        weights(reinterpret_cast<float*>(base + kRotBytes)),
+        kv(reinterpret_cast<bf16*>(base + kRotBytes + kWeightBytes)) {}
+};
+
+template <int D>
+__device__ __forceinline__ void fill_decode_rope(const AttnKernelArgs& a, const BlockRows& br, DecodeRope<D> sm) {
+  constexpr int kHalf = D / 2;
+  const RopeArgs& r = a.rope;
+  const int n = min(br.q_len, kMaxRopeTokens);
+  for (int idx = int(threadIdx.x); idx < n * kHalf; idx += int(blockDim.x)) {
+    float c, s;
+    rope_detail::rotation_at(r, float(r.positions[br.q_begin + idx / kHalf]), idx % kHalf, c, s);
+    sm.rot[idx] = __floats2bfloat162_rn(c, s);  // exact: both are bf16 values
+  }
+  if (r.q_norm)
+    for (int i = int(threadIdx.x); i < 2 * D; i += int(blockDim.x)) {
+      const void* w = i < D ? r.q_norm : r.k_norm;
+      const int c = i % D;  // norm_weights8's conversion
+      sm.weights[i] = r.norm_f32 ? static_cast<const float*>(w)[c] : __bfloat162float(static_cast<const bf16*>(w)[c]);
+    }
+}
+
+// Elements (row, c), (row, c + 1) of a deferred input as bf16 — folded()'s operations on each.
+__device__ __forceinline__ __nv_bfloat162 folded2(const PartialsIn& p, int64_t row, int64_t c) {
+  constexpr int kMax = 8;
+  const int64_t col = p.col0 + c;
+  const float* base = p.ws + row * p.n + col;
+  float2 part[kMax];
+#pragma unroll
+  for (int r = 0; r < kMax; ++r)
+    if (r < p.splits) part[r] = __ldcg(reinterpret_cast<const float2*>(base + r * p.plane));
+  float x = 0.f, y = 0.f;
+#pragma unroll
+  for (int r = 0; r < kMax; ++r)
+    if (r < p.splits) x += part[r].x, y += part[r].y;
+  for (int r = kMax; r < p.splits; ++r) {  // (gemm_split takes at most 8 ranges)
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(base + r * p.plane));
+    x += v.x, y += v.y;
+  }
+  if (p.bias) {
+    x += __bfloat162float(static_cast<const bf16*>(p.bias)[col]);
+    y += __bfloat162float(static_cast<const bf16*>(p.bias)[col + 1]);
+  }
+  return __floats2bfloat162_rn(x, y);
+}
+
+template <int D>
+__device__ __forceinline__ void decode_rope(const AttnKernelArgs& a, const BlockRows& br, int kvh, int first,
+                                            int span0, bf16* q_s, DecodeRope<D> sm) {
+  using C = DecodeSplitCfg<D>;
+  using namespace rope_detail;
+  constexpr int kC = D / 8, kHalf = D / 2, kRowsPass = C::kThreads / kC, kFold = DecodeRope<D>::kFoldPairs;
+  const RopeArgs& r = a.rope;
+  const int span_keys = a.span_tiles * C::kBN;
+  auto walked = [&](int pos) {  // whether this block computes the span holding key `pos`
+    const int sp = pos / span_keys;
+    return sp >= span0 && (sp - first) % a.span_step == 0;
+  };
+  // The row's new tokens this block stores: i_lo .. i_lo + n_own - 1 (≤ kMaxRopeTokens tokens span at
+  // most two spans, so the walked ones are a run).
+  int i_lo = 0, n_own = 0;
+  for (int i = 0; i < min(br.q_len, kMaxRopeTokens); ++i) {
+    const int pos = br.pos0 + i;
+    if (pos < br.kv_end && walked(pos)) {
+      if (n_own == 0) i_lo = i;
+      ++n_own;
+    }
+  }
+  const int nq = min(C::kBM, br.packed - br.m0);  // the block's q rows
+  // Phase 1: the folds. Pair e of the block: q rows' pairs, then the stored tokens' k, then their v.
+  const int q_pairs = nq * kHalf, pairs = q_pairs + 2 * n_own * kHalf;
+  for (int e0 = 0; e0 < pairs; e0 += kFold * C::kThreads) {
+    __nv_bfloat162 out[kFold];
+    bf16* dst[kFold];
+#pragma unroll
+    for (int f = 0; f < kFold; ++f) {
+      const int e = e0 + f * C::kThreads + int(threadIdx.x);
+      dst[f] = nullptr;
+      if (e >= pairs) continue;
+      const int d = (e % kHalf) * 2;
+      if (e < q_pairs) {
+        const int rr = e / kHalf, m = br.m0 + rr;
+        out[f] = folded2(r.q_partials, br.q_begin + m / a.group, int64_t(kvh * a.group + m % a.group) * D + d);
+        dst[f] = q_s + rr * C::kStride + d;
+      } else {
+        const int u = (e - q_pairs) / kHalf, is_v = u >= n_own, tok = is_v ? u - n_own : u;
+        out[f] = folded2(is_v ? r.v_partials : r.k_partials, br.q_begin + i_lo + tok, int64_t(kvh) * D + d);
+        dst[f] = sm.kv + (tok * 2 + is_v) * D + d;
+      }
+    }
+#pragma unroll
+    for (int f = 0; f < kFold; ++f)
+      if (dst[f]) *reinterpret_cast<__nv_bfloat162*>(dst[f]) = out[f];
+  }
+  __syncthreads();
+  // Phase 2: a 16-byte chunk a lane (the heads kernel's layout), heads in passes of kRowsPass.
+  const int c = int(threadIdx.x) % kC, slot = int(threadIdx.x) / kC, j0 = (c % (kC / 2)) * 8;
+  const unsigned group = head_lanes<kC>();
+  const bool norm = r.q_norm != nullptr;
+  auto chunk = [&](int which, int token, uint4& raw) {  // which 0: q, 1: k
+    float nw[8], cs[8], sn[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float2 rot = __bfloat1622float2(sm.rot[token * kHalf + j0 + e]);
+      cs[e] = rot.x, sn[e] = rot.y;
+      nw[e] = norm ? sm.weights[which * D + c * 8 + e] : 0.f;
+    }
+    norm_rotate_chunk<kC>(r, norm, raw, nw, cs, sn, c, group);
+  };
+  const bool writes_q = walked(br.kv_end - 1);  // one block a (row, kv head, m-tile)
+  const int64_t kv_row = int64_t(r.hkv) * D, kv_off = int64_t(kvh) * D + c * 8;
+  for (int h = slot; h < nq + n_own; h += kRowsPass) {  // whole heads: a head's lanes agree
+    if (h < nq) {
+      const int m = br.m0 + h;
+      uint4* at = reinterpret_cast<uint4*>(q_s + h * C::kStride + c * 8);
+      uint4 raw = *at;
+      chunk(0, m / a.group, raw);
+      *at = raw;
+      if (writes_q) {
+        const int64_t tq = br.q_begin + m / a.group;
+        *reinterpret_cast<uint4*>(static_cast<bf16*>(r.q) + (tq * r.hq + kvh * a.group + m % a.group) * D + c * 8) = raw;
+      }
+    } else {
+      const int u = h - nq, i = i_lo + u;
+      const int64_t t = br.q_begin + i;
+      uint4 raw = *reinterpret_cast<const uint4*>(sm.kv + (u * 2) * D + c * 8);
+      const uint4 vraw = *reinterpret_cast<const uint4*>(sm.kv + (u * 2 + 1) * D + c * 8);
+      chunk(1, i, raw);
+      *reinterpret_cast<uint4*>(static_cast<bf16*>(r.k) + t * kv_row + kv_off) = raw;
+      *reinterpret_cast<uint4*>(const_cast<bf16*>(static_cast<const bf16*>(r.v)) + t * kv_row + kv_off) = vraw;
+      const int32_t slot_id = r.slot_mapping[t];
+      if (slot_id >= 0 && slot_id < r.num_slots) {
+        *reinterpret_cast<uint4*>(static_cast<bf16*>(r.k_cache) + slot_id * kv_row + kv_off) = raw;
+        *reinterpret_cast<uint4*>(static_cast<bf16*>(r.v_cache) + slot_id * kv_row + kv_off) = vraw;
+      }
+    }
+  }
+  // Rows past nq stay as zero Q rows (the unfused path's zero-filled copies).
+  for (int i = int(threadIdx.x); i < (C::kBM - nq) * C::kChunks; i += C::kThreads)
+    *reinterpret_cast<uint4*>(q_s + (nq + i / C::kChunks) * C::kStride + (i % C::kChunks) * 8) = make_uint4(0u, 0u, 0u, 0u);
+}
+
 // The spans of one block: first, first + step, ... of its row; each span's partial goes to the
 // workspace or, kToSmem (the cluster kernel: one span a block), to this block's shared memory
 // over K's tile ([kBM][D] o, then [kBM] (m, l)). Returns whether the block had a span.
@@ -332,15 +508,24 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   };
   const bool old_keys = (tile + 1) * kBN <= br.pos0;
   if (old_keys) copy_kv();
+  // The RoPE op (rope_fused): its table and weights over the exchange region, unused before the first tile.
+  const DecodeRope<D> rope_s(smem_raw + C::kMaxOff);
+  if (a.rope_fused) fill_decode_rope<D>(a, br, rope_s);
   pdl_wait_trigger(a.early_trigger);
-  for (int i = threadIdx.x; i < kBM * C::kChunks; i += kThreads) {  // Q, as attention_kernel
-    const int r = i / C::kChunks, c = i % C::kChunks, m = m0 + r;
-    const bool ok = m < br.packed;
-    const bf16* src = a.q;
-    if (ok) src = a.q + ((q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group) * D + c * 8;
-    cp_async16(q_s + r * kStride + c * 8, src, ok);
+  if (a.rope_fused) {
+    __syncthreads();  // the table and weights
+    decode_rope<D>(a, br, kvh, first, span, q_s, rope_s);
+    __syncthreads();  // Q, and the step's K/V rows in the cache before the copies below read them
+  } else {
+    for (int i = threadIdx.x; i < kBM * C::kChunks; i += kThreads) {  // Q, as attention_kernel
+      const int r = i / C::kChunks, c = i % C::kChunks, m = m0 + r;
+      const bool ok = m < br.packed;
+      const bf16* src = a.q;
+      if (ok) src = a.q + ((q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group) * D + c * 8;
+      cp_async16(q_s + r * kStride + c * 8, src, ok);
+    }
+    cp_async_commit();
   }
-  cp_async_commit();
   if (!old_keys) copy_kv();
 
   const RowPos rp = RowPos::of(br, a, 0, g);  // every warp holds the block's 16 rows
@@ -835,6 +1020,21 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
                     spans * bytes_per_span <= int64_t(a.workspace_bytes);
   const bool split = fits && (a.force_splits > 1 ||
                               (a.force_splits == 0 && blocks < int64_t(a.num_sms) * blocks_per_sm<D, kWarps, kBN>()));
+  // The RoPE op of q (AttentionArgs::rope): inside the decode split / cluster kernels' blocks where
+  // they run and can (the q/k/v GEMM's partials not yet folded), else its own kernel first.
+  constexpr bool kDecodeKernels = kWarps == 1 && kBN == 64 && (D == 64 || D == 128);
+  if (a.rope) {
+    const RopeArgs& r = *a.rope;
+    if (kDecodeKernels && split && a.max_seqlen_q <= kMaxRopeTokens && g_attention_rope && r.tokens == a.tokens &&
+        r.hq == a.hq && r.hkv == a.hkv && r.q == a.q && r.q_partials.ws && r.k_partials.ws && r.v_partials.ws &&
+        rope_fits_decode_attention(r, D)) {
+      k.rope_fused = true;
+      k.rope = r;
+      g_attention_rope_launches.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      launch_rope(r, stream);
+    }
+  }
   if (split) {
     k.splits = int(spans);
     k.part_o = a.workspace;
@@ -957,9 +1157,17 @@ bool attention_wgmma_enabled() { return g_attention_wgmma; }
 void set_attention_cluster(bool on) { g_attention_cluster = on; }
 bool attention_cluster_enabled() { return g_attention_cluster; }
 uint64_t attention_cluster_launches() { return g_attention_cluster_launches.load(); }
+void set_attention_rope(bool on) { g_attention_rope = on; }
+bool attention_rope_enabled() { return g_attention_rope; }
+uint64_t attention_rope_launches() { return g_attention_rope_launches.load(); }
 
-void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
-  if (a.tokens == 0 || a.num_rows == 0) return;
+void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
+  if (args.tokens == 0 || args.num_rows == 0 || (args.rope && !args.invariant)) {
+    if (args.rope) launch_rope(*args.rope, stream);  // (the invariant path runs it or launches it itself)
+    if (args.tokens == 0 || args.num_rows == 0) return;
+  }
+  AttentionArgs a = args;
+  if (!a.invariant) a.rope = nullptr;
   const int64_t packed = int64_t(a.max_seqlen_q) * (a.hq / a.hkv);
   const int warps = a.force_warps > 0 ? a.force_warps : packed <= 16 ? 1 : packed <= 32 ? 2 : 4;
   if (a.invariant) {

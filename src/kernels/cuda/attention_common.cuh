@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/ops.h"
 
 namespace rill::cuda::attention_detail {
 
@@ -73,6 +74,8 @@ struct AttnKernelArgs {
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
   bool early_trigger;  // pdl_early_trigger() (the decode split kernel)
+  bool rope_fused;     // the decode split / cluster kernels run `rope` (AttentionArgs::rope) first
+  RopeArgs rope;
 };
 
 template <int D, int kWarps, int kBN>

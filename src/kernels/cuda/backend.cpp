@@ -136,6 +136,7 @@ int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DEC
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
 bool parse_attention_cluster(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_CLUSTER", value) != 0; }
+bool parse_attention_rope(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_ROPE", value) != 0; }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
   const std::string_view v(value);
@@ -163,6 +164,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
   attention_span_blocks_ = parse_attention_span_blocks(std::getenv("RILL_ATTENTION_SPAN_BLOCKS"));
   set_attention_cluster(parse_attention_cluster(std::getenv("RILL_ATTENTION_CLUSTER")));
+  set_attention_rope(parse_attention_rope(std::getenv("RILL_ATTENTION_ROPE")));
   attention_warps_ = parse_attention_warps(std::getenv("RILL_ATTENTION_WARPS"));
   matmul_->set_bulk_copies(info_.cc_major >= 9);
   const int decode_config = parse_decode_gemm_config(std::getenv("RILL_DECODE_GEMM_CONFIG"));
@@ -305,6 +307,7 @@ std::unique_ptr<StepGraph> CudaKernels::end_capture() {
 
 void CudaKernels::abort_capture() noexcept {
   pending_ = GemmPartials{};  // its GEMM was recorded, never run
+  rope_pending_ = false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream_.get(), &status) != cudaSuccess || status == cudaStreamCaptureStatusNone) {
     (void)cudaGetLastError();
@@ -321,6 +324,10 @@ GemmPartials* CudaKernels::deferral() {
 }
 
 void CudaKernels::settle() {
+  if (rope_pending_) {
+    rope_pending_ = false;
+    launch_rope(pending_rope_, stream_.get());
+  }
   if (!pending_.active()) return;
   const GemmPartials p = pending_;
   pending_ = GemmPartials{};
@@ -637,12 +644,16 @@ void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tenso
   a.k_cache = cache.k.data();
   a.v_cache = cache.v.data();
   a.num_slots = cache.k.size(0) * cache.k.size(1);
+  if (a.q_partials.ws && a.k_partials.ws && a.v_partials.ws && attention_rope_enabled()) {
+    pending_rope_ = a;  // for the attention reading q (a step graph's decode attention runs it inside)
+    rope_pending_ = true;
+    return;
+  }
   launch_rope(a, stream_.get());
 }
 
 void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch,
                             const AttentionParams& p, Tensor& out) {
-  settle();
   expect_on_device(q, "attention", "q");
   expect_on_device(out, "attention", "out");
   expect_dtype(q, DType::bf16, "attention", "q");
@@ -704,6 +715,14 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   a.invariant = batch_invariant_;
   a.span_keys = attention_span_keys_;
   a.span_blocks = attention_span_blocks_;
+  // The RoPE op waiting for this attention (of its q, into its cache): handed to the launch, which
+  // runs it inside the decode kernels or first. Anything else pending is settled first.
+  if (rope_pending_ && pending_rope_.q == q.data() && pending_rope_.k_cache == cache.k.data() &&
+      pending_rope_.v_cache == cache.v.data() && pending_rope_.tokens == t && pending_rope_.head_dim == d) {
+    a.rope = &pending_rope_;
+    rope_pending_ = false;
+  }
+  settle();
   launch_attention(a, stream_.get());
 }
 

@@ -72,6 +72,10 @@ struct RopeArgs {
   PartialsIn q_partials, k_partials, v_partials;
 };
 void launch_rope(const RopeArgs& a, cudaStream_t stream);
+/// Whether the batch-invariant decode attention kernels at `head_dim` can run this RoPE op inside
+/// their blocks (AttentionArgs::rope): full rotary at head_dim 64 / 128, a cache to store into,
+/// the aligned layout and deferred inputs the chunk kernel folds on load.
+bool rope_fits_decode_attention(const RopeArgs& a, int head_dim);
 
 /// Copies k/v rows ([tokens, row_elems] bf16) to the caches at slot_mapping (slots outside
 /// [0, num_slots) are skipped: padding tokens).
@@ -118,7 +122,16 @@ struct AttentionArgs {
   /// Slots in each cache (num_blocks · block_size); 0: unknown (then no kernel that addresses the
   /// cache through tensor maps runs).
   int64_t num_slots = 0;
+  /// The RoPE op (norm_rope_store_kv) of this attention's q, not yet run: q, k and v are
+  /// unrotated (or still a GEMM's partials) and the step's K/V not in the cache. The batch-invariant
+  /// decode kernels run it inside their blocks (rope_fits_decode_attention, ≤ kMaxRopeTokens query
+  /// tokens a row); every other path launches it first. Same bits either way.
+  const RopeArgs* rope = nullptr;
 };
+/// Query tokens a row up to which the decode attention runs the RoPE op inside its blocks (decode,
+/// and speculative verification of up to 3 drafted tokens; its tables fit the kernels' spare
+/// shared memory).
+inline constexpr int kMaxRopeTokens = 4;
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
 /// y[M, I] = bf16(bf16(silu(x[:, :I])) * x[:, I:]) for bf16 x [M, 2I].
@@ -298,6 +311,12 @@ void set_attention_cluster(bool on);
 bool attention_cluster_enabled();
 /// Launches of the cluster kernel so far (tests check that it ran).
 uint64_t attention_cluster_launches();
+/// The RoPE op run inside the invariant decode attention kernels (AttentionArgs::rope;
+/// RILL_ATTENTION_ROPE, on by default). Same bits as its own kernel first.
+void set_attention_rope(bool on);
+bool attention_rope_enabled();
+/// Attention launches that ran the RoPE op inside so far (tests check that it ran).
+uint64_t attention_rope_launches();
 /// Batch-invariant tensor-core GEMM (gemm.cu): y[i, :] is bitwise the same for any m and any
 /// position of row i in x.
 void launch_gemm(const GemmArgs& a, cudaStream_t stream);

@@ -9,9 +9,12 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/partials.cuh"
+#include "kernels/cuda/rope_common.cuh"
 
 namespace rill::cuda {
 namespace {
+
+using namespace rope_detail;
 
 constexpr int kThreads = 256;
 constexpr int kMaxHalf = 512;  // rotary_dim / 2 bound (head_dim ≤ 1024)
@@ -34,46 +37,10 @@ __device__ __forceinline__ void copy_row(const bf16* src, bf16* dst, int64_t ele
 // a layer).
 constexpr int kQHeadsPerBlock = 8;
 
-// The token's rotation table into shared memory (the caller syncs): cos / sin of pos · inv_freq[j],
-// scaled by attention_factor and rounded to bf16, for j < half.
+// The token's rotation table into shared memory (the caller syncs): cos / sin of pos · inv_freq[j]
+// (rope_common.cuh's rotation_at) for j < half.
 __device__ __forceinline__ void fill_rotation(const RopeArgs& a, float pos, int half, float* cos_s, float* sin_s) {
-  for (int j = threadIdx.x; j < half; j += blockDim.x) {
-    const float ang = pos * a.inv_freq[j];
-    float sn, cs;
-    sincosf(ang, &sn, &cs);  // one range reduction for both (the values of sinf and cosf)
-    cos_s[j] = round_bf16(cs * a.attention_factor);
-    sin_s[j] = round_bf16(sn * a.attention_factor);
-  }
-}
-
-// Elements c..c+7 of a normalized head: x · inv times weight c + i (f32 or bf16, optionally 1 + w),
-// x̂ rounded to bf16 before the weight unless norm_fp32_scale — rms_norm_kernel's arithmetic.
-// (The weights loaded apart from their use: the decode kernel requests them before its wait.)
-__device__ __forceinline__ void norm_weights8(const RopeArgs& a, const void* w, int c, float (&wf)[8]) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    wf[i] = a.norm_f32 ? static_cast<const float*>(w)[c + i] : __bfloat162float(static_cast<const bf16*>(w)[c + i]);
-}
-__device__ __forceinline__ void normalize8(const RopeArgs& a, const float (&w)[8], bf16* v, float inv) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float wf = a.norm_one_plus ? 1.f + w[i] : w[i];
-    const float xhat = __bfloat162float(v[i]) * inv;
-    v[i] = __float2bfloat16_rn(a.norm_fp32_scale ? xhat * wf : round_bf16(xhat) * wf);
-  }
-}
-__device__ __forceinline__ void normalize8(const RopeArgs& a, const void* w, int c, bf16* v, float inv) {
-  float wf[8];
-  norm_weights8(a, w, c, wf);
-  normalize8(a, wf, v, inv);
-}
-
-// The rotated pair (x1, x2) = (element j, element j + half): three bf16 ops as torch runs them.
-__device__ __forceinline__ bf16 rotated_first(float x1, float x2, float c, float s) {
-  return __float2bfloat16_rn(round_bf16(x1 * c) + round_bf16(-x2 * s));
-}
-__device__ __forceinline__ bf16 rotated_second(float x1, float x2, float c, float s) {
-  return __float2bfloat16_rn(round_bf16(x2 * c) + round_bf16(x1 * s));
+  for (int j = threadIdx.x; j < half; j += blockDim.x) rotation_at(a, pos, j, cos_s[j], sin_s[j]);
 }
 
 __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
@@ -190,8 +157,7 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
   __syncthreads();
   pdl_wait_trigger(a.early_trigger);
   if (!live) return;  // whole heads leave: a head's lanes stay together
-  const unsigned lane = threadIdx.x % 32;
-  const unsigned group = kC == 32 ? 0xffffffffu : ((1u << kC) - 1u) << (lane & ~unsigned(kC - 1));
+  const unsigned group = head_lanes<kC>();
   bf16* x = is_k ? static_cast<bf16*>(a.k) + (t * a.hkv + kh) * kD + c * 8
                  : static_cast<bf16*>(a.q) + (t * a.hq + hh) * kD + c * 8;
   const int64_t row = int64_t(a.hkv) * kD, off = int64_t(kh) * kD + c * 8;
@@ -206,34 +172,11 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
   } else if (store) {
     vraw = *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off);
   }
-  bf16* v = reinterpret_cast<bf16*>(&raw);
-  if (a.q_norm) {
-    float ss = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float f = __bfloat162float(v[i]);
-      ss += f * f;
-    }
-#pragma unroll
-    for (int o = kC / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(group, ss, o);
-    const float inv = rsqrtf(ss / float(kD) + a.norm_eps);
-    normalize8(a, nw, v, inv);
-  }
-  uint4 other;
-  other.x = __shfl_xor_sync(group, raw.x, kC / 2);
-  other.y = __shfl_xor_sync(group, raw.y, kC / 2);
-  other.z = __shfl_xor_sync(group, raw.z, kC / 2);
-  other.w = __shfl_xor_sync(group, raw.w, kC / 2);
-  const bf16* p = reinterpret_cast<const bf16*>(&other);
-  const bool first_half = c < kC / 2;
   const int j0 = (c % (kC / 2)) * 8;
+  float cs[8], sn[8];
 #pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const float cs = cos_s[j0 + e], sn = sin_s[j0 + e];
-    // (x1, x2) = (element j, element j + half); this lane writes x1' in the first half, x2' in the second.
-    const float x1 = __bfloat162float(first_half ? v[e] : p[e]), x2 = __bfloat162float(first_half ? p[e] : v[e]);
-    v[e] = first_half ? rotated_first(x1, x2, cs, sn) : rotated_second(x1, x2, cs, sn);
-  }
+  for (int e = 0; e < 8; ++e) cs[e] = cos_s[j0 + e], sn[e] = sin_s[j0 + e];
+  norm_rotate_chunk<kC>(a, a.q_norm != nullptr, raw, nw, cs, sn, c, group);
   *reinterpret_cast<uint4*>(x) = raw;
   if (!store) return;
   *reinterpret_cast<uint4*>(static_cast<bf16*>(a.k_cache) + slot * row + off) = raw;
@@ -263,6 +206,29 @@ __global__ void copy_blocks_kernel(uint4* k_cache, uint4* v_cache, const int32_t
 
 }  // namespace
 
+namespace {
+// The chunk kernel's layout: full rotary at head_dim 64 / 128 / 256, 16-byte aligned heads and cache rows.
+bool heads_layout(const RopeArgs& a) {
+  const int d = a.head_dim;
+  const bool vec = (int64_t(a.hkv) * d) % 8 == 0 && aligned16(a.k) && aligned16(a.v) && aligned16(a.k_cache) &&
+                   aligned16(a.v_cache);
+  return a.rotary_dim == d && (d == 64 || d == 128 || d == 256) && aligned16(a.q) && aligned16(a.k) &&
+         (!a.k_cache || vec);
+}
+
+// Deferred q / k / v that the chunk layout folds on load (v's lanes are the k heads': v deferred
+// only with a v tensor and a cache).
+bool folds_on_load(const RopeArgs& a) {
+  return (!a.q_partials.ws || partials_vec8(a.q_partials)) && (!a.k_partials.ws || partials_vec8(a.k_partials)) &&
+         (!a.v_partials.ws || (partials_vec8(a.v_partials) && a.v && a.k_cache));
+}
+}  // namespace
+
+bool rope_fits_decode_attention(const RopeArgs& a, int head_dim) {
+  return a.head_dim == head_dim && (head_dim == 64 || head_dim == 128) && a.k_cache && a.v && a.slot_mapping &&
+         heads_layout(a) && folds_on_load(a);
+}
+
 void launch_rope(const RopeArgs& args, cudaStream_t stream) {
   if (args.tokens == 0) return;
   RopeArgs a = args;
@@ -274,21 +240,15 @@ void launch_rope(const RopeArgs& args, cudaStream_t stream) {
   // 8 rotation pairs a thread where the halves are 16-byte aligned runs of 8.
   const bool vec_rotate = (a.rotary_dim / 2) % 8 == 0 && a.head_dim % 8 == 0 && aligned16(a.q) && aligned16(a.k);
   const int d = a.head_dim;
-  const bool heads_kernel = a.rotary_dim == d && (d == 64 || d == 128 || d == 256) && vec_rotate && (!a.k_cache || vec);
-  // Deferred GEMM products (q, k, v of one projection): folded on load by the heads kernel, whose
-  // v lanes are the k heads' (so v needs k_cache's row layout: v deferred only with k and a cache);
+  const bool heads_kernel = heads_layout(a);
+  // Deferred GEMM products (q, k, v of one projection): folded on load by the heads kernel,
   // otherwise folded into the tensors first.
   const bool deferred = a.q_partials.ws || a.k_partials.ws || a.v_partials.ws;
-  if (deferred) {
-    const bool fold_on_load = heads_kernel && (!a.q_partials.ws || partials_vec8(a.q_partials)) &&
-                              (!a.k_partials.ws || partials_vec8(a.k_partials)) &&
-                              (!a.v_partials.ws || (partials_vec8(a.v_partials) && a.v && a.k_cache));
-    if (!fold_on_load) {
-      launch_fold_into(a.q_partials, a.q, a.tokens, int64_t(a.hq) * d, stream);
-      launch_fold_into(a.k_partials, a.k, a.tokens, int64_t(a.hkv) * d, stream);
-      if (a.v) launch_fold_into(a.v_partials, const_cast<void*>(a.v), a.tokens, int64_t(a.hkv) * d, stream);
-      a.q_partials = a.k_partials = a.v_partials = PartialsIn{};
-    }
+  if (deferred && !(heads_kernel && folds_on_load(a))) {
+    launch_fold_into(a.q_partials, a.q, a.tokens, int64_t(a.hq) * d, stream);
+    launch_fold_into(a.k_partials, a.k, a.tokens, int64_t(a.hkv) * d, stream);
+    if (a.v) launch_fold_into(a.v_partials, const_cast<void*>(a.v), a.tokens, int64_t(a.hkv) * d, stream);
+    a.q_partials = a.k_partials = a.v_partials = PartialsIn{};
   }
   if (heads_kernel) {
     const unsigned groups = unsigned((a.hq + a.hkv + kThreads / (d / 8) - 1) / (kThreads / (d / 8)));

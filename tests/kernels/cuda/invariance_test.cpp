@@ -325,8 +325,9 @@ TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
         auto fold = c.run(parts, q, width, 1);
         const uint64_t before = cuda::attention_cluster_launches();
         auto split = c.run(parts, q, width, 2);
-        if (keys == 1024 && backend().info().num_sms <= 132)
+        if (keys == 1024 && backend().info().num_sms <= 132) {
           EXPECT_EQ(cuda::attention_cluster_launches(), before) << "a grid over a wave of clusters";
+        }
         EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
       }
     }
@@ -961,6 +962,140 @@ TEST(CudaInvariance, DeferredFoldEqualsFold) {
         EXPECT_EQ(differing_bits(want[i], got[i]), 0u) << names[i];
       }
       for (float e : want[9]) ASSERT_TRUE(std::isfinite(e)) << "the reference overflowed: rescale the inputs";
+    }
+  }
+}
+
+// The RoPE op run inside the decode attention (norm_rope_store_kv on the q/k/v GEMM's pending
+// partials, then attention: the decode split / cluster kernels fold, normalize and rotate q into
+// their blocks and store the step's K/V themselves) must give the bits of the RoPE kernel first:
+// the attention output, q, k, v and both caches. Rows of 1 and 3 query tokens (the 3 crossing a
+// span boundary in one row: two blocks store them), block tables of ≤ 16 spans (the cluster kernel,
+// and with it off the two kernels) and of long contexts (the split kernel walking its spans: one
+// wave, a block walking all, 3 blocks), head_dim 128 (8 ranges of partials) and 64, with a bias,
+// a sliding window, and a padding token (slot -1: its K/V not stored).
+TEST(CudaInvariance, RopeInsideAttentionEqualsRopeFirst) {
+  RILL_REQUIRE_GPU();
+  (void)backend();
+  if (!cuda::gemm_wgmma_enabled()) GTEST_SKIP() << "the warpgroup decode GEMM (sm_90a) is not in use";
+  ASSERT_TRUE(backend().batch_invariant());
+  struct Restore {
+    int defer = backend().decode_defer();
+    bool rope = cuda::attention_rope_enabled(), cluster = cuda::attention_cluster_enabled();
+    ~Restore() {
+      backend().set_decode_defer(defer);
+      backend().matmul_engine().set_decode_config(0);
+      backend().set_attention_span_blocks(0);
+      cuda::set_attention_rope(rope);
+      cuda::set_attention_cluster(cluster);
+    }
+  } restore;
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    int64_t H, hq, hkv, D;
+    bool bias;
+    int window;
+  };
+  for (const Shape& sh : {Shape{4096, 32, 8, 128, false, 0}, Shape{1024, 8, 2, 64, true, 300}}) {
+    const int64_t H = sh.H, hq = sh.hq, hkv = sh.hkv, D = sh.D, nqkv = (hq + 2 * hkv) * D, bs = 16;
+    SCOPED_TRACE(::testing::Message() << "head_dim " << D);
+    DevTensor wqkv = upload_bf16(random_bf16_values(rng, size_t(nqkv * H), -0.05f, 0.05f), {nqkv, H});
+    DevTensor bqkv = upload_bf16(random_bf16_values(rng, size_t(nqkv)), {nqkv});
+    DevTensor qn = upload_bf16(random_bf16_values(rng, size_t(D), 0.5f, 1.5f), {D});
+    DevTensor kn = upload_bf16(random_bf16_values(rng, size_t(D), 0.5f, 1.5f), {D});
+    std::vector<float> inv(size_t(D / 2));
+    for (int64_t j = 0; j < D / 2; ++j) inv[size_t(j)] = float(std::pow(1e6, -2.0 * double(j) / double(D)));
+    DevTensor dinv = upload_f32(inv, {D / 2});
+    const RopeTable table{dinv.t, int(D), 1.f};
+    NormParams np;
+    AttentionParams ap{1.f / std::sqrt(float(D)), sh.window, 0.f};
+    struct Case {
+      std::vector<int> lens;  // context lengths after the step
+      int n;                  // new tokens a row
+      int span_blocks;        // the walk (0: one wave)
+      bool cluster;
+    };
+    const Case cases[] = {
+        {{700}, 1, 0, true},          {{700}, 1, 0, false},         {{130, 1000, 66}, 3, 0, true},
+        {{130, 1000, 66}, 3, 0, false}, {{9001}, 1, 0, true},         {{9001, 4098}, 3, 0, true},
+        {{9001, 4098}, 3, 1, true},   {{9001, 4098}, 3, 3, true},   {{17000, 2}, 1, 0, true},
+    };
+    for (const Case& cs : cases) {
+      const int rows = int(cs.lens.size());
+      const int64_t m = int64_t(rows) * cs.n;
+      SCOPED_TRACE(::testing::Message() << rows << " rows of " << cs.n << " tokens, " << cs.lens[0]
+                                        << " keys in the first; span blocks " << cs.span_blocks << ", cluster "
+                                        << cs.cluster);
+      // Each row its own shuffled blocks; the table as wide as the longest row's.
+      int width = 0, total = 0;
+      for (int l : cs.lens) width = std::max(width, (l + int(bs) - 1) / int(bs)), total += (l + int(bs) - 1) / int(bs);
+      std::vector<int32_t> ids(size_t(total) + 2);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      const int64_t nblocks = int64_t(ids.size());
+      std::vector<int32_t> tab(size_t(rows) * size_t(width), -1), cu{0}, ctx, pos, slot;
+      size_t next = 0;
+      for (int r = 0; r < rows; ++r) {
+        const int l = cs.lens[size_t(r)];
+        for (int b = 0; b < (l + int(bs) - 1) / int(bs); ++b) tab[size_t(r * width + b)] = ids[next++];
+        cu.push_back(cu.back() + cs.n);
+        ctx.push_back(l);
+        for (int i = 0; i < cs.n; ++i) {
+          const int p = l - cs.n + i;
+          pos.push_back(p);
+          slot.push_back(tab[size_t(r * width + p / int(bs))] * int32_t(bs) + p % int(bs));
+        }
+      }
+      if (m > 1) slot[1] = -1;  // a padding token: nothing stored (the attention reads the old slot)
+      const std::vector<float> x0 = random_bf16_values(rng, size_t(m * H), -2.f, 2.f);
+      const std::vector<float> k0 = random_bf16_values(rng, size_t(nblocks * bs * hkv * D), -2.f, 2.f);
+      const std::vector<float> v0 = random_bf16_values(rng, size_t(nblocks * bs * hkv * D), -2.f, 2.f);
+      DevTensor dpos = upload_i32(pos, {m}), dslot = upload_i32(slot, {m}), dcu = upload_i32(cu, {rows + 1});
+      DevTensor dctx = upload_i32(ctx, {rows}), dtab = upload_i32(tab, {rows, width});
+      AttentionBatch batch;
+      batch.positions = dpos.t;
+      batch.slot_mapping = dslot.t;
+      batch.cu_seqlens_q = dcu.t;
+      batch.context_lens = dctx.t;
+      batch.block_tables = dtab.t;
+      batch.num_rows = rows;
+      batch.max_seqlen_q = cs.n;
+      batch.max_context_len = *std::max_element(ctx.begin(), ctx.end());
+      backend().matmul_engine().set_decode_config(m <= 8 ? 18 : 19);
+      backend().set_decode_defer(2);
+      backend().set_attention_span_blocks(cs.span_blocks);
+      cuda::set_attention_cluster(cs.cluster);
+      auto run = [&](bool inside) {
+        cuda::set_attention_rope(inside);
+        DevTensor x = upload_bf16(x0, {m, H});
+        DevTensor q(DType::bf16, {m, hq, D}), k(DType::bf16, {m, hkv, D}), v(DType::bf16, {m, hkv, D});
+        DevTensor out(DType::bf16, {m, hq, D});
+        DevTensor kc = upload_bf16(k0, {nblocks, bs, hkv, D}), vc = upload_bf16(v0, {nblocks, bs, hkv, D});
+        for (DevTensor* t : {&q, &k, &v, &out}) t->poison();
+        Tensor q2 = q.t.view({m, hq * D}), k2 = k.t.view({m, hkv * D}), v2 = v.t.view({m, hkv * D});
+        Tensor* const qkv[] = {&q2, &k2, &v2};
+        backend().matmul_outputs(x.t, wqkv.t, sh.bias ? &bqkv.t : nullptr, qkv);
+        EXPECT_TRUE(backend().pending().active()) << "the q/k/v GEMM left its partials";
+        KvLayer cache{kc.t, vc.t};
+        backend().norm_rope_store_kv(q.t, k.t, v.t, qn.t, kn.t, np, batch, table, cache);
+        EXPECT_EQ(backend().rope_pending(), inside);
+        const uint64_t before = cuda::attention_rope_launches();
+        backend().attention(q.t, cache, batch, ap, out.t);
+        EXPECT_EQ(cuda::attention_rope_launches() > before, inside) << "where the RoPE op ran";
+        EXPECT_FALSE(backend().rope_pending());
+        std::vector<std::vector<float>> res;
+        for (DevTensor* t : {&out, &q, &k, &v, &kc, &vc}) res.push_back(download_bf16(*t));
+        return res;
+      };
+      const auto want = run(false), got = run(true);
+      const char* names[] = {"attention output", "q", "k", "v", "k cache", "v cache"};
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(want[i].size(), got[i].size());
+        EXPECT_EQ(differing_bits(want[i], got[i]), 0u) << names[i];
+      }
+      for (float e : want[0]) ASSERT_TRUE(std::isfinite(e)) << "attention output not finite";
     }
   }
 }

@@ -35,6 +35,10 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_TRUE(cuda::parse_attention_cluster("1"));
   EXPECT_FALSE(cuda::parse_attention_cluster("0"));
   expect_rejects(cuda::parse_attention_cluster, {"", "2", "on", " 1"}, "RILL_ATTENTION_CLUSTER");
+  EXPECT_TRUE(cuda::parse_attention_rope(nullptr));
+  EXPECT_TRUE(cuda::parse_attention_rope("1"));
+  EXPECT_FALSE(cuda::parse_attention_rope("0"));
+  expect_rejects(cuda::parse_attention_rope, {"", "2", "yes", "1 "}, "RILL_ATTENTION_ROPE");
   EXPECT_EQ(cuda::parse_attention_span_blocks(nullptr), 0);
   EXPECT_EQ(cuda::parse_attention_span_blocks("0"), 0);
   EXPECT_EQ(cuda::parse_attention_span_blocks("256"), 256);
