@@ -52,7 +52,7 @@ using namespace attention_detail;
 bool g_attention_wgmma = false;  // set_attention_wgmma (the backend turns it on where supported)
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
-bool g_attention_rope = true;  // set_attention_rope (RILL_ATTENTION_ROPE)
+bool g_attention_rope = false;  // set_attention_rope (RILL_ATTENTION_ROPE)
 std::atomic<uint64_t> g_attention_rope_launches{0};
 
 template <int D, int kWarps, int kBN, bool kFold>
@@ -298,6 +298,12 @@ struct DecodeSplitCfg {
 // heads, k and v: 24 KB of partials at 8 ranges, 3 pairs of outputs a thread, every load requested
 // before any addition: one round trip), into shared memory as bf16 — q rows into q_s, k and v into
 // the staging rows — then the norm and rotation a 16-byte chunk a lane, as the heads kernel.
+// Opt-in (RILL_ATTENTION_ROPE=1), because it measured slower: batch-1 decode 211.5 / 191.9 tok/s at
+// 512 / 8192 keys against 214.8 / 195.8 (bench/RESULTS.md run Q). Its trace shows why: the RoPE
+// kernel's span (3.7 µs) goes, but the attention takes 3.3 µs longer and the q/k/v and o GEMMs 1.5 µs
+// each — with no small kernel between the q/k/v GEMM and the attention, the attention's blocks are
+// placed only as that GEMM's CTAs leave (its shared memory is full) and their K/V requests land in
+// its tail; the small kernel was where that placement and those requests hid.
 // Shared memory (DecodeRope, over the exchange region, free until the first tile): the rotation
 // table (cos, sin as bf16 pairs [token of the row][pair]) and the norm weights, filled before the
 // wait (fill_decode_rope), and the staged k / v rows.

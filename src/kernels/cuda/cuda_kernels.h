@@ -144,9 +144,10 @@ class CudaKernels final : public Kernels {
   void take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v);  // a.q, k, v: one pending GEMM's
   GemmPartials pending_;
   // The RoPE op deferred to the attention after it (rope_store_kv / norm_rope_store_kv on a pending
-  // q/k/v GEMM, attention_rope_enabled()): attention() hands it to the decode kernels, which run it
-  // inside their blocks (AttentionArgs::rope: one kernel and hand-off fewer a layer) or launch it
-  // first; any other op settles it (launches it) first, like a pending fold.
+  // q/k/v GEMM, attention_rope_enabled(): RILL_ATTENTION_ROPE=1, off by default): attention() hands it
+  // to the decode kernels, which run it inside their blocks (AttentionArgs::rope: one kernel and
+  // hand-off fewer a layer) or launch it first; any other op settles it (launches it) first, like a
+  // pending fold.
   RopeArgs pending_rope_;
   bool rope_pending_ = false;
   int defer_fold_ = 1;  // 0 off, 1 in captured graphs, 2 always
@@ -182,8 +183,8 @@ int parse_attention_span_blocks(const char* value);
 /// RILL_ATTENTION_CLUSTER: null → true; "1" → true, "0" → false (the decode attention over ≤ 16
 /// spans with its combine in one cluster kernel; same bits); anything else → an error naming it.
 bool parse_attention_cluster(const char* value);
-/// RILL_ATTENTION_ROPE: null or "1" → true (the RoPE op inside the decode attention; same bits), "0" →
-/// false; anything else → an error naming the variable.
+/// RILL_ATTENTION_ROPE: null or "0" → false; "1" → true (the RoPE op inside the decode attention; same
+/// bits; measured slower, bench/RESULTS.md run Q); anything else → an error naming the variable.
 bool parse_attention_rope(const char* value);
 /// RILL_DECODE_GEMM_CONFIG: null → 0 (timed per shape); 1, 5, 6, 7, 8, 9 or 10 → that
 /// configuration for every decode GEMM; anything else → an error naming the variable.

@@ -312,7 +312,8 @@ bool attention_cluster_enabled();
 /// Launches of the cluster kernel so far (tests check that it ran).
 uint64_t attention_cluster_launches();
 /// The RoPE op run inside the invariant decode attention kernels (AttentionArgs::rope;
-/// RILL_ATTENTION_ROPE, on by default). Same bits as its own kernel first.
+/// RILL_ATTENTION_ROPE=1; off by default: measured slower, bench/RESULTS.md run Q). Same bits as its
+/// own kernel first.
 void set_attention_rope(bool on);
 bool attention_rope_enabled();
 /// Attention launches that ran the RoPE op inside so far (tests check that it ran).

@@ -35,7 +35,7 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_TRUE(cuda::parse_attention_cluster("1"));
   EXPECT_FALSE(cuda::parse_attention_cluster("0"));
   expect_rejects(cuda::parse_attention_cluster, {"", "2", "on", " 1"}, "RILL_ATTENTION_CLUSTER");
-  EXPECT_TRUE(cuda::parse_attention_rope(nullptr));
+  EXPECT_FALSE(cuda::parse_attention_rope(nullptr));
   EXPECT_TRUE(cuda::parse_attention_rope("1"));
   EXPECT_FALSE(cuda::parse_attention_rope("0"));
   expect_rejects(cuda::parse_attention_rope, {"", "2", "yes", "1 "}, "RILL_ATTENTION_ROPE");
