@@ -466,7 +466,7 @@ __device__ __forceinline__ void decode_rope(const AttnKernelArgs& a, const Block
 // The spans of one block: first, first + step, ... of its row; each span's partial goes to the
 // workspace or, kToSmem (the cluster kernel: one span a block), to this block's shared memory
 // over K's tile ([kBM][D] o, then [kBM] (m, l)). Returns whether the block had a span.
-template <int D, bool kToSmem>
+template <int D, bool kToSmem, bool kRope = false>
 __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsigned char* smem_raw, int row,
                                                    int first) {
   using C = DecodeSplitCfg<D>;
@@ -514,11 +514,12 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   };
   const bool old_keys = (tile + 1) * kBN <= br.pos0;
   if (old_keys) copy_kv();
-  // The RoPE op (rope_fused): its table and weights over the exchange region, unused before the first tile.
+  // The RoPE op (kRope: its own instantiation, so that the other kernels keep their registers): its
+  // table and weights over the exchange region, unused before the first tile.
   const DecodeRope<D> rope_s(smem_raw + C::kMaxOff);
-  if (a.rope_fused) fill_decode_rope<D>(a, br, rope_s);
+  if constexpr (kRope) fill_decode_rope<D>(a, br, rope_s);
   pdl_wait_trigger(a.early_trigger);
-  if (a.rope_fused) {
+  if constexpr (kRope) {
     __syncthreads();  // the table and weights
     decode_rope<D>(a, br, kvh, first, span, q_s, rope_s);
     __syncthreads();  // Q, and the step's K/V rows in the cache before the copies below read them
@@ -702,10 +703,10 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   }
 }
 
-template <int D>
+template <int D, bool kRope = false>
 __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  decode_split_spans<D, false>(a, smem_raw, int(blockIdx.z) / a.span_step, int(blockIdx.z) % a.span_step);
+  decode_split_spans<D, false, kRope>(a, smem_raw, int(blockIdx.z) / a.span_step, int(blockIdx.z) % a.span_step);
 }
 
 // Short contexts (a row's spans ≤ the cluster's kMaxCluster blocks): the split attention and its
@@ -717,7 +718,7 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
 // layer of critical path for the combine kernel, run P).
 constexpr int kMaxCluster = 16;
 
-template <int D>
+template <int D, bool kRope = false>
 __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+ (cluster_fits keeps older GPUs off it)
   using C = DecodeSplitCfg<D>;
@@ -731,7 +732,7 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
   // Every block's (m, l), gathered over V's tile (free once the span is done): [span][row].
   float2* ml_all = reinterpret_cast<float2*>(smem_raw + C::kQBytes + C::kTileBytes);
-  if (!decode_split_spans<D, true>(a, smem_raw, row, rank) && threadIdx.x < kBM)
+  if (!decode_split_spans<D, true, kRope>(a, smem_raw, row, rank) && threadIdx.x < kBM)
     ml_s[threadIdx.x] = make_float2(-INFINITY, 0.f);  // no span here: every row skips this block
   cluster.sync();  // every block's partial is in its shared memory
   for (int i = int(threadIdx.x); i < n_blocks * kBM; i += C::kThreads)
@@ -966,18 +967,17 @@ unsigned cluster_blocks(int64_t spans) {
 }
 
 // Whether clusters of the blocks `spans` needs can be resident (sm_90+, the non-portable 16).
-template <int D>
+template <int D, bool kRope>
 bool cluster_fits(int64_t spans) {
   using DC = DecodeSplitCfg<D>;
+  constexpr auto kernel = attention_decode_cluster_kernel<D, kRope>;
   static const int max_blocks = [] {
     int dev = 0, major = 0;
     RILL_CUDA_CHECK(cudaGetDevice(&dev));
     RILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     if (major < 9) return 0;
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_cluster_kernel<D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_cluster_kernel<D>,
-                                         cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     for (int n = kMaxCluster; n >= 2; n /= 2) {
       cudaLaunchConfig_t cfg = {};
       cfg.gridDim = dim3(1, 1, unsigned(n));
@@ -991,7 +991,7 @@ bool cluster_fits(int64_t spans) {
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, attention_decode_cluster_kernel<D>, &cfg) == cudaSuccess &&
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess &&
           clusters > 0)
         return n;
       (void)cudaGetLastError();  // an unsupported size: try the next smaller
@@ -999,6 +999,20 @@ bool cluster_fits(int64_t spans) {
     return 0;
   }();
   return int(cluster_blocks(spans)) <= max_blocks;
+}
+
+// Resident blocks an SM of the decode split kernel (sets its shared-memory attribute once).
+template <int D, bool kRope>
+int split_resident() {
+  using DC = DecodeSplitCfg<D>;
+  static const int resident = [] {
+    constexpr auto kernel = attention_decode_split_kernel<D, kRope>;
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
+    int n = 0;
+    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, DC::kThreads, DC::kSmemBytes));
+    return std::max(n, 1);
+  }();
+  return resident;
 }
 
 // Invariant mode: spans at fixed absolute positions; the split schedule when the blocks without
@@ -1048,14 +1062,8 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
     dim3 grid(m_tiles, unsigned(a.hkv), unsigned(a.num_rows) * unsigned(spans));
     if constexpr (kWarps == 1 && kBN == 64 && (D == 64 || D == 128)) {  // one m-tile: four warps a span
       using DC = DecodeSplitCfg<D>;
-      static const int resident = [] {
-        RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_split_kernel<D>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
-        int n = 0;
-        RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_decode_split_kernel<D>,
-                                                                      DC::kThreads, DC::kSmemBytes));
-        return std::max(n, 1);
-      }();
+      const bool rope = k.rope_fused;
+      const int resident = rope ? split_resident<D, true>() : split_resident<D, false>();
       // Up to 16 spans (the block-table width, so a captured graph replays it for any context that
       // fits) and one wave of clusters: a cluster a (row, kv head), the combine inside. (Beyond a
       // wave it loses: batch 16 / 64 at 512 keys decoded 2,383 / 5,498 tok/s with it against
@@ -1063,12 +1071,12 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
       // them; batch 1: 222.9, 221.8 against 220.0, 220.7. Run P.)
       const int64_t cluster_ctas = int64_t(m_tiles) * a.hkv * a.num_rows * cluster_blocks(spans);
       if (spans <= kMaxCluster && g_attention_cluster && cluster_ctas <= int64_t(a.num_sms) * resident &&
-          cluster_fits<D>(spans)) {
+          (rope ? cluster_fits<D, true>(spans) : cluster_fits<D, false>(spans))) {
         const unsigned n = cluster_blocks(spans);
         k.span_step = int(n);
         grid.z = unsigned(a.num_rows) * n;
-        launch_pdl_cluster(attention_decode_cluster_kernel<D>, dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream,
-                           dim3(1, 1, n), k);
+        launch_pdl_cluster(rope ? attention_decode_cluster_kernel<D, true> : attention_decode_cluster_kernel<D, false>,
+                           dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, dim3(1, 1, n), k);
         RILL_CUDA_CHECK_LAUNCH();
         g_attention_cluster_launches.fetch_add(1, std::memory_order_relaxed);
         return;
@@ -1081,7 +1089,8 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
       const int64_t step = std::min<int64_t>(spans, a.span_blocks > 0 ? a.span_blocks : std::max<int64_t>(1, wave));
       k.span_step = int(step);
       grid.z = unsigned(a.num_rows) * unsigned(step);
-      launch_pdl(attention_decode_split_kernel<D>, dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, k);
+      launch_pdl(rope ? attention_decode_split_kernel<D, true> : attention_decode_split_kernel<D, false>, dim3(grid),
+                 dim3(DC::kThreads), DC::kSmemBytes, stream, k);
     } else {
       launch_pdl(attention_kernel<D, kWarps, kBN, false>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
     }
