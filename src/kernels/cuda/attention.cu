@@ -299,7 +299,8 @@ struct DecodeSplitCfg {
 // before any addition: one round trip), into shared memory as bf16 — q rows into q_s, k and v into
 // the staging rows — then the norm and rotation a 16-byte chunk a lane, as the heads kernel.
 // Opt-in (RILL_ATTENTION_ROPE=1), because it measured slower: batch-1 decode 211.5 / 191.9 tok/s at
-// 512 / 8192 keys against 214.8 / 195.8 (bench/RESULTS.md run Q). Its trace shows why: the RoPE
+// 512 / 8192 keys against 214.8 / 195.8, on another machine 211.0 / 192.0 against 223.2 / 202.4
+// (bench/RESULTS.md run Q). Its trace shows why: the RoPE
 // kernel's span (3.7 µs) goes, but the attention takes 3.3 µs longer and the q/k/v and o GEMMs 1.5 µs
 // each — with no small kernel between the q/k/v GEMM and the attention, the attention's blocks are
 // placed only as that GEMM's CTAs leave (its shared memory is full) and their K/V requests land in
@@ -440,8 +441,8 @@ __device__ __forceinline__ void decode_rope(const AttnKernelArgs& a, const Block
       chunk(0, m / a.group, raw);
       *at = raw;
       if (writes_q) {
-        const int64_t tq = br.q_begin + m / a.group;
-        *reinterpret_cast<uint4*>(static_cast<bf16*>(r.q) + (tq * r.hq + kvh * a.group + m % a.group) * D + c * 8) = raw;
+        const int64_t tq = br.q_begin + m / a.group, head = kvh * a.group + m % a.group;
+        *reinterpret_cast<uint4*>(static_cast<bf16*>(r.q) + (tq * r.hq + head) * D + c * 8) = raw;
       }
     } else {
       const int u = h - nq, i = i_lo + u;
@@ -459,8 +460,10 @@ __device__ __forceinline__ void decode_rope(const AttnKernelArgs& a, const Block
     }
   }
   // Rows past nq stay as zero Q rows (the unfused path's zero-filled copies).
-  for (int i = int(threadIdx.x); i < (C::kBM - nq) * C::kChunks; i += C::kThreads)
-    *reinterpret_cast<uint4*>(q_s + (nq + i / C::kChunks) * C::kStride + (i % C::kChunks) * 8) = make_uint4(0u, 0u, 0u, 0u);
+  for (int i = int(threadIdx.x); i < (C::kBM - nq) * C::kChunks; i += C::kThreads) {
+    bf16* at = q_s + (nq + i / C::kChunks) * C::kStride + (i % C::kChunks) * 8;
+    *reinterpret_cast<uint4*>(at) = make_uint4(0u, 0u, 0u, 0u);
+  }
 }
 
 // The spans of one block: first, first + step, ... of its row; each span's partial goes to the

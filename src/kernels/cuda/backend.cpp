@@ -127,7 +127,7 @@ int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GE
 int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
 int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_SWIGLU", value) != 0; }
 int parse_decode_prewait(const char* value) {
-  return parse_int_in_range("RILL_DECODE_PREWAIT", value, 4, 0, 8, " (weight stages requested before the wait)");
+  return parse_int_in_range("RILL_DECODE_PREWAIT", value, 5, 0, 8, " (weight stages requested before the wait)");
 }
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
@@ -165,8 +165,9 @@ CudaKernels::CudaKernels(int device_ordinal)
   attention_span_blocks_ = parse_attention_span_blocks(std::getenv("RILL_ATTENTION_SPAN_BLOCKS"));
   set_attention_cluster(parse_attention_cluster(std::getenv("RILL_ATTENTION_CLUSTER")));
   // Off by default: batch-1 decode 211.5 / 191.9 tok/s at 512 / 8192 keys against 214.8 / 195.8 with the
-  // RoPE kernel first (bench/RESULTS.md run Q: without the small kernel between them, the attention's
-  // blocks are placed only as the q/k/v GEMM's CTAs leave, and its K/V requests slow that GEMM's tail).
+  // RoPE kernel first, 211.0 / 192.0 against 223.2 / 202.4 on another machine (bench/RESULTS.md run Q:
+  // without the small kernel between them, the attention's blocks are placed only as the q/k/v GEMM's
+  // CTAs leave, and its K/V requests slow that GEMM's tail).
   set_attention_rope(parse_attention_rope(std::getenv("RILL_ATTENTION_ROPE")));
   attention_warps_ = parse_attention_warps(std::getenv("RILL_ATTENTION_WARPS"));
   matmul_->set_bulk_copies(info_.cc_major >= 9);
@@ -185,8 +186,10 @@ CudaKernels::CudaKernels(int device_ordinal)
          "sm_{}{}", info_.cc_major, info_.cc_minor);
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
-  // 4 by default: with deferred folds 217.1 / 188.5 tok/s at 512 / 8192 keys against 213.9 / 186.5 with
-  // all 8 (bench/RESULTS.md run O): fewer queued weight requests ahead of the small kernels' loads.
+  // 5 by default: batch-1 decode at 8192 keys 202.7 against 200.3 tok/s with 4 and 201.6 with 6, at 512
+  // 221.9 against 222.6 / 221.3, batches 16 / 64 +0.4%, 256 equal (bench/RESULTS.md run Q); all 8
+  // measured 213.9 / 186.5 against 4's 217.1 / 188.5 at 512 / 8192 (run O): too many queued weight
+  // requests ahead of the small kernels' loads.
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));

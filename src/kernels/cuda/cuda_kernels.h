@@ -212,7 +212,7 @@ int parse_attention_wgmma(const char* value);
 /// RILL_ATTENTION_WARPS: null → 0 (chosen by the query rows); 1, 2, 4, 8 → warps per attention
 /// block for every call (a measurement knob: rows are independent, the bits do not change).
 int parse_attention_warps(const char* value);
-/// RILL_DECODE_PREWAIT: null → 4 (the warpgroup decode GEMM requests 4 of its 8 stages' weight tiles
+/// RILL_DECODE_PREWAIT: null → 5 (the warpgroup decode GEMM requests 5 of its 8 stages' weight tiles
 /// before waiting for the previous kernel); 0..8 → at most that many (a measurement knob: the
 /// requests queue ahead of the latency-bound kernels before the GEMM; the bits do not change);
 /// anything else → an error naming the variable.

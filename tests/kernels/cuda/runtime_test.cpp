@@ -83,7 +83,7 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_swiglu("1"), 1);
   expect_rejects(cuda::parse_gemm_swiglu, {"", "2", "off", "1x"}, "RILL_GEMM_SWIGLU");
-  EXPECT_EQ(cuda::parse_decode_prewait(nullptr), 4);
+  EXPECT_EQ(cuda::parse_decode_prewait(nullptr), 5);
   EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
   EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
   expect_rejects(cuda::parse_decode_prewait, {"", "9", "-1", "4x"}, "RILL_DECODE_PREWAIT");
