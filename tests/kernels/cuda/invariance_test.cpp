@@ -870,6 +870,22 @@ TEST(CudaInvariance, DecodeMlpEqualsOps) {
   }
 }
 
+// Random q / k norm weights around 1 and a RoPE table (base 1e6) for head_dim d.
+struct QkNormRope {
+  DevTensor qn, kn, dinv;
+  RopeTable table;
+  QkNormRope(std::mt19937_64& rng, int64_t d)
+      : qn(upload_bf16(random_bf16_values(rng, size_t(d), 0.5f, 1.5f), {d})),
+        kn(upload_bf16(random_bf16_values(rng, size_t(d), 0.5f, 1.5f), {d})),
+        dinv(upload_f32(inv_freq(d), {d / 2})),
+        table{dinv.t, int(d), 1.f} {}
+  static std::vector<float> inv_freq(int64_t d) {
+    std::vector<float> inv(size_t(d / 2));
+    for (int64_t j = 0; j < d / 2; ++j) inv[size_t(j)] = float(std::pow(1e6, -2.0 * double(j) / double(d)));
+    return inv;
+  }
+};
+
 // Deferred folds (CudaKernels::deferral, on in captured decode graphs): a decode GEMM leaves its
 // product as split-K partials and the op reading it folds them on load — the q/k/v of
 // norm_rope_store_kv, add_rms_norm's x, swiglu's x — or any other op (here add, download) settles
@@ -898,12 +914,9 @@ TEST(CudaInvariance, DeferredFoldEqualsFold) {
   DevTensor bgu = upload_bf16(random_bf16_values(rng, size_t(2 * I)), {2 * I});
   DevTensor wdn = upload_bf16(random_bf16_values(rng, size_t(H * I), -0.05f, 0.05f), {H, I});
   DevTensor nw = upload_bf16(random_bf16_values(rng, size_t(H), 0.5f, 1.5f), {H});
-  DevTensor qn = upload_bf16(random_bf16_values(rng, size_t(D), 0.5f, 1.5f), {D});
-  DevTensor kn = upload_bf16(random_bf16_values(rng, size_t(D), 0.5f, 1.5f), {D});
-  std::vector<float> inv(size_t(D / 2));
-  for (int64_t j = 0; j < D / 2; ++j) inv[size_t(j)] = float(std::pow(1e6, -2.0 * double(j) / double(D)));
-  DevTensor dinv = upload_f32(inv, {D / 2});
-  const RopeTable table{dinv.t, int(D), 1.f};
+  const QkNormRope qk(rng, D);
+  const DevTensor &qn = qk.qn, &kn = qk.kn;
+  const RopeTable& table = qk.table;
   NormParams np;
   for (int64_t m : {1, 3, 8, 24}) {
     for (bool bias : {false, true}) {
@@ -1003,12 +1016,9 @@ TEST(CudaInvariance, RopeInsideAttentionEqualsRopeFirst) {
     SCOPED_TRACE(::testing::Message() << "head_dim " << D);
     DevTensor wqkv = upload_bf16(random_bf16_values(rng, size_t(nqkv * H), -0.05f, 0.05f), {nqkv, H});
     DevTensor bqkv = upload_bf16(random_bf16_values(rng, size_t(nqkv)), {nqkv});
-    DevTensor qn = upload_bf16(random_bf16_values(rng, size_t(D), 0.5f, 1.5f), {D});
-    DevTensor kn = upload_bf16(random_bf16_values(rng, size_t(D), 0.5f, 1.5f), {D});
-    std::vector<float> inv(size_t(D / 2));
-    for (int64_t j = 0; j < D / 2; ++j) inv[size_t(j)] = float(std::pow(1e6, -2.0 * double(j) / double(D)));
-    DevTensor dinv = upload_f32(inv, {D / 2});
-    const RopeTable table{dinv.t, int(D), 1.f};
+    const QkNormRope qk(rng, D);
+    const DevTensor &qn = qk.qn, &kn = qk.kn;
+    const RopeTable& table = qk.table;
     NormParams np;
     AttentionParams ap{1.f / std::sqrt(float(D)), sh.window, 0.f};
     struct Case {
