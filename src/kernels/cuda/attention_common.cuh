@@ -344,4 +344,31 @@ uint64_t attention_wgmma_launches();
 void launch_attention_wgmma(const AttnKernelArgs& k, unsigned m_tiles, int hkv, int num_rows, int64_t num_slots,
                             cudaStream_t stream);
 
+// Invariant decode, split schedule, at most 16 packed query rows (one m-tile): the work of
+// attention_kernel<D, 1, 64, false> spread over four warps of one block, with its bits. One warp
+// ran a span's whole chain (the copies' addressing for 64 rows, two 64-mma chains, the softmax:
+// 254 registers, 5 warps an SM, 0.14 eligible a scheduler, 1.03 TB/s of KV at 8k context). Here
+// warp w computes Q·Kᵀ for keys 16w..16w+15 (n-tiles 2w, 2w+1: an n-tile's k chain is unchanged),
+// the softmax's row max is combined across warps in shared memory (max is exact), the row sum's
+// pairwise tree over the 8 n-tiles runs in warp 0 on values gathered in shared memory (the same
+// tree, the same order), P goes through shared memory as the bf16 A fragments each warp would
+// have built, and warp w computes P·V for output dims 32w..32w+31 (D = 128) over the k16 steps in
+// order. Each output element sees the operations of the one-warp kernel.
+template <int D>
+struct DecodeSplitCfg {
+  static constexpr int kBN = 64, kBM = 16, kWarps = 4, kThreads = 32 * kWarps;
+  static constexpr int kStride = D + 8, kChunks = D / 8;
+  static constexpr int kNT = kBN / 8, kNTw = kNT / kWarps;  // 8-key n-tiles of S: all, a warp's
+  static constexpr int kDT2w = D / 16 / kWarps;              // 16-dim output pairs a warp
+  static_assert(kNTw == 2 && kDT2w >= 1, "head_dim 64 or 128, 64-key tiles");
+  static constexpr size_t kTileBytes = size_t(kBN) * kStride * sizeof(bf16);
+  static constexpr size_t kQBytes = size_t(kBM) * kStride * sizeof(bf16);
+  // Shared memory: Q, K, V tiles, then the exchange: row max [warp][h][g], the sum terms
+  // [n-tile][h][lane], P as bf16 pairs [n-tile][lane].
+  static constexpr size_t kMaxOff = kQBytes + 2 * kTileBytes;
+  static constexpr size_t kSumOff = kMaxOff + size_t(kWarps) * 2 * 8 * sizeof(float);
+  static constexpr size_t kPOff = kSumOff + size_t(kNT) * 2 * 32 * sizeof(float);
+  static constexpr size_t kSmemBytes = kPOff + size_t(kNT) * 32 * sizeof(uint2);
+};
+
 }  // namespace rill::cuda::attention_detail

@@ -77,4 +77,28 @@ __device__ __forceinline__ uint4 folded8(const PartialsIn& p, int64_t row, int64
   return out;
 }
 
+// Elements (row, c), (row, c + 1) of a deferred input as bf16 — folded()'s operations on each.
+__device__ __forceinline__ __nv_bfloat162 folded2(const PartialsIn& p, int64_t row, int64_t c) {
+  constexpr int kMax = 8;
+  const int64_t col = p.col0 + c;
+  const float* base = p.ws + row * p.n + col;
+  float2 part[kMax];
+#pragma unroll
+  for (int r = 0; r < kMax; ++r)
+    if (r < p.splits) part[r] = __ldcg(reinterpret_cast<const float2*>(base + r * p.plane));
+  float x = 0.f, y = 0.f;
+#pragma unroll
+  for (int r = 0; r < kMax; ++r)
+    if (r < p.splits) x += part[r].x, y += part[r].y;
+  for (int r = kMax; r < p.splits; ++r) {  // (gemm_split takes at most 8 ranges)
+    const float2 v = __ldcg(reinterpret_cast<const float2*>(base + r * p.plane));
+    x += v.x, y += v.y;
+  }
+  if (p.bias) {
+    x += __bfloat162float(static_cast<const bf16*>(p.bias)[col]);
+    y += __bfloat162float(static_cast<const bf16*>(p.bias)[col + 1]);
+  }
+  return __floats2bfloat162_rn(x, y);
+}
+
 }  // namespace rill::cuda
