@@ -26,9 +26,10 @@ namespace rill::cuda::attention_detail {
 // Opt-in (RILL_ATTENTION_ROPE=1), because it measured slower: batch-1 decode 211.5 / 191.9 tok/s at
 // 512 / 8192 keys against 214.8 / 195.8, on another machine 211.0 / 192.0 against 223.2 / 202.4
 // (bench/RESULTS.md run Q). Its trace shows why: the RoPE kernel's span (3.7 µs) goes, but the
-// attention takes 3.3 µs longer and the q/k/v and o GEMMs 1.5 µs each — with no small kernel between the q/k/v GEMM and the attention, the attention's blocks are
-// placed only as that GEMM's CTAs leave (its shared memory is full) and their K/V requests land in
-// its tail; the small kernel was where that placement and those requests hid.
+// attention takes 3.3 µs longer and the q/k/v and o GEMMs 1.5 µs each — with no small kernel between
+// the q/k/v GEMM and the attention, the attention's blocks are placed only as that GEMM's CTAs leave
+// (its shared memory is full) and their K/V requests land in its tail; the small kernel was where
+// that placement and those requests hid.
 // Shared memory (DecodeRope, over the exchange region, free until the first tile): the rotation
 // table (cos, sin as bf16 pairs [token of the row][pair]) and the norm weights, filled before the
 // wait (fill_decode_rope), and the staged k / v rows.
