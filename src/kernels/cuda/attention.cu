@@ -52,6 +52,8 @@ bool g_attention_wgmma = false;  // set_attention_wgmma (the backend turns it on
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
 bool g_attention_rope = false;  // set_attention_rope (RILL_ATTENTION_ROPE)
+int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
+std::atomic<uint64_t> g_attention_decode_fold_launches{0};
 std::atomic<uint64_t> g_attention_rope_launches{0};
 
 template <int D, int kWarps, int kBN, bool kFold>
@@ -261,7 +263,13 @@ __global__ void __launch_bounds__(32 * kWarps) attention_kernel(AttnKernelArgs a
 // The spans of one block: first, first + step, ... of its row; each span's partial goes to the
 // workspace or, kToSmem (the cluster kernel: one span a block), to this block's shared memory
 // over K's tile ([kBM][D] o, then [kBM] (m, l)). Returns whether the block had a span.
-template <int D, bool kToSmem, bool kRope = false>
+//
+// kFold (attention_decode_fold_kernel: first 0, step 1 — the block walks every span of its row in
+// order): instead of writing a span's partial, merge it into the block's running (o, m, l) with the
+// fold schedule's operations (fold_span: SpanMerge in span order, fully masked spans skipped) and
+// store the normalized output at the end (store_folded's): attention_kernel's fold schedule, with
+// its bits, a span on four warps.
+template <int D, bool kToSmem, bool kRope = false, bool kFold = false>
 __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsigned char* smem_raw, int row,
                                                    int first) {
   using C = DecodeSplitCfg<D>;
@@ -288,14 +296,41 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   int span = first;
   if (has_rows && (span + 1) * st <= br.t_lo)  // the first of the block's spans holding a key the rows see
     span += (br.t_lo / st - span + step - 1) / step * step;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
+  // The fold's running merge of the spans so far (this warp's output dims), and its store.
+  float acc_o[kFold ? 2 * C::kDT2w : 1][4];
+  float acc_m[2] = {-INFINITY, -INFINITY}, acc_l[2] = {0.f, 0.f};
+  if constexpr (kFold) {
+#pragma unroll
+    for (int i = 0; i < 2 * C::kDT2w; ++i) acc_o[i][0] = acc_o[i][1] = acc_o[i][2] = acc_o[i][3] = 0.f;
+  }
+  auto store_fold = [&](const RowPos& rp) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!rp.ok[h]) continue;
+      const int m = br.m0 + g + h * 8;
+      const int64_t idx = (br.q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
+      bf16* dst = a.out + idx * D + tig * 2;
+#pragma unroll
+      for (int j = 0; j < C::kDT2w; ++j)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int dt = 2 * (C::kDT2w * warp + j) + u;
+          *reinterpret_cast<uint32_t*>(dst + dt * 8) = float2_to_bf16x2(span_result(acc_o[2 * j + u][2 * h], acc_l[h]),
+                                                                        span_result(acc_o[2 * j + u][2 * h + 1], acc_l[h]));
+        }
+    }
+  };
   if (!has_rows || span * st >= br.t_hi) {  // no rows, or every span past the row's keys
     pdl_wait_trigger(a.early_trigger);
+    if constexpr (kFold) {
+      if (has_rows) store_fold(RowPos::of(br, a, 0, g));  // no key seen: zeros, as the fold schedule
+    }
     return false;
   }
   const int q_begin = br.q_begin, ctx = br.ctx, m0 = br.m0, kv_end = br.kv_end;
   int tile = max(br.t_lo, span * st);
   const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
 
   TileSlots<D, kBN, kThreads> slots;
   const int64_t slot_stride = int64_t(a.hkv) * D;
@@ -456,6 +491,44 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
       tile = next;
       continue;
     }
+    if constexpr (kFold) {
+      // The span ended: fold_span's merge. The row sums are warp 0's (its lanes' terms, then the
+      // quad's sum): through shared memory to every warp; the row maxima every warp holds.
+      float* l_s = reinterpret_cast<float*>(smem_raw + C::kLOff);
+      if (warp == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float sum = row_sum[h];
+          sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+          sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+          if (tig == 0) l_s[g + h * 8] = sum;
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float l = l_s[g + h * 8];
+        if (row_max[h] != -INFINITY) {
+          const SpanMerge w = SpanMerge::make(acc_m[h], acc_l[h], row_max[h], l);
+#pragma unroll
+          for (int i = 0; i < 2 * C::kDT2w; ++i) {
+            acc_o[i][2 * h] = w.apply(acc_o[i][2 * h], o[i][2 * h]);
+            acc_o[i][2 * h + 1] = w.apply(acc_o[i][2 * h + 1], o[i][2 * h + 1]);
+          }
+        }
+      }
+      if (!has_next) {
+        store_fold(rp);
+        return true;
+      }
+#pragma unroll
+      for (int i = 0; i < 2 * C::kDT2w; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+      row_max[0] = row_max[1] = -INFINITY;
+      row_sum[0] = row_sum[1] = 0.f;
+      span = next_span;
+      tile = next;
+      continue;
+    }
     // The span ended: its partial (o of this warp's dims; (max, sum) from warp 0); the block's
     // next span starts from scratch. (To shared memory: over K's tile, read by nobody now.)
     float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);
@@ -502,6 +575,16 @@ template <int D, bool kRope = false>
 __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   decode_split_spans<D, false, kRope>(a, smem_raw, int(blockIdx.z) / a.span_step, int(blockIdx.z) % a.span_step);
+}
+
+// The fold schedule for one m-tile (decode rows beyond a wave of split blocks: batch 64+ of the 8B
+// shape): a block a (row, kv head) walking its spans in order on four warps, merging them as it
+// goes (decode_split_spans' kFold) — attention_kernel<D, 1, 64, true>'s bits, whose one warp ran
+// each tile as one latency-bound chain (~1 TB/s of K/V). Grid (1, kv heads, rows).
+template <int D>
+__global__ void __launch_bounds__(128, 5) attention_decode_fold_kernel(AttnKernelArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  decode_split_spans<D, false, false, true>(a, smem_raw, int(blockIdx.z), 0);
 }
 
 // Short contexts (a row's spans ≤ the cluster's kMaxCluster blocks): the split attention and its
@@ -810,6 +893,24 @@ int split_resident() {
   return resident;
 }
 
+// The four-warp fold kernel: a block a (row, kv head), every span in order.
+template <int D>
+void launch_decode_fold(AttnKernelArgs k, const AttentionArgs& a, cudaStream_t stream) {
+  using DC = DecodeSplitCfg<D>;
+  static const bool attr = [] {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_fold_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(DC::kSmemBytes)));
+    return true;
+  }();
+  (void)attr;
+  k.splits = 1;
+  k.span_step = 1;
+  launch_pdl(attention_decode_fold_kernel<D>, dim3(1, unsigned(a.hkv), unsigned(a.num_rows)), dim3(DC::kThreads),
+             DC::kSmemBytes, stream, k);
+  RILL_CUDA_CHECK_LAUNCH();
+  g_attention_decode_fold_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
 // Invariant mode: spans at fixed absolute positions; the split schedule when the blocks without
 // splitting leave the GPU under one wave and every span's partials fit the workspace (sized by
 // num_rows * max_seqlen_q ≥ tokens, so the choice is graph-stable), else the fold schedule.
@@ -882,6 +983,12 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
       // batch shape only, so a captured graph replays it for any context length.
       const int64_t wave = int64_t(a.num_sms) * resident / (int64_t(m_tiles) * a.hkv * a.num_rows);
       const int64_t step = std::min<int64_t>(spans, a.span_blocks > 0 ? a.span_blocks : std::max<int64_t>(1, wave));
+      if (step == 1 && g_attention_decode_fold >= 2 && !rope && a.force_splits == 0) {
+        // Each block would walk every span of its row: the same walk merging as it goes, without
+        // the partials' round trip and the combine kernel (same bits).
+        launch_decode_fold<D>(k, a, stream);
+        return;
+      }
       k.span_step = int(step);
       grid.z = unsigned(a.num_rows) * unsigned(step);
       launch_pdl(rope ? attention_decode_split_kernel<D, true> : attention_decode_split_kernel<D, false>, dim3(grid),
@@ -897,6 +1004,12 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
     RILL_CUDA_CHECK_LAUNCH();
   } else {
     k.splits = 1;
+    if constexpr (kDecodeKernels) {
+      if (m_tiles == 1 && g_attention_decode_fold >= 1) {
+        launch_decode_fold<D>(k, a, stream);
+        return;
+      }
+    }
     if constexpr (D == 128 && kWarps == 8) {
       if (g_attention_wgmma && attention_wgmma_fits(k, a.num_slots)) {  // the same bits on warpgroup MMA
         launch_attention_wgmma(k, m_tiles, a.hkv, a.num_rows, a.num_slots, stream);
@@ -967,6 +1080,9 @@ bool attention_wgmma_enabled() { return g_attention_wgmma; }
 void set_attention_cluster(bool on) { g_attention_cluster = on; }
 bool attention_cluster_enabled() { return g_attention_cluster; }
 uint64_t attention_cluster_launches() { return g_attention_cluster_launches.load(); }
+void set_attention_decode_fold(int mode) { g_attention_decode_fold = mode; }
+int attention_decode_fold() { return g_attention_decode_fold; }
+uint64_t attention_decode_fold_launches() { return g_attention_decode_fold_launches.load(); }
 void set_attention_rope(bool on) { g_attention_rope = on; }
 bool attention_rope_enabled() { return g_attention_rope; }
 uint64_t attention_rope_launches() { return g_attention_rope_launches.load(); }

@@ -368,7 +368,8 @@ struct DecodeSplitCfg {
   static constexpr size_t kMaxOff = kQBytes + 2 * kTileBytes;
   static constexpr size_t kSumOff = kMaxOff + size_t(kWarps) * 2 * 8 * sizeof(float);
   static constexpr size_t kPOff = kSumOff + size_t(kNT) * 2 * 32 * sizeof(float);
-  static constexpr size_t kSmemBytes = kPOff + size_t(kNT) * 32 * sizeof(uint2);
+  static constexpr size_t kLOff = kPOff + size_t(kNT) * 32 * sizeof(uint2);  // the fold's row sums [kBM]
+  static constexpr size_t kSmemBytes = kLOff + size_t(kBM) * sizeof(float);
 };
 
 }  // namespace rill::cuda::attention_detail

@@ -183,6 +183,9 @@ int parse_attention_span_blocks(const char* value);
 /// RILL_ATTENTION_CLUSTER: null → true; "1" → true, "0" → false (the decode attention over ≤ 16
 /// spans with its combine in one cluster kernel; same bits); anything else → an error naming it.
 bool parse_attention_cluster(const char* value);
+/// RILL_ATTENTION_DECODE_FOLD: null → the default (set_attention_decode_fold); 0, 1 or 2 → that
+/// mode; anything else → an error naming the variable.
+int parse_attention_decode_fold(const char* value);
 /// RILL_ATTENTION_ROPE: null or "0" → false; "1" → true (the RoPE op inside the decode attention; same
 /// bits; measured slower, bench/RESULTS.md run Q); anything else → an error naming the variable.
 bool parse_attention_rope(const char* value);

@@ -311,6 +311,14 @@ void set_attention_cluster(bool on);
 bool attention_cluster_enabled();
 /// Launches of the cluster kernel so far (tests check that it ran).
 uint64_t attention_cluster_launches();
+/// Invariant decode attention at one m-tile (≤ 16 packed query rows) on the four-warp fold kernel
+/// (attention_decode_fold_kernel; RILL_ATTENTION_DECODE_FOLD): 0 never (the one-warp fold kernel),
+/// 1 where the fold schedule runs (more rows than a wave of split blocks), 2 also instead of a split
+/// schedule whose blocks would each walk every span of their row. Same bits in every case.
+void set_attention_decode_fold(int mode);
+int attention_decode_fold();
+/// Launches of the four-warp fold kernel so far (tests check that it ran).
+uint64_t attention_decode_fold_launches();
 /// The RoPE op run inside the invariant decode attention kernels (AttentionArgs::rope;
 /// RILL_ATTENTION_ROPE=1; off by default: measured slower, bench/RESULTS.md run Q). Same bits as its
 /// own kernel first.

@@ -334,6 +334,50 @@ TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
   }
 }
 
+// Decode rows beyond a wave of split blocks: the fold schedule at one m-tile runs on the four-warp
+// fold kernel (RILL_ATTENTION_DECODE_FOLD 1 and 2: a block a row and kv head merging its spans as it
+// walks them) and must give the one-warp fold kernel's bits (mode 0); 64 and 200 rows of 1-3000
+// keys (a row of 1, spans before a sliding window), 1 and 3 query tokens a row; mode 2 also takes
+// the split schedules whose blocks would each walk every span.
+TEST(CudaInvariance, AttentionDecodeFoldFourWarpsEqualsOneWarp) {
+  RILL_REQUIRE_GPU();
+  ASSERT_TRUE(backend().batch_invariant());
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int mode = cuda::attention_decode_fold();
+  for (const AttnCase& ac : kAttnCases) {
+    SCOPED_TRACE(ac.name);
+    const bool four_warps = ac.d == 64 || ac.d == 128;
+    for (int rows : {64, 200}) {
+      std::uniform_int_distribution<int> len(1, 3000);
+      std::vector<int> lens(static_cast<size_t>(rows), 0);
+      for (int& l : lens) l = len(rng);
+      lens[5] = 1;
+      Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens, ac.window, ac.softcap);
+      auto q = random_queries(rng, c, 3);
+      const int width = c.max_blocks();
+      for (int n : {1, 3}) {
+        SCOPED_TRACE(::testing::Message() << rows << " rows, " << n << " query tokens a row");
+        std::vector<Cache::Part> parts;
+        for (int r = 0; r < rows; ++r) parts.push_back({r, std::max(0, lens[size_t(r)] - n), lens[size_t(r)]});
+        cuda::set_attention_decode_fold(0);
+        auto one_warp = c.run(parts, q, width, 1);
+        cuda::set_attention_decode_fold(1);
+        const uint64_t before = cuda::attention_decode_fold_launches();
+        auto four = c.run(parts, q, width, 1);
+        EXPECT_EQ(cuda::attention_decode_fold_launches() > before, four_warps) << "which kernel ran";
+        cuda::set_attention_decode_fold(2);
+        auto chosen = c.run(parts, q, width);
+        cuda::set_attention_decode_fold(mode);
+        for (float v : four) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
+        EXPECT_TRUE(same_bits(one_warp.data(), four.data(), four.size())) << "four-warp fold differs from one warp";
+        EXPECT_TRUE(same_bits(one_warp.data(), chosen.data(), chosen.size())) << "mode 2's schedule differs";
+      }
+    }
+  }
+}
+
 TEST(CudaInvariance, AttentionPromptInOneChunkEqualsChunks) {
   RILL_REQUIRE_GPU();
   ASSERT_TRUE(backend().batch_invariant());
