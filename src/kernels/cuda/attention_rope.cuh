@@ -1,6 +1,6 @@
 // kernels/cuda/attention_rope.cuh — the RoPE op run inside the invariant decode attention's
-// blocks (RILL_ATTENTION_ROPE=1; attention.cu's decode_split_spans<D, kToSmem, true>): its shared-
-// memory layout, the pre-wait table fill and the in-block fold + norm + rotation + K/V store, with
+// blocks (RILL_ATTENTION_ROPE=1; attention_decode.cuh's decode_split_spans<D, kToSmem, true>): its
+// shared-memory layout, the pre-wait table fill and the in-block fold + norm + rotation + K/V store, with
 // rope_heads_kernel's arithmetic. Device code, included by attention.cu.
 #pragma once
 
