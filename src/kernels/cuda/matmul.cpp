@@ -224,7 +224,11 @@ std::vector<int> MatmulEngine::decode_candidates(int64_t m) const {
   const bool wgmma = gemm_wgmma_enabled();
   if (m <= 8) return wgmma ? std::vector<int>{18, 7, 8} : std::vector<int>{7, 8};
   if (m <= 16) return wgmma ? std::vector<int>{19, 1, 5, 6} : std::vector<int>{1, 5, 6};
-  return {19, 15};  // m ≤ 64 with the warpgroup GEMM (decode_rows)
+  // M 17..64 (decode_rows with the warpgroup GEMM): 19 only. Timed alone, the split-ranges
+  // configuration 15 (its partials folded by a reduction kernel) beat 19 by 6-35% on every 8B
+  // projection at M = 64, but in the decode graph 19 defers its fold to the next op and 15 cannot:
+  // batch-64 decode 9,131 tok/s with 19 against 7,813 with the timed choice (bench/RESULTS.md run R).
+  return {19};
 }
 
 int64_t MatmulEngine::decode_rows() const { return gemm_wgmma_enabled() ? 64 : 16; }
@@ -256,10 +260,10 @@ std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a
 }
 
 // The decode configurations (1, 5, 6: tiled; 7, 8: streaming; 9, 10: bulk copies; 18, 19: warpgroup
-// MMA, sm_90a; and for M 17..64 the warpgroup split configuration 15) give the same bits, so the
-// fastest may be chosen per (N, K) and row bucket (M ≤ 8, 9..16, 17..64): timed once on the first
-// eager call of a shape (never while a graph is recorded; the model's first decode step is eager),
-// rewriting y with identical values.
+// MMA, sm_90a; the warpgroup split configuration 15) give the same bits, so the fastest may be
+// chosen per (N, K) and row bucket (M ≤ 8, 9..16; M 17..64 takes 19, see decode_candidates): timed
+// once on the first eager call of a shape (never while a graph is recorded; the model's first decode
+// step is eager), rewriting y with identical values.
 int MatmulEngine::decode_config(const GemmArgs& a) {
   const int bucket = a.m <= 8 ? 0 : a.m <= 16 ? 1 : 2;
   // A forced configuration applies where it runs: 18 takes M ≤ 8, 19 M ≤ 64, the rest M ≤ 16.
@@ -270,7 +274,7 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   RILL_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
   const std::vector<int> candidates = decode_candidates(a.m);
-  if (!autotune_ || status != cudaStreamCaptureStatusNone) return candidates.front();
+  if (!autotune_ || status != cudaStreamCaptureStatusNone || candidates.size() == 1) return candidates.front();
   // The first candidate unless another is at least 5% faster: timings of a few µs are noisy, and
   // a kernel timed alone (cold L2, no neighbours) ranks differently from the decode graph, where
   // the next kernel's weight loads overlap the previous kernel's tail (bench/RESULTS.md).
