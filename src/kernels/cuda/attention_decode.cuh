@@ -245,16 +245,21 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
       tile = next;
       continue;
     }
+    // The span's row sum of row h (warp 0's: its lanes' terms, then the quad's sum).
+    auto span_sum = [&](int h) {
+      float sum = row_sum[h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      return sum;
+    };
     if constexpr (kFold) {
-      // The span ended: fold_span's merge. The row sums are warp 0's (its lanes' terms, then the
-      // quad's sum): through shared memory to every warp; the row maxima every warp holds.
+      // The span ended: fold_span's merge. The row sums go through shared memory to every warp;
+      // the row maxima every warp holds.
       float* l_s = reinterpret_cast<float*>(smem_raw + C::kLOff);
       if (warp == 0) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float sum = row_sum[h];
-          sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-          sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+          const float sum = span_sum(h);
           if (tig == 0) l_s[g + h * 8] = sum;
         }
       }
@@ -275,47 +280,39 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
         store_fold(rp);
         return true;
       }
-#pragma unroll
-      for (int i = 0; i < 2 * C::kDT2w; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-      row_max[0] = row_max[1] = -INFINITY;
-      row_sum[0] = row_sum[1] = 0.f;
-      span = next_span;
-      tile = next;
-      continue;
-    }
-    // The span ended: its partial (o of this warp's dims; (max, sum) from warp 0); the block's
-    // next span starts from scratch. (To shared memory: over K's tile, read by nobody now.)
-    float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (!rp.ok[h]) continue;
-      const int m = m0 + g + h * 8;
-      const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
-      const int64_t pidx = int64_t(span) * a.tokens * a.hq + idx;
-      float* dst = (kToSmem ? part_s + (g + h * 8) * D : a.part_o + pidx * D) + tig * 2;
-#pragma unroll
-      for (int j = 0; j < C::kDT2w; ++j)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int dt = 2 * (C::kDT2w * warp + j) + u;
-          *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[2 * j + u][2 * h], o[2 * j + u][2 * h + 1]);
-        }
-    }
-    if (warp == 0) {
+    } else {
+      // The span ended: its partial (o of this warp's dims; (max, sum) from warp 0); the block's
+      // next span starts from scratch. (To shared memory: over K's tile, read by nobody now.)
+      float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float sum = row_sum[h];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (!rp.ok[h] || tig != 0) continue;
+        if (!rp.ok[h]) continue;
         const int m = m0 + g + h * 8;
         const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
-        float2* ml = kToSmem ? reinterpret_cast<float2*>(part_s + kBM * D) + g + h * 8
-                             : reinterpret_cast<float2*>(a.part_ml + (int64_t(span) * a.tokens * a.hq + idx) * 2);
-        *ml = make_float2(row_max[h], sum);
+        const int64_t pidx = int64_t(span) * a.tokens * a.hq + idx;
+        float* dst = (kToSmem ? part_s + (g + h * 8) * D : a.part_o + pidx * D) + tig * 2;
+#pragma unroll
+        for (int j = 0; j < C::kDT2w; ++j)
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            const int dt = 2 * (C::kDT2w * warp + j) + u;
+            *reinterpret_cast<float2*>(dst + dt * 8) = make_float2(o[2 * j + u][2 * h], o[2 * j + u][2 * h + 1]);
+          }
       }
+      if (warp == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float sum = span_sum(h);
+          if (!rp.ok[h] || tig != 0) continue;
+          const int m = m0 + g + h * 8;
+          const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
+          float2* ml = kToSmem ? reinterpret_cast<float2*>(part_s + kBM * D) + g + h * 8
+                               : reinterpret_cast<float2*>(a.part_ml + (int64_t(span) * a.tokens * a.hq + idx) * 2);
+          *ml = make_float2(row_max[h], sum);
+        }
+      }
+      if (!has_next) return true;
     }
-    if (!has_next) return true;
 #pragma unroll
     for (int i = 0; i < 2 * C::kDT2w; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     row_max[0] = row_max[1] = -INFINITY;
