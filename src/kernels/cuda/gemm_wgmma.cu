@@ -443,7 +443,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
             mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
             load_w(sw + p * T::kWBytes, (kt_begin + p) * kBK, n0, &full[p], evict_first);
           }
-          pdl_wait();
+          if (a.handoff) handoff_wait(a.handoff, a.handoff_target);  // (launch.h; pdl_wait before the exit)
+          else pdl_wait();
           if (!a.late_trigger) pdl_trigger();
           waited = true;
           for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
@@ -459,18 +460,24 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
           if (++s == kStages) s = 0, phase ^= 1u;
         }
       }
-      if (!waited) pdl_wait();
+      if (!waited || a.handoff) pdl_wait_quiet();
       // Late trigger: the CTA has requested its last weight tile; the next kernel may launch once
       // every CTA has (its CTAs then take the SMs this grid leaves, without competing with its
       // weight stream; the backend's default). Early (RILL_DECODE_TRIGGER=early): after the wait.
       pdl_trigger();
-    } else if (!a.late_trigger) {
-      pdl_trigger();
+    } else {
+      if (threadIdx.x == 32 && a.handoff) {  // this CTA has seen the arrivals: count it out
+        handoff_poll(a.handoff, a.handoff_target);
+        handoff_depart(a.handoff, a.handoff_target, gridDim.x);
+      }
+      if (!a.late_trigger) pdl_trigger();
     }
     return;
   }
 
-  pdl_wait();  // before the first global write
+  // Before the first global write: the predecessor's completion, or with a hand-off its arrivals
+  // (seen by the producer before it requested the x tile this warpgroup waits for).
+  if (!a.handoff) pdl_wait();
   if (!a.late_trigger) pdl_trigger();
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
