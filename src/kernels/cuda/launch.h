@@ -90,10 +90,15 @@ __device__ PdlTrace g_pdl_trace;
 #endif
 
 __device__ __forceinline__ bool pdl_trace_here() {
+#if defined(__CUDA_ARCH__)
   return threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
          g_pdl_trace.records;
+#else
+  return false;
+#endif
 }
 __device__ __forceinline__ void pdl_trace_record(unsigned long long arrive, int line, const char* file) {
+#if defined(__CUDA_ARCH__)
   const unsigned long long release = global_ns();
   const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
   if (i < g_pdl_trace.capacity) {
@@ -106,6 +111,7 @@ __device__ __forceinline__ void pdl_trace_record(unsigned long long arrive, int 
     const int from = n > 19 ? n - 19 : 0;
     for (int j = 0; j < 20; ++j) r.file[j] = from + j < n ? file[from + j] : 0;
   }
+#endif
 }
 
 __device__ __forceinline__ void pdl_wait(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
@@ -177,8 +183,9 @@ __device__ __forceinline__ void handoff_wait(const unsigned* counter, unsigned t
 __device__ __forceinline__ void handoff_wait(const unsigned* counter, unsigned target) { handoff_poll(counter, target); }
 #endif
 
-/// One thread of each CTA of the waiting kernel, after it has seen the arrivals: the last of
-/// `ctas` to count itself out resets the counter.
+/// One thread of each CTA of the waiting kernel, once every thread of the CTA that polls has seen
+/// the arrivals (a poll after the reset would wait forever): the last of `ctas` to count itself
+/// out resets the counter.
 __device__ __forceinline__ void handoff_depart(unsigned* counter, unsigned target, unsigned ctas) {
 #if defined(__CUDA_ARCH__)
   if (atomicAdd(counter, 1u) == target + ctas - 1) atomicExch(counter, 0u);
