@@ -163,8 +163,6 @@ CudaKernels::CudaKernels(int device_ordinal)
   matmul_->set_l2_flush_buffer(attention_workspace_.data(), attention_workspace_.size());
   gemm_counters_ = Buffer(allocator_, size_t(kGemmCounters) * sizeof(unsigned));
   RILL_CUDA_CHECK(cudaMemsetAsync(gemm_counters_.data(), 0, gemm_counters_.size(), stream_.get()));
-  handoff_counter_ = Buffer(allocator_, sizeof(unsigned));
-  RILL_CUDA_CHECK(cudaMemsetAsync(handoff_counter_.data(), 0, handoff_counter_.size(), stream_.get()));
   RILL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   matmul_->set_gemm_counters(static_cast<unsigned*>(gemm_counters_.data()), kGemmCounters);
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
@@ -210,7 +208,6 @@ CudaKernels::CudaKernels(int device_ordinal)
   fuse_decode_mlp_ = parse_decode_mlp(std::getenv("RILL_DECODE_MLP")) == 1;
   // On by default: the decode GEMMs leave their split-K fold to the op reading their product.
   defer_fold_ = parse_decode_defer(std::getenv("RILL_DECODE_DEFER")) != 0 ? 1 : 0;
-  handoff_mode_ = parse_wgmma_switch("RILL_HANDOFF", std::getenv("RILL_HANDOFF")) == 1 ? 1 : 0;
   if (decode_config >= 18 && !gemm_wgmma_enabled())
     fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "
          "(RILL_CUDA_ARCHITECTURES=90a) and RILL_GEMM_WGMMA not 0; this GPU is sm_{}{}",
@@ -324,7 +321,6 @@ std::unique_ptr<StepGraph> CudaKernels::end_capture() {
 void CudaKernels::abort_capture() noexcept {
   pending_ = GemmPartials{};  // its GEMM was recorded, never run
   rope_pending_ = false;
-  handoff_armed_ = 0;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream_.get(), &status) != cudaSuccess || status == cudaStreamCaptureStatusNone) {
     (void)cudaGetLastError();
@@ -340,37 +336,7 @@ GemmPartials* CudaKernels::deferral() {
   return defer_fold_ == 2 || stream_.capturing() ? &pending_ : nullptr;
 }
 
-unsigned* CudaKernels::handoff_slot() {
-  if (handoff_mode_ == 0 || !batch_invariant_ || !gemm_wgmma_enabled() ||
-      matmul_->invariant_impl() != MatmulEngine::InvariantImpl::ours)
-    return nullptr;
-  return handoff_mode_ == 2 || stream_.capturing() ? static_cast<unsigned*>(handoff_counter_.data()) : nullptr;
-}
-
-void CudaKernels::arm_handoff(unsigned blocks) {
-  reset_handoff();
-  handoff_armed_ = blocks;
-}
-
-void CudaKernels::reset_handoff() {
-  if (handoff_armed_ == 0) return;
-  handoff_armed_ = 0;
-  launch_handoff_reset(static_cast<unsigned*>(handoff_counter_.data()), stream_.get());
-}
-
-GemmHandoff CudaKernels::take_handoff() {
-  if (handoff_armed_ == 0) return {};
-  if (pending_.active() || rope_pending_) {  // a kernel would run between the arrivals and the GEMM
-    reset_handoff();
-    return {};
-  }
-  const GemmHandoff h{static_cast<unsigned*>(handoff_counter_.data()), handoff_armed_};
-  handoff_armed_ = 0;
-  return h;
-}
-
 void CudaKernels::settle() {
-  reset_handoff();
   if (rope_pending_) {
     rope_pending_ = false;
     launch_rope(pending_rope_, stream_.get());
@@ -408,7 +374,6 @@ void CudaKernels::take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v
 }
 
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
-  const GemmHandoff h = take_handoff();
   settle();
   expect_on_device(x, "matmul", "x");
   expect_on_device(w, "matmul", "w");
@@ -428,11 +393,10 @@ void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
     expect_dtype(*bias, DType::bf16, "matmul", "bias");
     RILL_ENSURE(bias->numel() == n, "[matmul] bias {} must have {} elements", bias->describe(), n);
   }
-  matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k, deferral(), h);
+  matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k, deferral());
 }
 
 void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) {
-  const GemmHandoff h = take_handoff();
   settle();
   void* outs[GemmArgs::kMaxOuts] = {};
   int64_t ends[GemmArgs::kMaxOuts] = {};
@@ -453,14 +417,12 @@ void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor*
   }
   fused = fused && end == n && (!bias || (bias->dtype() == DType::bf16 && bias->numel() == n));
   if (fused && matmul_->run_outputs(x.data(), w.data(), bias ? bias->data() : nullptr, outs, ends, int(ys.size()), m,
-                                    n, k, deferral(), h))
+                                    n, k, deferral()))
     return;
-  if (h.counter) launch_handoff_reset(h.counter, stream_.get());
   Kernels::matmul_outputs(x, w, bias, ys);  // one checked matmul a range
 }
 
 void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) {
-  const GemmHandoff h = take_handoff();
   settle();
   const bool on_device = x.device() == Device::cuda && w.device() == Device::cuda && y.device() == Device::cuda &&
                          (!bias || bias->device() == Device::cuda);
@@ -476,9 +438,8 @@ void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* 
                                   gate_up.dtype() == DType::bf16 && gate_up.numel() == 2 * m * inter
                               ? gate_up.data()
                               : nullptr,
-                          m, inter, k, h))
+                          m, inter, k))
     return;
-  if (h.counter) handoff_armed_ = h.target;  // for the unfused path's matmul (nothing launched since)
   Kernels::matmul_swiglu(x, w, bias, gate_up, y);  // the two checked ops
 }
 
@@ -546,8 +507,7 @@ void CudaKernels::rms_norm(const Tensor& x, const Tensor& w, const NormParams& p
   a.eps = p.eps;
   a.one_plus_weight = p.one_plus_weight;
   a.scale_in_fp32 = p.scale_in_fp32;
-  a.handoff = handoff_slot();
-  arm_handoff(launch_rms_norm(a, stream_.get()));
+  launch_rms_norm(a, stream_.get());
 }
 
 void CudaKernels::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) {
@@ -577,8 +537,7 @@ void CudaKernels::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& 
   a.eps = p.eps;
   a.one_plus_weight = p.one_plus_weight;
   a.scale_in_fp32 = p.scale_in_fp32;
-  a.handoff = handoff_slot();
-  arm_handoff(launch_rms_norm(a, stream_.get()));
+  launch_rms_norm(a, stream_.get());
 }
 
 namespace {
@@ -789,8 +748,7 @@ void CudaKernels::swiglu(const Tensor& x, Tensor& y) {
   RILL_ENSURE(x.size(-1) == 2 * inter && x.numel() == 2 * y.numel(), "[swiglu] x {} must be [M, 2 * {}] for y {}",
               x.describe(), inter, y.describe());
   const PartialsIn xp = take_pending(x);
-  arm_handoff(launch_swiglu(x.data(), y.data(), inter ? y.numel() / inter : 0, inter, stream_.get(), xp,
-                            handoff_slot()));
+  launch_swiglu(x.data(), y.data(), inter ? y.numel() / inter : 0, inter, stream_.get(), xp);
 }
 
 void CudaKernels::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {

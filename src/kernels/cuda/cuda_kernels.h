@@ -104,11 +104,6 @@ class CudaKernels final : public Kernels {
     defer_fold_ = mode;
   }
   int decode_defer() const { return defer_fold_; }
-  /// Decode hand-offs through a counter (handoff_mode_): 0 off, 1 in captured graphs, 2 eager too.
-  void set_handoff(int mode) {
-    settle();
-    handoff_mode_ = mode;
-  }
   /// The product a GEMM left for the next op to fold (inactive when none; tests).
   const GemmPartials& pending() const { return pending_; }
   /// Whether a RoPE op waits for its attention (pending_rope_; tests).
@@ -174,16 +169,6 @@ class CudaKernels final : public Kernels {
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
   bool fuse_decode_swiglu_ = false;  // RILL_DECODE_SWIGLU
   bool fuse_decode_mlp_ = false;     // RILL_DECODE_MLP
-  // Decode hand-offs (launch.h): the small kernel before a decode GEMM counts its blocks on
-  // handoff_counter_ and the GEMM waits for them instead of the kernel's completion. 0 off, 1 in
-  // captured graphs, 2 eager too (tests); RILL_HANDOFF.
-  int handoff_mode_ = 0;
-  Buffer handoff_counter_;
-  unsigned handoff_armed_ = 0;  // blocks the last launch arrives with, for the next GEMM to take
-  unsigned* handoff_slot();     // the counter for a launch to arrive on now, or null
-  void arm_handoff(unsigned blocks);
-  void reset_handoff();         // an armed hand-off goes unused: reset the counter in stream order
-  GemmHandoff take_handoff();
 };
 
 /// RILL_ATTENTION_SPAN_KEYS: the invariant attention's span (KV positions folded as one partial;

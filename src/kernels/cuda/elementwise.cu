@@ -53,10 +53,11 @@ __global__ void swiglu_kernel2(const __nv_bfloat162* __restrict__ x, __nv_bfloat
 // xp (x still as a GEMM's partials, partials_vec8): g and u folded on load, and x's row written as
 // the GEMM would have.
 __global__ void swiglu_vec8_kernel(bf16* __restrict__ x, bf16* __restrict__ y, int64_t m, int64_t inter,
-                                   bool early_trigger, PartialsIn xp, unsigned* handoff) {
+                                   bool early_trigger, PartialsIn xp) {
   pdl_wait_trigger(early_trigger);
   const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
-  for (int64_t r = blockIdx.y; c < inter && r < m; r += gridDim.y) {
+  if (c >= inter) return;
+  for (int64_t r = blockIdx.y; r < m; r += gridDim.y) {
     bf16* row = x + r * 2 * inter;
     uint4 gv, uv;
     if (xp.ws) {
@@ -79,7 +80,6 @@ __global__ void swiglu_vec8_kernel(bf16* __restrict__ x, bf16* __restrict__ y, i
     }
     *reinterpret_cast<uint4*>(y + r * inter + c) = out;
   }
-  if (handoff) handoff_arrive(handoff);  // (every thread: no early return above)
 }
 
 template <typename T>
@@ -165,22 +165,19 @@ void gather_as(const void* x, const int32_t* index, void* out, int64_t rows, int
 
 }  // namespace
 
-unsigned launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream, const PartialsIn& xp,
-                       unsigned* handoff) {
-  if (m * inter == 0) return 0;
+void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream, const PartialsIn& xp) {
+  if (m * inter == 0) return;
   const bool vec8 = inter % 8 == 0 && aligned16(x) && aligned16(y);
   if (xp.ws && !(vec8 && partials_vec8(xp))) {  // a deferred product the vector kernel cannot fold: first
     launch_fold_into(xp, const_cast<void*>(x), m, 2 * inter, stream);
     launch_swiglu(x, y, m, inter, stream);
-    return 0;
+    return;
   }
   if (vec8) {
     constexpr int kVecThreads = 128;
     const dim3 grid(unsigned(ceil_div(inter / 8, int64_t(kVecThreads))), unsigned(std::min<int64_t>(m, 65535)));
     launch_pdl(swiglu_vec8_kernel, grid, dim3(kVecThreads), 0, stream, static_cast<bf16*>(const_cast<void*>(x)),
-               static_cast<bf16*>(y), m, inter, pdl_early_trigger(), xp, handoff);
-    RILL_CUDA_CHECK_LAUNCH();
-    return handoff ? grid.x * grid.y : 0;
+               static_cast<bf16*>(y), m, inter, pdl_early_trigger(), xp);
   } else if (inter % 2 == 0) {
     int64_t n = m * inter / 2;
     launch_pdl(swiglu_kernel2, dim3(grid_for(n)), dim3(kThreads), 0, stream, static_cast<const __nv_bfloat162*>(x),
@@ -190,7 +187,6 @@ unsigned launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStr
                                                                 m, inter);
   }
   RILL_CUDA_CHECK_LAUNCH();
-  return 0;
 }
 
 void launch_add(const void* a, const void* b, void* out, int64_t n, DType dtype, cudaStream_t stream) {

@@ -490,26 +490,8 @@ bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
          persistent_tiles_fill(m, 2 * inter, std::max(num_sms, 1));
 }
 
-namespace {
-__global__ void handoff_reset_kernel(unsigned* counter) {
-  pdl_wait();
-  pdl_trigger();
-  *counter = 0;
-}
-}  // namespace
-
-void launch_handoff_reset(unsigned* counter, cudaStream_t stream) {
-  launch_pdl(handoff_reset_kernel, dim3(1), dim3(1), 0, stream, counter);
-  RILL_CUDA_CHECK_LAUNCH();
-}
-
 void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   if (a.defer) *a.defer = GemmPartials{};  // set below where a decode launch leaves its partials
-  // (the decode kernel's launch below: configuration 18 / 19, no SwiGLU, not the fallback kernel)
-  const bool handoff_taken = a.handoff && a.glu_inter == 0 && (a.config == 18 || a.config == 19) && a.m > 0 &&
-                             a.n > 0 && a.k % 8 == 0 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
-                             reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
-  if (a.handoff && !handoff_taken) launch_handoff_reset(a.handoff, stream);
   if (a.m == 0 || a.n == 0) return;
   if (a.k <= 0) throw_error("[matmul] the batch-invariant GEMM needs K > 0");
   auto aligned = [](const void* p, uintptr_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
@@ -591,8 +573,6 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 18: case 19: {
       k.defer_fold = a.defer != nullptr && a.workspace != nullptr;
-      k.handoff = handoff_taken ? a.handoff : nullptr;
-      k.handoff_target = a.handoff_target;
       const bool split =
           gemm_detail::launch_gemm_wgmma_decode(k, config - 18, a.workspace_bytes, a.num_counters, a.num_sms, stream);
       if (k.defer_fold && split) {  // the partials wait for the op reading the product

@@ -34,8 +34,6 @@ struct GemmKernelArgs {
   bool late_trigger;    // warpgroup decode: the next kernel may launch once the last weight tile is requested
   bool split_schedule;
   bool defer_fold;  // warpgroup decode, split schedule: write the partials only (GemmArgs::defer)
-  unsigned* handoff;        // warpgroup decode: wait for handoff_target arrivals instead of pdl_wait
-  unsigned handoff_target;  // (GemmArgs::handoff)
 };
 
 // The address of product element (row, col) in the output holding column col.

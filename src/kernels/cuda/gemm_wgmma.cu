@@ -394,7 +394,6 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   __shared__ unsigned is_last;
-  __shared__ volatile unsigned handoff_seen;  // the producer has seen the hand-off's arrivals
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* sx = base;                         // kStages × 1 KB, then
   unsigned char* sw = base + kStages * T::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
@@ -424,10 +423,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     }
   };
 
-  if (threadIdx.x == 0) {
-    init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp
-    handoff_seen = 0;
-  }
+  if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp
   __syncthreads();
 
   if (wg == 0) {
@@ -447,12 +443,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
             mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
             load_w(sw + p * T::kWBytes, (kt_begin + p) * kBK, n0, &full[p], evict_first);
           }
-          if (a.handoff) {  // (launch.h; pdl_wait before the exit)
-            handoff_wait(a.handoff, a.handoff_target);
-            handoff_seen = 1;  // thread 32 counts the CTA out
-          } else {
-            pdl_wait();
-          }
+          pdl_wait();
           if (!a.late_trigger) pdl_trigger();
           waited = true;
           for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
@@ -468,29 +459,18 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
           if (++s == kStages) s = 0, phase ^= 1u;
         }
       }
-      if (!waited && a.handoff) {  // (no item: still counted out only after the arrivals)
-        handoff_poll(a.handoff, a.handoff_target);
-        handoff_seen = 1;
-      }
-      if (!waited || a.handoff) pdl_wait_quiet();
+      if (!waited) pdl_wait();
       // Late trigger: the CTA has requested its last weight tile; the next kernel may launch once
       // every CTA has (its CTAs then take the SMs this grid leaves, without competing with its
       // weight stream; the backend's default). Early (RILL_DECODE_TRIGGER=early): after the wait.
       pdl_trigger();
-    } else {
-      if (threadIdx.x == 32 && a.handoff) {  // once the producer has seen the arrivals: count the CTA out
-        while (!handoff_seen) {
-        }
-        handoff_depart(a.handoff, a.handoff_target, gridDim.x);
-      }
-      if (!a.late_trigger) pdl_trigger();
+    } else if (!a.late_trigger) {
+      pdl_trigger();
     }
     return;
   }
 
-  // Before the first global write: the predecessor's completion, or with a hand-off its arrivals
-  // (seen by the producer before it requested the x tile this warpgroup waits for).
-  if (!a.handoff) pdl_wait();
+  pdl_wait();  // before the first global write
   if (!a.late_trigger) pdl_trigger();
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);

@@ -89,37 +89,26 @@ __device__ PdlTrace g_pdl_trace;
 }  // namespace
 #endif
 
-__device__ __forceinline__ bool pdl_trace_here() {
-#if defined(__CUDA_ARCH__)
-  return threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
-         g_pdl_trace.records;
-#else
-  return false;
-#endif
-}
-__device__ __forceinline__ void pdl_trace_record(unsigned long long arrive, int line, const char* file) {
-#if defined(__CUDA_ARCH__)
-  const unsigned long long release = global_ns();
-  const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
-  if (i < g_pdl_trace.capacity) {
-    PdlTraceRecord& r = g_pdl_trace.records[i];
-    r.arrive = arrive;
-    r.release = release;
-    r.line = line;
-    int n = 0;
-    while (file[n]) ++n;
-    const int from = n > 19 ? n - 19 : 0;
-    for (int j = 0; j < 20; ++j) r.file[j] = from + j < n ? file[from + j] : 0;
-  }
-#endif
-}
-
 __device__ __forceinline__ void pdl_wait(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const bool rec = pdl_trace_here();
+  const bool rec = threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
+                   g_pdl_trace.records;
   const unsigned long long arrive = rec ? global_ns() : 0;
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (rec) pdl_trace_record(arrive, line, file);
+  if (rec) {
+    const unsigned long long release = global_ns();
+    const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
+    if (i < g_pdl_trace.capacity) {
+      PdlTraceRecord& r = g_pdl_trace.records[i];
+      r.arrive = arrive;
+      r.release = release;
+      r.line = line;
+      int n = 0;
+      while (file[n]) ++n;
+      const int from = n > 19 ? n - 19 : 0;
+      for (int j = 0; j < 20; ++j) r.file[j] = from + j < n ? file[from + j] : 0;
+    }
+  }
 #endif
 }
 #else
@@ -129,68 +118,6 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 #endif
-
-/// pdl_wait without a trace record (a wait that is not on the step's critical path).
-__device__ __forceinline__ void pdl_wait_quiet() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Decode hand-offs through a device counter instead of the grid's completion (RILL_HANDOFF; the
-// backend's handoff state says which launch pairs use one). The kernel before counts its blocks
-// as each finishes (handoff_arrive: every thread of the block calls it after its last global
-// access); the kernel after waits until `target` blocks have arrived (handoff_wait, in place of
-// pdl_wait before its first read of the predecessor's output), and each of its CTAs then counts
-// itself out (handoff_depart), the last setting the counter back to zero — so one counter serves
-// every hand-off of a stream in turn: the next kernel to arrive on it waits (pdl_wait) for this
-// grid's completion first. A CTA still calls pdl_wait before it exits (launch.h's contract).
-__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
-  unsigned v = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-#endif
-  return v;
-}
-
-__device__ __forceinline__ void handoff_arrive(unsigned* counter) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  __syncthreads();  // the block's writes (and reads) precede thread 0's release
-  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
-    __threadfence();
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
-  }
-#endif
-}
-
-__device__ __forceinline__ void handoff_poll(const unsigned* counter, unsigned target) {
-  while (ld_acquire_gpu(counter) < target) {
-  }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.global;" ::: "memory");  // for tensor copies of what the arrivals wrote
-#endif
-}
-
-#if defined(RILL_PDL_TRACE)
-__device__ __forceinline__ void handoff_wait(const unsigned* counter, unsigned target, int line = __builtin_LINE(),
-                                             const char* file = __builtin_FILE()) {
-  const bool rec = pdl_trace_here();
-  const unsigned long long arrive = rec ? global_ns() : 0;
-  handoff_poll(counter, target);
-  if (rec) pdl_trace_record(arrive, line, file);
-}
-#else
-__device__ __forceinline__ void handoff_wait(const unsigned* counter, unsigned target) { handoff_poll(counter, target); }
-#endif
-
-/// One thread of each CTA of the waiting kernel, once every thread of the CTA that polls has seen
-/// the arrivals (a poll after the reset would wait forever): the last of `ctas` to count itself
-/// out resets the counter.
-__device__ __forceinline__ void handoff_depart(unsigned* counter, unsigned target, unsigned ctas) {
-#if defined(__CUDA_ARCH__)
-  if (atomicAdd(counter, 1u) == target + ctas - 1) atomicExch(counter, 0u);
-#endif
-}
 
 // A latency-bound kernel's wait with its trigger: after the wait, or before it when `early`
 // (pdl_early_trigger: the next kernel — in a decode step, the next GEMM — then launches and

@@ -236,7 +236,6 @@ int64_t MatmulEngine::decode_rows() const { return gemm_wgmma_enabled() ? 64 : 1
 std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a, std::vector<int> configs) {
   if (configs.empty()) configs = decode_configs();
   a.defer = nullptr;  // the timed runs write the product
-  a.handoff = nullptr;  // and wait for their predecessors the ordinary way
   // Each timed run starts with L2 overwritten, as in choose(): decode streams weights from HBM.
   attach_workspaces(a);
   Event start = Event::create(), stop = Event::create();
@@ -295,18 +294,16 @@ void MatmulEngine::launch_invariant(GemmArgs& a) {
 }
 
 void MatmulEngine::run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n,
-                                 int64_t k, GemmPartials* defer, GemmHandoff handoff) {
+                                 int64_t k, GemmPartials* defer) {
   GemmArgs a = gemm_args(x, w, bias, m, n, k);
   a.y = y;
   a.defer = defer;
-  a.handoff = handoff.counter;
-  a.handoff_target = handoff.target;
   launch_invariant(a);
 }
 
 bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, void* const* outs,
                                const int64_t* out_end, int num_outs, int64_t m, int64_t n, int64_t k,
-                               GemmPartials* defer, GemmHandoff handoff) {
+                               GemmPartials* defer) {
   if (defer) *defer = GemmPartials{};
   if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || num_outs > GemmArgs::kMaxOuts) return false;
   int64_t begin = 0;
@@ -322,8 +319,6 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
   }
   a.num_outs = num_outs;
   a.defer = defer;
-  a.handoff = handoff.counter;
-  a.handoff_target = handoff.target;
   launch_invariant(a);
   return true;
 }
@@ -334,7 +329,7 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
 // layer, bench/RESULTS.md run L). `scratch` ([m, 2·inter]) receives the unfused product while a
 // shape's decode configurations are timed (its first eager call).
 bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, void* y, void* scratch, int64_t m,
-                              int64_t inter, int64_t k, GemmHandoff handoff) {
+                              int64_t inter, int64_t k) {
   if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || pointer_alignment(x) < 16 ||
       pointer_alignment(w) < 16 || pointer_alignment(y) < 4)
     return false;
@@ -349,7 +344,6 @@ bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, vo
   }
   a.y = y;
   a.glu_inter = inter;
-  a.handoff = handoff.counter;  // (not taken by a SwiGLU launch: reset first)
   launch_gemm(a, stream_);
   return true;
 }
@@ -405,12 +399,8 @@ const std::optional<cublasLtMatmulAlgo_t>& MatmulEngine::fixed_algo(int64_t n, i
 }
 
 void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
-                       GemmPartials* defer, GemmHandoff handoff) {
+                       GemmPartials* defer) {
   if (defer) *defer = GemmPartials{};
-  if (handoff.counter && (m == 0 || n == 0 || !batch_invariant_ || invariant_impl_ != InvariantImpl::ours)) {
-    launch_handoff_reset(handoff.counter, stream_);  // only the invariant GEMM's launch takes one
-    handoff = {};
-  }
   if (m == 0 || n == 0) return;
   if (batch_invariant_) {
     const bool aligned = std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)}) >= 16;
@@ -426,7 +416,7 @@ void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, 
         return;
       }
     }
-    run_invariant(x, w, bias, y, m, n, k, defer, handoff);
+    run_invariant(x, w, bias, y, m, n, k, defer);
     return;
   }
   MatmulShape shape{m, n, k, bias != nullptr,

@@ -51,15 +51,13 @@ class MatmulEngine {
   /// `defer` (may be null): where the batch-invariant decode GEMM (configurations 18, 19) runs its
   /// split schedule, the fold is left to the op reading y and *defer describes the partials
   /// (GemmArgs::defer; they stay valid until the next GEMM); else *defer is left inactive.
-  /// `handoff`: the counter the kernel before arrives on (GemmArgs::handoff; backend.cpp), or none.
   void run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
-           GemmPartials* defer = nullptr, GemmHandoff handoff = {});
+           GemmPartials* defer = nullptr);
   /// Batch-invariant mode with our GEMM: one launch writing consecutive column ranges of the
   /// product to separate outputs (outs[s] holds columns [out_end[s - 1], out_end[s])). Returns
   /// false, doing nothing, when another path is in use (the caller then runs one matmul a range).
   bool run_outputs(const void* x, const void* w, const void* bias, void* const* outs, const int64_t* out_end,
-                   int num_outs, int64_t m, int64_t n, int64_t k, GemmPartials* defer = nullptr,
-                   GemmHandoff handoff = {});
+                   int num_outs, int64_t m, int64_t n, int64_t k, GemmPartials* defer = nullptr);
   /// Batch-invariant mode with our GEMM: y[M, inter] = SwiGLU of x · wᵀ (w [2·inter, K]: gate rows,
   /// then up rows) in one launch, the bits of run() then launch_swiglu: prefill-sized M where
   /// gemm_swiglu_fits, M ≤ 8 where the shape's decode configuration is 18 (scratch, [M, 2·inter]
@@ -67,7 +65,7 @@ class MatmulEngine {
   /// nothing, where it does not apply (another path, M 9..64, no scratch): the caller then runs
   /// the two ops.
   bool run_swiglu(const void* x, const void* w, const void* bias, void* y, void* scratch, int64_t m, int64_t inter,
-                  int64_t k, GemmHandoff handoff = {});
+                  int64_t k);
   /// The decode configuration of `a`'s shape (m ≤ decode_rows()): timed on its first eager call.
   int decode_config_for(const GemmArgs& a) { return decode_config(a); }
   /// GEMM arguments with this engine's workspaces and counters (no output set).
@@ -127,7 +125,7 @@ class MatmulEngine {
   struct Plan;
   Plan& plan_for(const MatmulShape& shape);
   void run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
-                     GemmPartials* defer, GemmHandoff handoff = {});
+                     GemmPartials* defer);
   void launch_invariant(GemmArgs& a);
   void attach_workspaces(GemmArgs& a) const;  // split workspace, SM count, tile counters
   int decode_config(const GemmArgs& a);

@@ -44,10 +44,8 @@ struct RmsNormArgs {
   bool one_plus_weight = false;
   bool scale_in_fp32 = false;
   PartialsIn x_partials;     ///< x still as partials (x then receives its folded values)
-  unsigned* handoff = nullptr;  ///< blocks arrive on it as they finish (launch.h), where the kernel can
 };
-/// Returns how many blocks will arrive on a.handoff (0: none).
-unsigned launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
+void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
 
 struct RopeArgs {
   void* q = nullptr;                ///< bf16 [tokens, hq, head_dim], rotated in place
@@ -136,11 +134,9 @@ struct AttentionArgs {
 inline constexpr int kMaxRopeTokens = 4;
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);
 
-/// y[M, I] = bf16(bf16(silu(x[:, :I])) * x[:, I:]) for bf16 x [M, 2I]. With `handoff` the vector
-/// kernel's blocks arrive on it as they finish (launch.h); returns how many will (0: none, the
-/// next kernel must wait the ordinary way).
-unsigned launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream,
-                       const PartialsIn& x_partials = {}, unsigned* handoff = nullptr);
+/// y[M, I] = bf16(bf16(silu(x[:, :I])) * x[:, I:]) for bf16 x [M, 2I].
+void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream,
+                   const PartialsIn& x_partials = {});
 /// out bf16 [T, H] = table[ids]; out-of-range ids give zero rows.
 void launch_embedding(const int32_t* ids, const void* table, DType table_dtype, void* out, int64_t tokens,
                       int64_t hidden, int64_t vocab, cudaStream_t stream);
@@ -261,20 +257,7 @@ struct GemmArgs {
   /// them here; the op that reads the product folds them (PartialsIn). Otherwise *defer is left
   /// inactive and the outputs are written as usual.
   struct GemmPartials* defer = nullptr;
-  /// Non-null: the kernel before counts its finished blocks on this counter (launch.h's hand-off);
-  /// a decode launch (configurations 18, 19, no SwiGLU) waits for handoff_target of them instead
-  /// of the predecessor's completion; any other launch first resets it (launch_handoff_reset).
-  unsigned* handoff = nullptr;
-  unsigned handoff_target = 0;
 };
-/// A hand-off a GEMM may take (GemmArgs::handoff): the counter and how many blocks arrive on it.
-struct GemmHandoff {
-  unsigned* counter = nullptr;
-  unsigned target = 0;
-};
-/// A kernel that waits for its predecessor's completion, then sets *counter to 0: the hand-off
-/// its predecessor armed goes unused.
-void launch_handoff_reset(unsigned* counter, cudaStream_t stream);
 /// Whether launch_gemm can fuse SwiGLU (GemmArgs::glu_inter) into an m × 2·inter × k GEMM here, and
 /// it pays: the warpgroup GEMM enabled, inter % 64 == 0, k % 8 == 0, and 128 × 128 output tiles
 /// filling at least half the SMs (the persistent kernel the unfused GEMM would run too).

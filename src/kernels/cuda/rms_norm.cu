@@ -24,7 +24,6 @@ struct NormKernelArgs {
   bool one_plus, fp32_scale;
   bool early_trigger;  // pdl_early_trigger()
   PartialsIn xp;       // x still as partials (the register path only; x receives the folded row)
-  unsigned* handoff;   // block-per-row register path: each block arrives on it at the end (launch.h)
 };
 
 template <typename W>
@@ -106,7 +105,6 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
       }
       *reinterpret_cast<uint4*>(y + c) = v[h];
     }
-    if (kRowThreads != 32 && a.handoff) handoff_arrive(a.handoff);
     return;
   }
   pdl_wait_trigger(a.early_trigger);
@@ -165,10 +163,10 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
 }
 
 template <typename W>
-unsigned launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
+void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
   NormKernelArgs<W> k{static_cast<const bf16*>(a.x), static_cast<bf16*>(a.residual), static_cast<const W*>(a.w),
                       static_cast<bf16*>(a.y), a.rows, a.dim, a.eps, a.one_plus_weight, a.scale_in_fp32,
-                      pdl_early_trigger(), {}, nullptr};
+                      pdl_early_trigger(), {}};
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   bool vec = a.dim % 8 == 0 && aligned(a.x) && aligned(a.y) && (!a.residual || aligned(a.residual));
   constexpr int kRowsPerBlock = 8, kBlock = 512, kWarpHold = 4, kBlockHold = 2;
@@ -185,26 +183,20 @@ unsigned launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
     else launch_pdl(rms_norm_kernel<W, 1, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
   } else {
     const dim3 grid(unsigned(a.rows));
-    if (hold) {
-      k.handoff = a.handoff;
-      launch_pdl(rms_norm_kernel<W, 8, kBlock, kBlockHold>, grid, dim3(kBlock), 0, stream, k);
-      RILL_CUDA_CHECK_LAUNCH();
-      return a.handoff ? grid.x : 0;
-    }
-    if (vec) launch_pdl(rms_norm_kernel<W, 8, kBlock, 0>, grid, dim3(kBlock), 0, stream, k);
+    if (hold) launch_pdl(rms_norm_kernel<W, 8, kBlock, kBlockHold>, grid, dim3(kBlock), 0, stream, k);
+    else if (vec) launch_pdl(rms_norm_kernel<W, 8, kBlock, 0>, grid, dim3(kBlock), 0, stream, k);
     else launch_pdl(rms_norm_kernel<W, 1, kBlock, 0>, grid, dim3(kBlock), 0, stream, k);
   }
   RILL_CUDA_CHECK_LAUNCH();
-  return 0;
 }
 
 }  // namespace
 
-unsigned launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
-  if (a.rows == 0) return 0;
-  if (a.w_dtype == DType::bf16) return launch_typed<bf16>(a, stream);
-  if (a.w_dtype == DType::f32) return launch_typed<float>(a, stream);
-  throw_error("[rms_norm] weight dtype must be f32 or bf16");
+void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
+  if (a.rows == 0) return;
+  if (a.w_dtype == DType::bf16) launch_typed<bf16>(a, stream);
+  else if (a.w_dtype == DType::f32) launch_typed<float>(a, stream);
+  else throw_error("[rms_norm] weight dtype must be f32 or bf16");
 }
 
 }  // namespace rill::cuda
