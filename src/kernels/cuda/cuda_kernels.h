@@ -224,6 +224,10 @@ int parse_decode_prewait(const char* value);
 /// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
 /// error naming the variable.
 int parse_decode_ctas(const char* value);
+/// RILL_DECODE_X_ROWS: null → 16; 16, 32, 64 → configuration 19's smallest x stage in rows (a
+/// measurement knob: 64 runs the 64-row stage at every M; the bits do not change); anything else
+/// → an error naming the variable.
+int parse_decode_x_rows(const char* value);
 /// RILL_DECODE_TRIGGER: null → -1 (the default placement, late; see backend.cpp); "early" → 0 (the
 /// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
 /// has requested its last weight tile); anything else → an error naming the variable.

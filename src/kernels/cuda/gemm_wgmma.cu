@@ -592,6 +592,7 @@ CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows
 
 int g_decode_prewait = -1;    // set_decode_prewait_stages
 int g_decode_ctas_per_sm = 0;  // set_decode_ctas_per_sm
+int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 bool g_decode_late_trigger = false;  // set_decode_late_trigger
 
 bool gemm_wgmma_available() {
@@ -646,7 +647,7 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   (void)attr_set;
   if (a.m > kXRows)
     throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
-                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");
+                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");  // (the caller's rule)
   if (kGlu && (a.n % kBN != 0 || a.ny != 1))
     throw_error("[matmul] the warpgroup decode GEMM's SwiGLU takes 2 x inter rows of w with inter % 32 == 0 and one "
                 "output");
@@ -682,13 +683,19 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   a.prewait_stages = g_decode_prewait < 0 ? 1 << 30 : g_decode_prewait;
   a.late_trigger = g_decode_late_trigger;
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
-  // M ≤ 8: 8 stages of 9 KB (three CTAs an SM); M ≤ 64: 6 stages of 16 KB (two).
+  // M ≤ 8: 8 stages of 9 KB (three CTAs an SM). Configuration 19 takes the smallest x stage holding
+  // M (at least set_decode_min_x_rows): 16 rows, 7 stages of 10 KB, or 32 rows, 6 stages of 12 KB
+  // (three CTAs an SM, like 18), or 64 rows, 6 stages of 16 KB (two) — the same arithmetic: an
+  // A row past the stage feeds only an output row past M, which is never stored.
   // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
   // (Variant 2 always folds: its fold is the SwiGLU.)
   if (variant == 0) return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
   a.defer_fold = false;
   if (variant == 2) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
   a.defer_fold = k.defer_fold;
+  const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
+  if (rows <= 16) return launch_decode_variant<64, 16, 7>(a, ws_bytes, num_counters, num_sms, stream);
+  if (rows <= 32) return launch_decode_variant<64, 32, 6>(a, ws_bytes, num_counters, num_sms, stream);
   return launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
 }
 
@@ -729,4 +736,5 @@ namespace rill::cuda {
 void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = stages; }
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
+void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
 }  // namespace rill::cuda

@@ -294,6 +294,9 @@ void set_decode_late_trigger(bool late);
 /// Fewer leave shared memory for the next GEMM's CTAs to start their weight stream while this one
 /// ends (with RILL_PDL_TRIGGER=early). Same bits either way: the split ranges do not change.
 void set_decode_ctas_per_sm(int ctas);
+/// Configuration 19's smallest x stage (16, 32 or 64 rows; RILL_DECODE_X_ROWS, default 16): it runs
+/// the smallest of 16, 32 and 64 rows holding M and at least this. Same bits for any value.
+void set_decode_min_x_rows(int rows);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
 /// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled

@@ -21,7 +21,8 @@ template <int kBN, int kXRows>
 struct DecodeTile {
   static_assert(kBN == 64, "one wgmma m64n64k16 a k step");
   static constexpr int kXBytes = kXRows * 128, kWBytes = kBN * 128;
-  static_assert(kXRows == 8 || kXRows == 64, "an x stage is one 8-row swizzle atom or the whole 64-row A");
+  static_assert(kXRows == 8 || kXRows == 16 || kXRows == 32 || kXRows == 64,
+                "an x stage is 1, 2, 4 or 8 swizzle atoms of 8 rows (the A operand's first rows)");
 };
 
 #if defined(RILL_WGMMA_DEVICE)

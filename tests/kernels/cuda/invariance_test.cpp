@@ -551,8 +551,9 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
   }
 }
 
-// The warpgroup decode kernel for M 17..64 (configuration 19: a 64-row x stage), in its fold and
-// split schedules, gives the bits of the mma.sync kernel's fold schedule (configuration 2).
+// The warpgroup decode kernel for M 9..64 (configuration 19: x stages of 16, 32 or 64 rows, the
+// smallest holding M, or the 64-row stage at every M as RILL_DECODE_X_ROWS=64 runs it), in its fold
+// and split schedules, gives the bits of the mma.sync kernel's fold schedule (configuration 2).
 TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
@@ -564,14 +565,15 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
     SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
     DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
-    for (int64_t m : {17, 33, 64}) {
+    for (int64_t m : {9, 16, 17, 32, 33, 64}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
-      std::vector<float> got[3];
-      for (int v = 0; v < 3; ++v) {
+      std::vector<float> got[4];
+      for (int v = 0; v < 4; ++v) {
+        cuda::set_decode_min_x_rows(v == 3 ? 64 : 16);
         DevTensor dy(DType::bf16, {m, n});
         dy.poison();
         cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), db.t.data(), dy.t.data(), m, n, k, v == 0 ? 2 : 19);
-        if (v == 2) {  // with the workspace and counters: one range a CTA
+        if (v >= 2) {  // with the workspace and counters: one range a CTA
           ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), db.t.data(), m, n, k);
           ga.y = dy.t.data();
           ga.config = 19;
@@ -579,7 +581,8 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
         cuda::launch_gemm(ga, backend().stream());
         got[v] = download_bf16(dy);
       }
-      for (int v = 1; v < 3; ++v) {
+      cuda::set_decode_min_x_rows(cuda::parse_decode_x_rows(std::getenv("RILL_DECODE_X_ROWS")));
+      for (int v = 1; v < 4; ++v) {
         for (float x : got[v]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " variant " << v;
         EXPECT_TRUE(same_bits(got[0].data(), got[v].data(), got[0].size())) << "M=" << m << " variant " << v;
       }

@@ -95,6 +95,11 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_ctas("1"), 1);
   EXPECT_EQ(cuda::parse_decode_ctas("3"), 3);
   expect_rejects(cuda::parse_decode_ctas, {"", "0", "4", "2x", "02"}, "RILL_DECODE_CTAS");
+  EXPECT_EQ(cuda::parse_decode_x_rows(nullptr), 16);
+  EXPECT_EQ(cuda::parse_decode_x_rows("16"), 16);
+  EXPECT_EQ(cuda::parse_decode_x_rows("32"), 32);
+  EXPECT_EQ(cuda::parse_decode_x_rows("64"), 64);
+  expect_rejects(cuda::parse_decode_x_rows, {"", "8", "24", "128", "-16", "32 "}, "RILL_DECODE_X_ROWS");
   EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
