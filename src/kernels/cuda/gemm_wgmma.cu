@@ -370,9 +370,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // kStages w tiles (kBN = 64 rows × 64 k, 128-byte swizzle) in flight through the tensor copy
 // engine, and one consumer warpgroup issues wgmma m64n64k16 from them (32-row tiles measured
 // slower). The x stage holds kXRows rows × 64 k (rows past
-// M zero-filled by the copy engine). With kXRows = 8 (1 KB) the A operand's 64 rows run past the
-// stage, so rows 8-63 read the bytes that follow it in shared memory — whatever they hold, those
-// rows' outputs are never stored, and a row of an MMA's output depends on its own row of A only.
+// M zero-filled by the copy engine). With kXRows < 64 (8, 16, 32: 1, 2, 4 KB) the A operand's 64
+// rows run past the stage, so rows kXRows-63 read the bytes that follow it in shared memory —
+// whatever they hold, those rows' outputs are never stored, and a row of an MMA's output depends
+// on its own row of A only.
 // Split schedule: each item writes its range's f32 partial to the workspace, and the last item of
 // a column tile to arrive (per-tile counters, reset by it) adds the partials in range order, then
 // the bias, then one rounding: the additions of the fold schedule and of gemm.cu's kernels.
@@ -647,7 +648,7 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   (void)attr_set;
   if (a.m > kXRows)
     throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
-                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");  // (the caller's rule)
+                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");
   if (kGlu && (a.n % kBN != 0 || a.ny != 1))
     throw_error("[matmul] the warpgroup decode GEMM's SwiGLU takes 2 x inter rows of w with inter % 32 == 0 and one "
                 "output");
