@@ -1,6 +1,6 @@
 // kernels/cuda/gemm_common.cuh — what the batch-invariant GEMM kernels share (gemm.cu, the
-// tiled kernel; gemm_stream.cu, the streaming decode kernel; gemm_wgmma.cu, the Hopper warpgroup
-// kernels): the launch arguments,
+// tiled kernel; gemm_stream.cu, the streaming decode kernel; gemm_wgmma.cu and gemm_wgmma_decode.cu,
+// the Hopper warpgroup kernels): the launch arguments,
 // the output addressing of fused projections, and the sm_90 mbarrier / bulk-copy primitives.
 // Device code only.
 #pragma once
@@ -104,7 +104,7 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_by
 /// A bf16 weight [rows, k] read in box_rows × 64-k boxes with the 128-byte swizzle (the warpgroup
 /// kernels' w tiles; gemm_wgmma.cu).
 CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows);
-/// The decode kernels' launch policy (gemm_wgmma.cu; the backend sets them at start): whether the
+/// The decode kernels' launch policy (gemm_wgmma_decode.cu; the backend sets them at start): whether the
 /// next kernel may launch only once a CTA requested its last weight tile, and the resident CTAs an
 /// SM (0: as many as fit).
 extern bool g_decode_late_trigger;

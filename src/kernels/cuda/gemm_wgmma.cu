@@ -5,8 +5,9 @@
 // is the default once the tiles fill half the SMs: 417-633 / 614-682 TFLOP/s on the 8B shapes at M =
 // 512 / 4096 on the H200, against 158-176 for the mma.sync kernel and 775-826 for cuBLASLt), or one
 // split range a CTA with the partials folded by gemm.cu's reduction kernel (configuration 15, the
-// default for fewer tiles: decode batches of 65-256 rows), and a decode kernel shaped for a weight
-// stream (configurations 18, 19: M ≤ 8 / ≤ 64, see below). bench/RESULTS.md has the figures.
+// default for fewer tiles: decode batches of 65-256 rows). The decode kernel shaped for a weight
+// stream (configurations 18, 19: M ≤ 8 / ≤ 64) is in gemm_wgmma_decode.cu. bench/RESULTS.md has
+// the figures.
 //
 // Also 128 × 192 tiles (configurations 16, 17: opt-in, on par with 12 since the compact epilogue).
 // Measured and dropped: clusters of 2 × 1, 1 × 2 and 2 × 2 tiles sharing x / w tiles by multicast
@@ -362,213 +363,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// ---- Decode on warpgroup MMA: configurations 18 (M ≤ 8) and 19 (M ≤ 64) ----
-// The same arithmetic with x as A and w as B, as above, but shaped for a weight stream: a work
-// item is kBN output columns and one split range (split schedule) or every range in turn (fold
-// schedule, when no workspace or counters are given), and at most a wave of persistent CTAs takes
-// the items in turn (+4% alone where the items exceed a wave); a CTA's producer thread keeps
-// kStages w tiles (kBN = 64 rows × 64 k, 128-byte swizzle) in flight through the tensor copy
-// engine, and one consumer warpgroup issues wgmma m64n64k16 from them (32-row tiles measured
-// slower). The x stage holds kXRows rows × 64 k (rows past
-// M zero-filled by the copy engine). With kXRows < 64 (8, 16, 32: 1, 2, 4 KB) the A operand's 64
-// rows run past the stage, so rows kXRows-63 read the bytes that follow it in shared memory —
-// whatever they hold, those rows' outputs are never stored, and a row of an MMA's output depends
-// on its own row of A only.
-// Split schedule: each item writes its range's f32 partial to the workspace, and the last item of
-// a column tile to arrive (per-tile counters, reset by it) adds the partials in range order, then
-// the bias, then one rounding: the additions of the fold schedule and of gemm.cu's kernels.
-// kGlu (variant 2, M ≤ 8): SwiGLU fused as in the prefill kernel's variant 7. w is [gate; up]
-// (n = 2·inter rows), y [m, inter]; a work item's w tile is gate's rows [32t, 32t + 32) and up's
-// same 32 (two 32-row boxes, one 64-row stage as before), so accumulator columns 0-31 hold g and
-// 32-63 u of the same 32 output columns. The fold is per product column exactly as above (partials
-// of gate column c and up column c at c and inter + c of the workspace), then
-// bf16(bf16(silu(bf16 g)) · bf16 u): the gate/up GEMM's bits, then the SwiGLU kernel's — one launch
-// and one latency-bound kernel fewer in a decode step's critical path.
-
-
-template <int kBN, int kXRows, int kStages, bool kGlu = false>
-__global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
-    gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
-                             GemmKernelArgs a, int splits) {
-#if defined(RILL_WGMMA_DEVICE)
-  using T = DecodeTile<kBN, kXRows>;
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __shared__ uint64_t full[kStages], empty[kStages];
-  __shared__ unsigned is_last;
-  unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
-  unsigned char* sx = base;                         // kStages × 1 KB, then
-  unsigned char* sw = base + kStages * T::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
-
-  // Work items: (column tile, split range) pairs, item = range · tiles + tile, or one item a tile
-  // walking every range (fold schedule, splits == 1 here). Persistent CTAs take items blockIdx.x,
-  // + gridDim.x, ...: the producer streams the next item's tiles while the consumers finish one.
-  const int tiles = int((a.n + kBN - 1) / kBN), items = tiles * splits;  // (a launch has < 2^31 items)
-  const int ktiles = int((a.k + kBK - 1) / kBK);
-  const bool split = splits > 1;
-  auto item_range = [&](int item, int64_t& n0, int& range, int& kt_begin, int& kt_end) {
-    n0 = int64_t(item % tiles) * kBN;
-    range = item / tiles;
-    kt_begin = split ? range * a.tiles_per_split : 0;
-    kt_end = split ? std::min(ktiles, kt_begin + a.tiles_per_split) : ktiles;
-  };
-  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
-  // A stage's w tile for the item at product column n0: rows [n0, n0 + 64), or with kGlu gate's
-  // 32 rows [n0 / 2, n0 / 2 + 32) and up's 32 (output columns n0 / 2 ...).
-  const int64_t inter = a.n / 2;
-  auto load_w = [&](unsigned char* dst, int k0, int64_t n0, uint64_t* bar, uint64_t policy) {
-    if constexpr (kGlu) {
-      tma_load_2d_hint(dst, &tw, k0, int(n0 / 2), bar, policy);
-      tma_load_2d_hint(dst + T::kWBytes / 2, &tw, k0, int(inter + n0 / 2), bar, policy);
-    } else {
-      tma_load_2d_hint(dst, &tw, k0, int(n0), bar, policy);
-    }
-  };
-
-  if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp
-  __syncthreads();
-
-  if (wg == 0) {
-    if (threadIdx.x == 0) {
-      const uint64_t evict_first = l2_evict_first_policy();  // for the weight tiles
-      int s = 0;
-      unsigned phase = 0;
-      bool waited = false;
-      for (int item = blockIdx.x; item < items; item += gridDim.x) {
-        int64_t n0;
-        int range, kt_begin, kt_end;
-        item_range(item, n0, range, kt_begin, kt_end);
-        int t = kt_begin;
-        if (!waited) {  // the first item's weights: requested before waiting for the previous kernel
-          const int pro = min(min(kt_end - kt_begin, kStages), a.prewait_stages);
-          for (int p = 0; p < pro; ++p) {
-            mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
-            load_w(sw + p * T::kWBytes, (kt_begin + p) * kBK, n0, &full[p], evict_first);
-          }
-          pdl_wait();
-          if (!a.late_trigger) pdl_trigger();
-          waited = true;
-          for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
-          t += pro;
-          s = pro % kStages;
-          phase = pro == kStages ? 1u : 0u;
-        }
-        for (; t < kt_end; ++t) {
-          mbar_wait(&empty[s], phase ^ 1u);
-          mbar_arrive_expect_tx(&full[s], T::kXBytes + T::kWBytes);
-          load_w(sw + s * T::kWBytes, t * kBK, n0, &full[s], evict_first);
-          tma_load_2d(sx + s * T::kXBytes, &tx, t * kBK, 0, &full[s]);
-          if (++s == kStages) s = 0, phase ^= 1u;
-        }
-      }
-      if (!waited) pdl_wait();
-      // Late trigger: the CTA has requested its last weight tile; the next kernel may launch once
-      // every CTA has (its CTAs then take the SMs this grid leaves, without competing with its
-      // weight stream; the backend's default). Early (RILL_DECODE_TRIGGER=early): after the wait.
-      pdl_trigger();
-    } else if (!a.late_trigger) {
-      pdl_trigger();
-    }
-    return;
-  }
-
-  pdl_wait();  // before the first global write
-  if (!a.late_trigger) pdl_trigger();
-  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
-  const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
-  float acc[kBN / 8][4], total[kBN / 8][4];
-  int s = 0, prev = 0;
-  unsigned phase = 0;
-  for (int item = blockIdx.x; item < items; item += gridDim.x) {
-    int64_t n0;
-    int range, kt_begin, kt_end;
-    item_range(item, n0, range, kt_begin, kt_end);
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
-    consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
-                   T::kXBytes, w_base, T::kWBytes, lane,
-                   [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
-
-    // Accumulator [j][2h + e]: row 16·warp + g + 8h, product column n0 + 8j + 2·tig + e (wgmma.cuh);
-    // with kGlu, j < kBN / 16 holds gate's column i0 + 8j + 2·tig + e and j + kBN / 16 up's.
-    const int64_t i0 = n0 / 2;  // (kGlu: the item's first output column)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = 16 * warp + g + 8 * h;
-      if (row >= a.m) continue;
-      if constexpr (kGlu) {
-#pragma unroll
-        for (int j = 0; j < kBN / 16; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int64_t c = i0 + 8 * j + 2 * tig + e;  // (inter % 32 == 0: c < inter)
-            if (split) {
-              a.ws[(int64_t(range) * a.m + row) * a.n + c] = total[j][2 * h + e];
-              a.ws[(int64_t(range) * a.m + row) * a.n + inter + c] = total[j + kBN / 16][2 * h + e];
-            } else {
-              float gv = total[j][2 * h + e], uv = total[j + kBN / 16][2 * h + e];
-              if (a.bias) gv += __bfloat162float(a.bias[c]), uv += __bfloat162float(a.bias[inter + c]);
-              a.ys[0][row * inter + c] = __float2bfloat16_rn(swiglu_of_sums(gv, uv));
-            }
-          }
-      } else {
-#pragma unroll
-        for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int64_t col = n0 + 8 * j + 2 * tig + e;
-            if (col >= a.n) continue;
-            if (split) {
-              a.ws[(int64_t(range) * a.m + row) * a.n + col] = total[j][2 * h + e];
-            } else {
-              float v = total[j][2 * h + e];
-              if (a.bias) v += __bfloat162float(a.bias[col]);
-              *out_at(a, row, col) = __float2bfloat16_rn(v);
-            }
-          }
-      }
-    }
-    // Deferred (GemmArgs::defer): the reader of the product folds the partials; this item is done.
-    if (!split || a.defer_fold) continue;
-    __threadfence();  // this item's partial is visible device-wide before it is counted
-    consumer_sync();
-    if (threadIdx.x == 128) {
-      unsigned* counter = a.counters + item % tiles;
-      is_last = atomicAdd(counter, 1u) == unsigned(splits - 1);
-      if (is_last) *counter = 0;  // every range arrived: ready for the next launch
-    }
-    consumer_sync();
-    if (!is_last) continue;  // (read by every consumer thread before the next item's first sync)
-    __threadfence();
-    if constexpr (kGlu) {
-#pragma unroll
-      // M ≤ kXRows rows of kBN / 2 columns, two passes of the warpgroup, the SwiGLU computed by every
-      // thread and stored by those with an element: silu's expf on a divergent path made ptxas
-      // serialize every wgmma of the kernel (C7520).
-      for (int it = 0; it < kXRows * (kBN / 2) / 128; ++it) {
-        const int idx = int(threadIdx.x) - 128 + 128 * it;
-        const bool ok = idx < int(a.m) * (kBN / 2);
-        const int64_t row = ok ? idx / (kBN / 2) : 0, c = i0 + idx % (kBN / 2);
-        float gv = fold_partials(a.ws + row * a.n + c, a.m * a.n, a.splits);
-        float uv = fold_partials(a.ws + row * a.n + inter + c, a.m * a.n, a.splits);
-        if (a.bias) gv += __bfloat162float(a.bias[c]), uv += __bfloat162float(a.bias[inter + c]);
-        const float o = swiglu_of_sums(gv, uv);
-        if (ok) a.ys[0][row * inter + c] = __float2bfloat16_rn(o);
-      }
-      continue;
-    }
-    for (int idx = threadIdx.x - 128; idx < int(a.m) * kBN; idx += 128) {
-      const int64_t row = idx / kBN, col = n0 + idx % kBN;
-      if (col >= a.n) continue;
-      float v = fold_partials(a.ws + row * a.n + col, a.m * a.n, a.splits);
-      if (a.bias) v += __bfloat162float(a.bias[col]);
-      *out_at(a, row, col) = __float2bfloat16_rn(v);
-    }
-  }
-#else
-  __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
-#endif
-}
-
 __global__ void wgmma_probe_kernel(int* out) {
 #if defined(RILL_WGMMA_DEVICE)
   *out = 1;
@@ -590,11 +384,6 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
 CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows) {
   return tile_map(w, rows, k, box_rows);
 }
-
-int g_decode_prewait = -1;    // set_decode_prewait_stages
-int g_decode_ctas_per_sm = 0;  // set_decode_ctas_per_sm
-int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
-bool g_decode_late_trigger = false;  // set_decode_late_trigger
 
 bool gemm_wgmma_available() {
   static const bool available = [] {
@@ -634,71 +423,7 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   RILL_CUDA_CHECK_LAUNCH();
 }
 
-// Returns whether the split schedule ran (the partials are in a.ws).
-template <int kBN, int kXRows, int kStages, bool kGlu = false>
-bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
-                           cudaStream_t stream) {
-  using T = DecodeTile<kBN, kXRows>;
-  constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
-  constexpr size_t smem = size_t(kStages) * (T::kXBytes + T::kWBytes) + 1024;
-  static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    return true;
-  }();
-  (void)attr_set;
-  if (a.m > kXRows)
-    throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
-                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");
-  if (kGlu && (a.n % kBN != 0 || a.ny != 1))
-    throw_error("[matmul] the warpgroup decode GEMM's SwiGLU takes 2 x inter rows of w with inter % 32 == 0 and one "
-                "output");
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kXRows), tw = tile_map(a.w, a.n, a.k, kGlu ? kBN / 2 : kBN);
-  const int64_t tiles = (a.n + kBN - 1) / kBN;
-  // Split schedule when the partials and the per-tile counters fit; else one CTA walks every range.
-  const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
-                     size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
-  const int64_t items = tiles * (split ? a.splits : 1);
-  static const int per_sm = [] {
-    int n = 0;
-    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, smem));
-    return std::max(n, 1);
-  }();
-  const int resident = g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
-  const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));  // persistent beyond one wave
-  GemmKernelArgs la = a;
-  la.defer_fold = a.defer_fold && split;
-  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw, la, split ? a.splits : 1);
-  RILL_CUDA_CHECK_LAUNCH();
-  return split;
-}
-
 }  // namespace
-
-bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_bytes, int64_t num_counters,
-                              int num_sms, cudaStream_t stream) {
-  if (!gemm_wgmma_available())
-    throw_error("[matmul] GEMM configurations 18, 19 need an sm_90 GPU and a build for sm_90a "
-                "(RILL_CUDA_ARCHITECTURES=90a)");
-  GemmKernelArgs a = k;
-  a.tiles_per_split = int(a.ks / kBK);
-  a.prewait_stages = g_decode_prewait < 0 ? 1 << 30 : g_decode_prewait;
-  a.late_trigger = g_decode_late_trigger;
-  // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
-  // M ≤ 8: 8 stages of 9 KB (three CTAs an SM). Configuration 19 takes the smallest x stage holding
-  // M (at least set_decode_min_x_rows): 16 rows, 7 stages of 10 KB, or 32 rows, 6 stages of 12 KB
-  // (three CTAs an SM, like 18), or 64 rows, 6 stages of 16 KB (two) — the same arithmetic: an
-  // A row past the stage feeds only an output row past M, which is never stored.
-  // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
-  // (Variant 2 always folds: its fold is the SwiGLU.)
-  if (variant == 0) return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
-  a.defer_fold = false;
-  if (variant == 2) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
-  a.defer_fold = k.defer_fold;
-  const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
-  if (rows <= 16) return launch_decode_variant<64, 16, 7>(a, ws_bytes, num_counters, num_sms, stream);
-  if (rows <= 32) return launch_decode_variant<64, 32, 6>(a, ws_bytes, num_counters, num_sms, stream);
-  return launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
-}
 
 void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream) {
   if (!gemm_wgmma_available())
@@ -732,10 +457,3 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
 }
 
 }  // namespace rill::cuda::gemm_detail
-
-namespace rill::cuda {
-void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = stages; }
-void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
-void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
-void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
-}  // namespace rill::cuda
