@@ -26,6 +26,8 @@
 // bench/RESULTS.md).
 #include <algorithm>
 
+#include <cstdlib>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm_common.cuh"
@@ -478,6 +480,17 @@ GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
 }
 
 namespace {
+// A split launch's partials (workspace [splits, m, n]) handed to the op that reads its product.
+void set_partials(GemmPartials& p, const GemmKernelArgs& k) {
+  p.ws = k.ws;
+  p.bias = k.bias;
+  p.m = k.m;
+  p.n = k.n;
+  p.splits = k.splits;
+  p.num_outs = k.ny;
+  for (int s = 0; s < k.ny; ++s) p.outs[s] = k.ys[s], p.out_end[s] = k.y_end[s];
+}
+
 // The rule for the persistent warpgroup kernel (configuration 12): its 128 × 128 output tiles fill
 // at least half the SMs.
 bool persistent_tiles_fill(int64_t m, int64_t n, int num_sms) {
@@ -575,16 +588,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
       k.defer_fold = a.defer != nullptr && a.workspace != nullptr;
       const bool split =
           gemm_detail::launch_gemm_wgmma_decode(k, config - 18, a.workspace_bytes, a.num_counters, a.num_sms, stream);
-      if (k.defer_fold && split) {  // the partials wait for the op reading the product
-        GemmPartials& p = *a.defer;
-        p.ws = k.ws;
-        p.bias = k.bias;
-        p.m = k.m;
-        p.n = k.n;
-        p.splits = k.splits;
-        p.num_outs = k.ny;
-        for (int s = 0; s < k.ny; ++s) p.outs[s] = k.ys[s], p.out_end[s] = k.y_end[s];
-      }
+      if (k.defer_fold && split) set_partials(*a.defer, k);  // the partials wait for the op reading the product
       return;
     }
     case 11: case 12: case 13: case 14: case 16: case 17:
@@ -597,6 +601,15 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
         return;
       }
       gemm_detail::launch_gemm_wgmma(k, 4, a.num_sms, a.workspace_bytes, stream);
+      // Deferred (a captured decode step of 65-256 rows: o and down, q/k/v at ≤ 128): the op that
+      // reads the product folds the ranges on load, as after configurations 18 and 19 — the
+      // reduction kernel's additions (from 0, in range order, then the bias), without its launch
+      // and its output's round trip.
+      static const bool tmp_defer15 = !std::getenv("RILL_TMP_DEFER15") || std::getenv("RILL_TMP_DEFER15")[0] != '0';
+      if (a.defer && tmp_defer15) {
+        set_partials(*a.defer, k);
+        return;
+      }
       launch_pdl(gemm_reduce_kernel, dim3(unsigned(ceil_div(a.m * a.n, int64_t(256)))), dim3(256), 0, stream, k);
       RILL_CUDA_CHECK_LAUNCH();
       return;

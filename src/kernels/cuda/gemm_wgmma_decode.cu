@@ -44,6 +44,7 @@ constexpr int kBK = kPipeBK;
 
 int g_decode_prewait = -1;     // set_decode_prewait_stages
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
+int g_decode_x64_stages = 6;   // set_decode_x64_stages
 
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
@@ -283,8 +284,9 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM). Configuration 19 takes the smallest x stage holding
   // M (at least set_decode_min_x_rows): 16 rows, 7 stages of 10 KB, or 32 rows, 6 stages of 12 KB
-  // (three CTAs an SM, like 18), or 64 rows, 6 stages of 16 KB (two) — the same arithmetic: an
-  // A row past the stage feeds only an output row past M, which is never stored.
+  // (three CTAs an SM, like 18), or 64 rows, 6 stages of 16 KB (two; 4 stages fit three,
+  // set_decode_x64_stages) — the same arithmetic: an A row past the stage feeds only an output row
+  // past M, which is never stored.
   // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
   // (Variant 2 always folds: its fold is the SwiGLU.)
   if (variant == 0) return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
@@ -294,6 +296,7 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
   if (rows <= 16) return launch_decode_variant<64, 16, 7>(a, ws_bytes, num_counters, num_sms, stream);
   if (rows <= 32) return launch_decode_variant<64, 32, 6>(a, ws_bytes, num_counters, num_sms, stream);
+  if (g_decode_x64_stages == 4) return launch_decode_variant<64, 64, 4>(a, ws_bytes, num_counters, num_sms, stream);
   return launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
 }
 
@@ -304,4 +307,5 @@ void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = sta
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
+void set_decode_x64_stages(int stages) { gemm_detail::g_decode_x64_stages = stages; }
 }  // namespace rill::cuda

@@ -252,10 +252,11 @@ struct GemmArgs {
   /// u = [glu_inter, n) — the bits of this GEMM then launch_swiglu. The warpgroup kernel (sm_90a)
   /// only; glu_inter % 64 == 0, no fused outputs (gemm_swiglu_fits).
   int64_t glu_inter = 0;
-  /// Non-null: a decode launch (configurations 18, 19, no SwiGLU) running the split schedule leaves
-  /// its product as the f32 partials in `workspace` — no fold, no arrival counters — and describes
-  /// them here; the op that reads the product folds them (PartialsIn). Otherwise *defer is left
-  /// inactive and the outputs are written as usual.
+  /// Non-null: a decode launch (configurations 18, 19, no SwiGLU) running the split schedule, or
+  /// configuration 15 (split ranges across CTAs: decode batches of 65-256 rows), leaves its product
+  /// as the f32 partials in `workspace` — no fold, no arrival counters, no reduction kernel — and
+  /// describes them here; the op that reads the product folds them (PartialsIn). Otherwise *defer
+  /// is left inactive and the outputs are written as usual.
   struct GemmPartials* defer = nullptr;
 };
 /// Whether launch_gemm can fuse SwiGLU (GemmArgs::glu_inter) into an m × 2·inter × k GEMM here, and
@@ -297,6 +298,9 @@ void set_decode_ctas_per_sm(int ctas);
 /// Configuration 19's smallest x stage (16, 32 or 64 rows; RILL_DECODE_X_ROWS, default 16): it runs
 /// the smallest of 16, 32 and 64 rows holding M and at least this. Same bits for any value.
 void set_decode_min_x_rows(int rows);
+/// Stages of configuration 19's 64-row x stage (33-64 rows): 6 (two CTAs an SM) or 4 (three, with
+/// as many weight bytes in flight an SM; RILL_DECODE_X64_STAGES). Same bits either way.
+void set_decode_x64_stages(int stages);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
 /// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled

@@ -552,8 +552,9 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
 }
 
 // The warpgroup decode kernel for M 9..64 (configuration 19: x stages of 16, 32 or 64 rows, the
-// smallest holding M, or the 64-row stage at every M as RILL_DECODE_X_ROWS=64 runs it), in its fold
-// and split schedules, gives the bits of the mma.sync kernel's fold schedule (configuration 2).
+// smallest holding M, or the 64-row stage at every M as RILL_DECODE_X_ROWS=64 runs it, with 6 or 4
+// stages), in its fold and split schedules, gives the bits of the mma.sync kernel's fold schedule
+// (configuration 2).
 TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
@@ -567,9 +568,10 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
     DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
     for (int64_t m : {9, 16, 17, 32, 33, 64}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
-      std::vector<float> got[4];
-      for (int v = 0; v < 4; ++v) {
-        cuda::set_decode_min_x_rows(v == 3 ? 64 : 16);
+      std::vector<float> got[5];
+      for (int v = 0; v < 5; ++v) {
+        cuda::set_decode_min_x_rows(v >= 3 ? 64 : 16);
+        cuda::set_decode_x64_stages(v == 4 ? 4 : 6);
         DevTensor dy(DType::bf16, {m, n});
         dy.poison();
         cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), db.t.data(), dy.t.data(), m, n, k, v == 0 ? 2 : 19);
@@ -582,7 +584,8 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
         got[v] = download_bf16(dy);
       }
       cuda::set_decode_min_x_rows(cuda::parse_decode_x_rows(std::getenv("RILL_DECODE_X_ROWS")));
-      for (int v = 1; v < 4; ++v) {
+      cuda::set_decode_x64_stages(cuda::parse_decode_x64_stages(std::getenv("RILL_DECODE_X64_STAGES")));
+      for (int v = 1; v < 5; ++v) {
         for (float x : got[v]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " variant " << v;
         EXPECT_TRUE(same_bits(got[0].data(), got[v].data(), got[0].size())) << "M=" << m << " variant " << v;
       }
@@ -937,8 +940,10 @@ struct QkNormRope {
 // product as split-K partials and the op reading it folds them on load — the q/k/v of
 // norm_rope_store_kv, add_rms_norm's x, swiglu's x — or any other op (here add, download) settles
 // it first. Everything each op writes, and the GEMM outputs the consumers store for it, must be
-// bitwise what the same ops give with the fold in the GEMM; rows 1, 3 and 8 (configuration 18) and
-// 24 (19), with and without biases, on fresh random inputs; each GEMM must really have deferred.
+// bitwise what the same ops give with the fold in the GEMM; rows 1, 3 and 8 (configuration 18), 24
+// (19), 100 and 200 (configuration 15, split ranges across CTAs: at 200 rows q/k/v's 128 × 128 tiles
+// fill the GPU and it runs the persistent fold schedule, so four of the five GEMMs defer), with and
+// without biases, on fresh random inputs; each GEMM that can must really have deferred.
 TEST(CudaInvariance, DeferredFoldEqualsFold) {
   RILL_REQUIRE_GPU();
   (void)backend();
@@ -965,7 +970,7 @@ TEST(CudaInvariance, DeferredFoldEqualsFold) {
   const DevTensor &qn = qk.qn, &kn = qk.kn;
   const RopeTable& table = qk.table;
   NormParams np;
-  for (int64_t m : {1, 3, 8, 24}) {
+  for (int64_t m : {1, 3, 8, 24, 100, 200}) {
     for (bool bias : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "M=" << m << " bias " << bias);
       backend().matmul_engine().set_decode_config(m <= 8 ? 18 : 19);
@@ -984,7 +989,8 @@ TEST(CudaInvariance, DeferredFoldEqualsFold) {
         auto count = [&] { deferred += backend().pending().active(); };
         DevTensor x = upload_bf16(x0, {m, H}), res = upload_bf16(res0, {m, H});
         DevTensor q(DType::bf16, {m, hq, D}), k(DType::bf16, {m, hkv, D}), v(DType::bf16, {m, hkv, D});
-        DevTensor kc(DType::bf16, {8, 16, hkv, D}), vc(DType::bf16, {8, 16, hkv, D});
+        const int64_t blocks = (2 * m + 16) / 16;  // slots up to 2m - 1
+        DevTensor kc(DType::bf16, {blocks, 16, hkv, D}), vc(DType::bf16, {blocks, 16, hkv, D});
         DevTensor o(DType::bf16, {m, H}), h(DType::bf16, {m, H}), gu(DType::bf16, {m, 2 * I}), act(DType::bf16, {m, I});
         DevTensor dn(DType::bf16, {m, H}), sum(DType::bf16, {m, H}), gu2(DType::bf16, {m, 2 * I});
         for (DevTensor* t : {&q, &k, &v, &kc, &vc, &o, &h, &gu, &act, &dn, &sum, &gu2}) t->poison();
@@ -1014,7 +1020,7 @@ TEST(CudaInvariance, DeferredFoldEqualsFold) {
       const auto [want, none] = run(0);
       EXPECT_EQ(none, 0);
       const auto [got, deferred] = run(2);
-      EXPECT_EQ(deferred, 5) << "every GEMM of the sequence left its partials";
+      EXPECT_EQ(deferred, m == 200 ? 4 : 5) << "every split GEMM of the sequence left its partials";
       const char* names[] = {"q", "k", "v", "k cache", "v cache", "o", "residual", "h", "gate_up", "act",
                              "down", "sum", "gate_up (settled by download)"};
       for (size_t i = 0; i < want.size(); ++i) {

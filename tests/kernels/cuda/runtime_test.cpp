@@ -100,6 +100,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_x_rows("32"), 32);
   EXPECT_EQ(cuda::parse_decode_x_rows("64"), 64);
   expect_rejects(cuda::parse_decode_x_rows, {"", "8", "24", "128", "-16", "32 "}, "RILL_DECODE_X_ROWS");
+  EXPECT_EQ(cuda::parse_decode_x64_stages(nullptr), 6);
+  EXPECT_EQ(cuda::parse_decode_x64_stages("4"), 4);
+  EXPECT_EQ(cuda::parse_decode_x64_stages("6"), 6);
+  expect_rejects(cuda::parse_decode_x64_stages, {"", "5", "8", "0", "-4", "4 ", "six"}, "RILL_DECODE_X64_STAGES");
   EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
