@@ -231,6 +231,10 @@ int parse_decode_x_rows(const char* value);
 /// RILL_DECODE_X64_STAGES: null → 6; 4, 6 → stages of configuration 19's 64-row x stage (a
 /// measurement knob; the bits do not change); anything else → an error naming the variable.
 int parse_decode_x64_stages(const char* value);
+/// RILL_DECODE_DEFER_SPLIT: null or "0" → 0; "1" → 1 (configuration 15 leaves its partials to the op
+/// reading the product in captured decode steps, set_decode_defer_split); anything else → an error
+/// naming the variable.
+int parse_decode_defer_split(const char* value);
 /// RILL_DECODE_TRIGGER: null → -1 (the default placement, late; see backend.cpp); "early" → 0 (the
 /// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
 /// has requested its last weight tile); anything else → an error naming the variable.

@@ -26,8 +26,6 @@
 // bench/RESULTS.md).
 #include <algorithm>
 
-#include <cstdlib>
-
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm_common.cuh"
@@ -45,6 +43,7 @@ int g_split_ctas_per_sm = 2;              // set_gemm_split_ctas_per_sm
 int g_l2_prefetch_tiles = 0;              // set_gemm_l2_prefetch_tiles
 bool g_wgmma = false;                     // set_gemm_wgmma
 bool g_wide_tile = false;                 // set_gemm_wide_tile
+bool g_defer_split = false;               // set_decode_defer_split
 
 // kBulk: the tiles travel by the bulk copy engine (cp.async.bulk, one copy a tile row, completing
 // on a per-stage mbarrier) instead of 16-byte cp.async; decode configurations only (M ≤ BM).
@@ -431,6 +430,8 @@ void set_gemm_l2_prefetch_tiles(int tiles) { g_l2_prefetch_tiles = std::max(0, t
 bool gemm_wgmma_supported() { return gemm_detail::gemm_wgmma_available(); }
 void set_gemm_wgmma(bool on) { g_wgmma = on && gemm_detail::gemm_wgmma_available(); }
 bool gemm_wgmma_enabled() { return g_wgmma; }
+void set_decode_defer_split(bool on) { g_defer_split = on; }
+bool decode_defer_split() { return g_defer_split; }
 void set_gemm_wide_tile(bool on) { g_wide_tile = on; }
 
 void launch_gemm_fold(const GemmPartials& p, cudaStream_t stream) {
@@ -601,12 +602,11 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
         return;
       }
       gemm_detail::launch_gemm_wgmma(k, 4, a.num_sms, a.workspace_bytes, stream);
-      // Deferred (a captured decode step of 65-256 rows: o and down, q/k/v at ≤ 128): the op that
-      // reads the product folds the ranges on load, as after configurations 18 and 19 — the
-      // reduction kernel's additions (from 0, in range order, then the bias), without its launch
-      // and its output's round trip.
-      static const bool tmp_defer15 = !std::getenv("RILL_TMP_DEFER15") || std::getenv("RILL_TMP_DEFER15")[0] != '0';
-      if (a.defer && tmp_defer15) {
+      // Deferred (set_decode_defer_split; a captured decode step of 65-256 rows: o and down, q/k/v
+      // at ≤ 128): the op that reads the product folds the ranges on load, as after configurations
+      // 18 and 19 — the reduction kernel's additions (from 0, in range order, then the bias),
+      // without its launch and its output's round trip.
+      if (a.defer && g_defer_split) {
         set_partials(*a.defer, k);
         return;
       }

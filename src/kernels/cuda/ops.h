@@ -253,7 +253,8 @@ struct GemmArgs {
   /// only; glu_inter % 64 == 0, no fused outputs (gemm_swiglu_fits).
   int64_t glu_inter = 0;
   /// Non-null: a decode launch (configurations 18, 19, no SwiGLU) running the split schedule, or
-  /// configuration 15 (split ranges across CTAs: decode batches of 65-256 rows), leaves its product
+  /// configuration 15 (split ranges across CTAs: decode batches of 65-256 rows) with
+  /// set_decode_defer_split on, leaves its product
   /// as the f32 partials in `workspace` — no fold, no arrival counters, no reduction kernel — and
   /// describes them here; the op that reads the product folds them (PartialsIn). Otherwise *defer
   /// is left inactive and the outputs are written as usual.
@@ -284,6 +285,12 @@ void set_gemm_wgmma(bool on);
 /// Whether M > 16 GEMMs whose N is a multiple of 192 take the warpgroup kernel's 128 × 192 tiles
 /// (configuration 16; off by default, RILL_GEMM_WIDE_TILE=1). Same bits either way.
 void set_gemm_wide_tile(bool on);
+/// Whether configuration 15 (split ranges across CTAs: the invariant GEMM of 65-256 decode rows
+/// whose 128 × 128 tiles fill less than half the SMs) also leaves its partials to the reader
+/// (GemmArgs::defer) instead of running the reduction kernel (RILL_DECODE_DEFER_SPLIT; off until
+/// measured on the GPU). Same bits either way.
+void set_decode_defer_split(bool on);
+bool decode_defer_split();
 /// At most this many weight stages a CTA of the warpgroup decode GEMM requests before its wait
 /// (-1: all; RILL_DECODE_PREWAIT). Same bits either way.
 void set_decode_prewait_stages(int stages);

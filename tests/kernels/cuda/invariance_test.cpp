@@ -950,11 +950,14 @@ TEST(CudaInvariance, DeferredFoldEqualsFold) {
   if (!cuda::gemm_wgmma_enabled()) GTEST_SKIP() << "the warpgroup decode GEMM (sm_90a) is not in use";
   struct Restore {
     int defer = backend().decode_defer();
+    bool split = cuda::decode_defer_split();
     ~Restore() {
       backend().set_decode_defer(defer);
       backend().matmul_engine().set_decode_config(0);
+      cuda::set_decode_defer_split(split);
     }
   } restore;
+  cuda::set_decode_defer_split(true);
   uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);

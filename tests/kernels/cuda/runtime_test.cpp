@@ -103,6 +103,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_x64_stages(nullptr), 6);
   EXPECT_EQ(cuda::parse_decode_x64_stages("4"), 4);
   EXPECT_EQ(cuda::parse_decode_x64_stages("6"), 6);
+  EXPECT_EQ(cuda::parse_decode_defer_split(nullptr), 0);
+  EXPECT_EQ(cuda::parse_decode_defer_split("0"), 0);
+  EXPECT_EQ(cuda::parse_decode_defer_split("1"), 1);
+  expect_rejects(cuda::parse_decode_defer_split, {"", "2", "on", " 1"}, "RILL_DECODE_DEFER_SPLIT");
   expect_rejects(cuda::parse_decode_x64_stages, {"", "5", "8", "0", "-4", "4 ", "six"}, "RILL_DECODE_X64_STAGES");
   EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
