@@ -147,6 +147,7 @@ int parse_decode_x64_stages(const char* value) {
 int parse_decode_defer_split(const char* value) {
   return parse_wgmma_switch("RILL_DECODE_DEFER_SPLIT", value) == 1;
 }
+bool parse_norm_cluster(const char* value) { return parse_wgmma_switch("RILL_NORM_CLUSTER", value) == 1; }
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
@@ -219,6 +220,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_decode_min_x_rows(parse_decode_x_rows(std::getenv("RILL_DECODE_X_ROWS")));
   set_decode_x64_stages(parse_decode_x64_stages(std::getenv("RILL_DECODE_X64_STAGES")));
   set_decode_defer_split(parse_decode_defer_split(std::getenv("RILL_DECODE_DEFER_SPLIT")) != 0);
+  set_norm_cluster(parse_norm_cluster(std::getenv("RILL_NORM_CLUSTER")));
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
   fuse_decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU")) == 1;

@@ -235,6 +235,9 @@ int parse_decode_x64_stages(const char* value);
 /// reading the product in captured decode steps, set_decode_defer_split); anything else → an error
 /// naming the variable.
 int parse_decode_defer_split(const char* value);
+/// RILL_NORM_CLUSTER: null or "0" → false; "1" → true (set_norm_cluster); anything else → an error
+/// naming the variable.
+bool parse_norm_cluster(const char* value);
 /// RILL_DECODE_TRIGGER: null → -1 (the default placement, late; see backend.cpp); "early" → 0 (the
 /// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
 /// has requested its last weight tile); anything else → an error naming the variable.

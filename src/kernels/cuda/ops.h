@@ -46,6 +46,11 @@ struct RmsNormArgs {
   PartialsIn x_partials;     ///< x still as partials (x then receives its folded values)
 };
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
+/// Whether rms_norm / add_rms_norm rows of more than 1024 (decode steps of ≤ 64 rows) spread each
+/// row over a cluster of 8 CTAs on sm_90+ (RILL_NORM_CLUSTER; off until measured on the GPU). Same
+/// bits either way.
+void set_norm_cluster(bool on);
+bool norm_cluster_enabled();
 
 struct RopeArgs {
   void* q = nullptr;                ///< bf16 [tokens, hq, head_dim], rotated in place

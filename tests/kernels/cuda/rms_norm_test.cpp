@@ -106,5 +106,67 @@ TEST(CudaRmsNorm, FusedAddRmsNorm) {
   }
 }
 
+// The cluster path (set_norm_cluster: a row over 8 CTAs, the warp sums exchanged through distributed
+// shared memory) must give the one-block kernel's bits: y, the residual, and x written back from
+// deferred partials; rows 1, 3 and 64, widths of one and two vectors a thread (4096, 5120, 8192),
+// bf16 and f32 weights, plain rms_norm, add_rms_norm, add_rms_norm on 3 and 8 ranges of partials.
+TEST(CudaRmsNorm, ClusterEqualsBlock) {
+  RILL_REQUIRE_GPU();
+  (void)backend();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "thread-block clusters need sm_90";
+  struct Restore {
+    bool on = cuda::norm_cluster_enabled();
+    ~Restore() { cuda::set_norm_cluster(on); }
+  } restore;
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  for (int64_t dim : {4096, 5120, 8192}) {
+    for (int64_t rows : {1, 3, 64}) {
+      for (int mode = 0; mode < 4; ++mode) {  // rms_norm, add_rms_norm, + 3 ranges of partials, + 8
+        SCOPED_TRACE(::testing::Message() << "dim " << dim << " rows " << rows << " mode " << mode);
+        const int splits = mode == 2 ? 3 : mode == 3 ? 8 : 0;
+        const bool f32_w = mode == 1;
+        const auto x0 = random_bf16_values(rng, size_t(rows * dim), -3.f, 3.f);
+        const auto r0 = random_bf16_values(rng, size_t(rows * dim), -3.f, 3.f);
+        const auto w0 = random_bf16_values(rng, size_t(dim), 0.5f, 1.5f);
+        const auto p0 = random_bf16_values(rng, size_t(std::max(splits, 1)) * size_t(rows * dim), -1.f, 1.f);
+        DevTensor dw = f32_w ? upload_f32(w0, {dim}) : upload_bf16(w0, {dim});
+        DevTensor dp = upload_f32(p0, {int64_t(std::max(splits, 1)), rows, dim});
+        auto run = [&](bool cluster) {
+          cuda::set_norm_cluster(cluster);
+          DevTensor dx = upload_bf16(x0, {rows, dim}), dr = upload_bf16(r0, {rows, dim}), dy(DType::bf16, {rows, dim});
+          dy.poison();
+          if (splits > 0) dx.poison();  // written back from the partials
+          cuda::RmsNormArgs a;
+          a.x = dx.t.data();
+          a.residual = mode == 0 ? nullptr : dr.t.data();
+          a.w = dw.t.data();
+          a.w_dtype = f32_w ? DType::f32 : DType::bf16;
+          a.y = dy.t.data();
+          a.rows = rows;
+          a.dim = dim;
+          if (splits > 0) {
+            a.x_partials.ws = static_cast<const float*>(dp.t.data());
+            a.x_partials.n = dim;
+            a.x_partials.plane = rows * dim;
+            a.x_partials.splits = splits;
+          }
+          cuda::launch_rms_norm(a, backend().stream());
+          return std::vector<std::vector<float>>{download_bf16(dy), download_bf16(dr), download_bf16(dx)};
+        };
+        const auto want = run(false), got = run(true);
+        const char* names[] = {"y", "residual", "x"};
+        for (size_t i = 0; i < want.size(); ++i) {
+          for (float v : want[i]) ASSERT_FALSE(std::isnan(v)) << names[i] << ": unwritten output";
+          EXPECT_EQ(want[i], got[i]) << names[i];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rill

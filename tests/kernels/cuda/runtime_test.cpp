@@ -107,6 +107,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_defer_split("0"), 0);
   EXPECT_EQ(cuda::parse_decode_defer_split("1"), 1);
   expect_rejects(cuda::parse_decode_defer_split, {"", "2", "on", " 1"}, "RILL_DECODE_DEFER_SPLIT");
+  EXPECT_FALSE(cuda::parse_norm_cluster(nullptr));
+  EXPECT_FALSE(cuda::parse_norm_cluster("0"));
+  EXPECT_TRUE(cuda::parse_norm_cluster("1"));
+  expect_rejects(cuda::parse_norm_cluster, {"", "2", "yes", "1 "}, "RILL_NORM_CLUSTER");
   expect_rejects(cuda::parse_decode_x64_stages, {"", "5", "8", "0", "-4", "4 ", "six"}, "RILL_DECODE_X64_STAGES");
   EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
