@@ -1,6 +1,7 @@
 // kernels/cuda/attention_common.cuh — what the paged attention kernels share (attention.cu: the
-// mma.sync kernels of every schedule; attention_wgmma.cu: the Hopper fold schedule at head_dim
-// 128): kernel arguments, the span merge whose explicitly rounded operations make the schedules
+// mma.sync kernels of every schedule; attention_decode.cu: the four-warp decode kernels at one
+// m-tile and the span combine; attention_wgmma.cu: the Hopper fold schedule at head_dim 128):
+// kernel arguments, the span merge whose explicitly rounded operations make the schedules
 // agree bit for bit, the masking and softmax of a tile, and the gather of K/V tiles through the
 // block table (the mma.sync kernels; the warpgroup kernel's tiles arrive by tensor copies).
 #pragma once
@@ -371,5 +372,19 @@ struct DecodeSplitCfg {
   static constexpr size_t kLOff = kPOff + size_t(kNT) * 32 * sizeof(uint2);  // the fold's row sums [kBM]
   static constexpr size_t kSmemBytes = kLOff + size_t(kBM) * sizeof(float);
 };
+
+// attention_decode.cu's launches (host). The invariant split schedule at one m-tile, D 64 or 128:
+// the cluster kernel, the four-warp split kernel and the span combine, or the fold kernel where a
+// block would walk every span (grid: the split grid, m-tiles × kv heads × rows · spans; k with the
+// workspace's partials set).
+template <int D>
+void launch_decode_split(const AttnKernelArgs& k, const AttentionArgs& a, dim3 grid, int64_t spans, int span_keys,
+                         cudaStream_t stream);
+// The four-warp fold kernel at one m-tile (D 64 or 128): a block a (row, kv head), every span in order.
+template <int D>
+void launch_decode_fold(const AttnKernelArgs& k, const AttentionArgs& a, cudaStream_t stream);
+// The span combine after a split schedule's partials (D 16, 32, 64, 128 or 256).
+template <int D>
+void launch_combine_spans(const AttnKernelArgs& k, const AttentionArgs& a, int span_keys, cudaStream_t stream);
 
 }  // namespace rill::cuda::attention_detail

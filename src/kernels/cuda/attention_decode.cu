@@ -1,0 +1,365 @@
+// kernels/cuda/attention_decode.cu — the batch-invariant decode attention at one m-tile (≤ 16
+// packed query rows: decode steps and short speculative steps of GQA models; head_dim 64 and 128)
+// and the span combine every split schedule ends with. Split from attention.cu (the mma.sync
+// kernels of every schedule and the dispatch), whose header describes the invariant mode's spans
+// and schedules; the span walk these kernels share is attention_decode.cuh, the per-tile
+// arithmetic attention_common.cuh. Three kernels for one m-tile, the same bits:
+//   - the four-warp split kernel: one block a (row, kv head) walking every step-th span, each
+//     span's partial to the workspace, then the span combine;
+//   - the cluster kernel: ≤ 16 spans and one wave of clusters, a cluster a (row, kv head), the
+//     combine inside through distributed shared memory;
+//   - the four-warp fold kernel: a block a (row, kv head) merging every span as it goes, where a
+//     split block would walk every span of its row anyway (batch ≥ 64 at 512 keys on the 8B shape).
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/attention_decode.cuh"
+#include "kernels/cuda/attention_rope.cuh"
+
+namespace rill::cuda {
+namespace attention_detail {
+namespace {
+
+bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
+std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
+int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
+std::atomic<uint64_t> g_attention_decode_fold_launches{0};
+
+template <int D, bool kRope = false>
+__global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  decode_split_spans<D, false, kRope>(a, smem_raw, int(blockIdx.z) / a.span_step, int(blockIdx.z) % a.span_step);
+}
+
+// The fold schedule for one m-tile (decode rows beyond a wave of split blocks: batch 64+ of the 8B
+// shape): a block a (row, kv head) walking its spans in order on four warps, merging them as it
+// goes (decode_split_spans' kFold) — attention_kernel<D, 1, 64, true>'s bits, whose one warp ran
+// each tile as one latency-bound chain (~1 TB/s of K/V). Grid (1, kv heads, rows).
+template <int D>
+__global__ void __launch_bounds__(128, 5) attention_decode_fold_kernel(AttnKernelArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  decode_split_spans<D, false, false, true>(a, smem_raw, int(blockIdx.z), 0);
+}
+
+// Short contexts (a row's spans ≤ the cluster's kMaxCluster blocks): the split attention and its
+// span combine as one kernel. A thread-block cluster a (row, kv head), block r of it computing span
+// r into its own shared memory; after the cluster barrier each block folds a 1/C share of the
+// (packed row, dim) outputs over the C blocks' partials (distributed shared memory) in span order
+// with attention_combine_spans_kernel's operations — the same bits, without the combine's launch,
+// hand-off and partials' round trips through L2 (a batch-1 decode step at 512 keys: ~3.8 µs a
+// layer of critical path for the combine kernel, run P).
+constexpr int kMaxCluster = 16;
+
+template <int D, bool kRope = false>
+__global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKernelArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+ (cluster_fits keeps older GPUs off it)
+  using C = DecodeSplitCfg<D>;
+  constexpr int kBM = C::kBM;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int n_blocks = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int row = int(blockIdx.z) / n_blocks;
+  float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);  // [kBM][D] o, then [kBM] (m, l)
+  float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
+  // Every block's (m, l), gathered over V's tile (free once the span is done): [span][row].
+  float2* ml_all = reinterpret_cast<float2*>(smem_raw + C::kQBytes + C::kTileBytes);
+  if (!decode_split_spans<D, true, kRope>(a, smem_raw, row, rank) && threadIdx.x < kBM)
+    ml_s[threadIdx.x] = make_float2(-INFINITY, 0.f);  // no span here: every row skips this block
+  cluster.sync();  // every block's partial is in its shared memory
+  for (int i = int(threadIdx.x); i < n_blocks * kBM; i += C::kThreads)
+    ml_all[i] = cluster.map_shared_rank(ml_s, i / kBM)[i % kBM];
+  __syncthreads();
+  BlockRows br;
+  if (br.init(a, row, kBM, C::kBN)) {
+    const int per = kBM * D / n_blocks;
+    for (int e = rank * per + int(threadIdx.x); e < (rank + 1) * per; e += C::kThreads) {
+      const int r = e / D, d = e % D, m = br.m0 + r;
+      if (m >= br.packed) continue;
+      float o[kMaxCluster];
+#pragma unroll
+      for (int j = 0; j < kMaxCluster; ++j)  // every block's value requested before the fold
+        if (j < n_blocks) o[j] = cluster.map_shared_rank(part_s, j)[r * D + d];
+      float acc = 0.f, acc_l = 0.f, acc_m = -INFINITY;  // SpanMerge over the spans in order
+#pragma unroll
+      for (int j = 0; j < kMaxCluster; ++j) {
+        if (j >= n_blocks) break;
+        const float2 ml = ml_all[j * kBM + r];
+        if (ml.x == -INFINITY) continue;  // the span saw no key of this row
+        const float m_new = fmaxf(acc_m, ml.x);
+        const float wa = exp2_ftz(acc_m - m_new), wb = exp2_ftz(ml.x - m_new);
+        acc = __fmaf_rn(acc, wa, __fmul_rn(o[j], wb));
+        acc_l = __fmaf_rn(acc_l, wa, __fmul_rn(ml.y, wb));
+        acc_m = m_new;
+      }
+      const int64_t idx = (br.q_begin + m / a.group) * int64_t(a.hq) + int(blockIdx.y) * a.group + m % a.group;
+      a.out[idx * D + d] = __float2bfloat16_rn(span_result(acc, acc_l));
+    }
+  }
+  cluster.sync();  // no block leaves while another reads its shared memory
+#endif
+}
+
+// Invariant mode, split schedule: one block per (row, head, query token, 32 output dims) folds
+// the spans the token sees, in order, with SpanMerge's operations — the bits of the fold
+// schedule. The grid depends on num_rows, max_seqlen_q and D only; positions come from
+// cu_seqlens_q / context_lens. A span's merge weights (a, b) depend on the spans' (m, l) only:
+// the running max before span j is the max of the m of the spans before it (skipped spans have
+// m = -inf), so a block-wide prefix max gives every span's weights at once. A chunk of up to 256
+// spans costs one memory round trip: every thread requests one span's (m, l) and its share of the
+// chunk's partials (straight into shared memory) before the scan; then one warp folds, lane d
+// running output d's FMA chain over the chunk's spans in order. (Before: one block per head, a
+// thread a dim, the partials through registers — 32 blocks at batch 1, 11.9 µs a layer at 8k
+// context alone on the H200, 0.42 ms of a 5.3 ms step in the graph; each output's operations are
+// unchanged, only who loads what.)
+template <int D>
+struct CombineCfg {
+  static constexpr int kThreads = 256;              // spans a chunk
+  static constexpr int kDims = D < 32 ? D : 32;      // output dims a block: one folding warp
+  static constexpr int kVec = kDims / 4;             // float4s of a span's slice
+  static_assert(D % kDims == 0 && kDims % 4 == 0, "head_dim a multiple of 4 (32 above 32)");
+};
+
+template <int D>
+__global__ void __launch_bounds__(CombineCfg<D>::kThreads)
+    attention_combine_spans_kernel(const float* part_o, const float* part_ml, bf16* out, const int32_t* cu_seqlens_q,
+                                   const int32_t* context_lens, int64_t tokens, int hq, int window, int span_keys,
+                                   bool early_trigger) {
+  using C = CombineCfg<D>;
+  constexpr int kThreads = C::kThreads, kDims = C::kDims, kVec = C::kVec, kWarps = kThreads / 32;
+  __shared__ __align__(16) float o_s[kThreads * kDims];  // the chunk's partials: span j's slice at j·kDims
+  __shared__ float4 w_s[kThreads];                     // span c0 + j: (a, b, l, -), a = -1 when skipped
+  __shared__ float incl_s[kThreads];                   // prefix max of m through span c0 + j
+  __shared__ float warp_s[kWarps];
+  const int row = int(blockIdx.x / unsigned(hq)), head = int(blockIdx.x % unsigned(hq));
+  const int i = int(blockIdx.y), d0 = int(blockIdx.z) * kDims;
+  // The step's lengths were uploaded before its first kernel: read before the wait (launch.h).
+  const int q_begin = cu_seqlens_q[row], q_len = cu_seqlens_q[row + 1] - q_begin, ctx_len = context_lens[row];
+  pdl_wait_trigger(early_trigger);
+  if (i >= q_len) return;
+  const int pos = ctx_len - q_len + i;
+  const int kv_lo = window > 0 ? max(0, pos - window + 1) : 0;
+  const int js = kv_lo / span_keys, je = pos / span_keys + 1;
+  const int64_t idx = int64_t(q_begin + i) * hq + head, stride = tokens * hq;
+  const int t = int(threadIdx.x), lane = t % 32, wid = t / 32;
+  float acc = 0.f, acc_l = 0.f, carry = -INFINITY;  // carry: the max of every earlier chunk's m
+  for (int c0 = js; c0 < je; c0 += kThreads) {
+    const int n = min(kThreads, je - c0);
+    // The chunk's partials (a skipped span's slot is copied but never used), then its (m, l).
+    for (int e = t; e < n * kVec; e += kThreads) {
+      const int j = e / kVec, v = e % kVec;
+      cp_async16(o_s + j * kDims + v * 4, part_o + ((c0 + j) * stride + idx) * D + d0 + v * 4, true);
+    }
+    cp_async_commit();
+    const float2 ml = t < n ? *reinterpret_cast<const float2*>(part_ml + ((c0 + t) * stride + idx) * 2)
+                            : make_float2(-INFINITY, 0.f);
+    float incl = ml.x;  // max is exact: any order of the fmaxf gives the sequential running max
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const float v = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl = fmaxf(incl, v);
+    }
+    if (lane == 31) warp_s[wid] = incl;
+    __syncthreads();
+    for (int w = 0; w < wid; ++w) incl = fmaxf(incl, warp_s[w]);
+    incl = fmaxf(incl, carry);
+    incl_s[t] = incl;
+    __syncthreads();
+    if (t < n) {
+      const float acc_m = t == 0 ? carry : incl_s[t - 1];  // SpanMerge::make's operations
+      const float m_new = fmaxf(acc_m, ml.x);
+      w_s[t] = ml.x == -INFINITY ? make_float4(-1.f, 0.f, 0.f, 0.f)  // the span saw no key
+                                 : make_float4(exp2_ftz(acc_m - m_new), exp2_ftz(ml.x - m_new), ml.y, 0.f);
+    }
+    carry = incl_s[n - 1];
+    cp_async_wait<0>();
+    __syncthreads();  // the weights and every thread's partials are in shared memory
+    if (t < kDims) {
+#pragma unroll 8
+      for (int j = 0; j < n; ++j) {
+        const float4 w = w_s[j];
+        if (w.x < 0.f) continue;
+        acc = __fmaf_rn(acc, w.x, __fmul_rn(o_s[j * kDims + t], w.y));
+        acc_l = __fmaf_rn(acc_l, w.x, __fmul_rn(w.z, w.y));
+      }
+    }
+    __syncthreads();  // o_s, w_s, incl_s and warp_s are rewritten by the next chunk
+  }
+  if (t < kDims) out[idx * D + d0 + t] = __float2bfloat16_rn(span_result(acc, acc_l));
+}
+
+// The cluster kernel's blocks for a row's spans: the next power of two (the fold's shares divide).
+unsigned cluster_blocks(int64_t spans) {
+  unsigned n = 2;
+  while (n < unsigned(spans)) n *= 2;
+  return n;
+}
+
+// Whether clusters of the blocks `spans` needs can be resident (sm_90+, the non-portable 16).
+template <int D, bool kRope>
+bool cluster_fits(int64_t spans) {
+  using DC = DecodeSplitCfg<D>;
+  constexpr auto kernel = attention_decode_cluster_kernel<D, kRope>;
+  static const int max_blocks = [] {
+    int dev = 0, major = 0;
+    RILL_CUDA_CHECK(cudaGetDevice(&dev));
+    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 9) return 0;
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (int n = kMaxCluster; n >= 2; n /= 2) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(1, 1, unsigned(n));
+      cfg.blockDim = dim3(DC::kThreads);
+      cfg.dynamicSmemBytes = DC::kSmemBytes;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = 1;
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = unsigned(n);
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess &&
+          clusters > 0)
+        return n;
+      (void)cudaGetLastError();  // an unsupported size: try the next smaller
+    }
+    return 0;
+  }();
+  return int(cluster_blocks(spans)) <= max_blocks;
+}
+
+// Resident blocks an SM of the decode split kernel (sets its shared-memory attribute once).
+template <int D, bool kRope>
+int split_resident() {
+  using DC = DecodeSplitCfg<D>;
+  static const int resident = [] {
+    constexpr auto kernel = attention_decode_split_kernel<D, kRope>;
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
+    int n = 0;
+    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, DC::kThreads, DC::kSmemBytes));
+    return std::max(n, 1);
+  }();
+  return resident;
+}
+
+// The four-warp fold kernel: a block a (row, kv head), every span in order.
+template <int D>
+void launch_fold(AttnKernelArgs k, const AttentionArgs& a, cudaStream_t stream) {
+  using DC = DecodeSplitCfg<D>;
+  static const bool attr = [] {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(attention_decode_fold_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         int(DC::kSmemBytes)));
+    return true;
+  }();
+  (void)attr;
+  k.splits = 1;
+  k.span_step = 1;
+  launch_pdl(attention_decode_fold_kernel<D>, dim3(1, unsigned(a.hkv), unsigned(a.num_rows)), dim3(DC::kThreads),
+             DC::kSmemBytes, stream, k);
+  RILL_CUDA_CHECK_LAUNCH();
+  g_attention_decode_fold_launches.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The span combine of a split schedule (grid: a block a (row, head), query token and kDims outputs).
+template <int D>
+void launch_combine(const AttnKernelArgs& k, const AttentionArgs& a, int span_keys, cudaStream_t stream) {
+  dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q), unsigned(D / CombineCfg<D>::kDims));
+  launch_pdl(attention_combine_spans_kernel<D>, dim3(cgrid), dim3(CombineCfg<D>::kThreads), 0, stream,
+      k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys,
+      k.early_trigger);
+  RILL_CUDA_CHECK_LAUNCH();
+}
+
+// The invariant split schedule at one m-tile: the cluster kernel (≤ 16 spans, the block-table
+// width, so a captured graph replays it for any context that fits, and one wave of clusters), else
+// blocks a (row, kv head) walking every step-th span — or, where each would walk every span of its
+// row, the fold kernel — then the span combine.
+template <int D>
+void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, int64_t spans, int span_keys,
+                          cudaStream_t stream) {
+  using DC = DecodeSplitCfg<D>;
+  const unsigned m_tiles = grid.x;
+  const bool rope = k.rope_fused;
+  const int resident = rope ? split_resident<D, true>() : split_resident<D, false>();
+  // The cluster kernel: a cluster a (row, kv head), the combine inside. (Beyond a wave it loses:
+  // batch 16 / 64 at 512 keys decoded 2,383 / 5,498 tok/s with it against 2,565 / 6,853 without —
+  // most blocks then hold no span, and every cluster waits for all of them; batch 1: 222.9, 221.8
+  // against 220.0, 220.7. Run P.)
+  const int64_t cluster_ctas = int64_t(m_tiles) * a.hkv * a.num_rows * cluster_blocks(spans);
+  if (spans <= kMaxCluster && g_attention_cluster && cluster_ctas <= int64_t(a.num_sms) * resident &&
+      (rope ? cluster_fits<D, true>(spans) : cluster_fits<D, false>(spans))) {
+    const unsigned n = cluster_blocks(spans);
+    k.span_step = int(n);
+    grid.z = unsigned(a.num_rows) * n;
+    launch_pdl_cluster(rope ? attention_decode_cluster_kernel<D, true> : attention_decode_cluster_kernel<D, false>,
+                       dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, dim3(1, 1, n), k);
+    RILL_CUDA_CHECK_LAUNCH();
+    g_attention_cluster_launches.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // Else blocks a (row, kv head): one wave of resident blocks, each walking every step-th span
+  // (a block a span left half a batch-1 grid at 8k context in a second and third wave, and
+  // every span a block starts cold: its table, K and V round trips unhidden). Depends on the
+  // batch shape only, so a captured graph replays it for any context length.
+  const int64_t wave = int64_t(a.num_sms) * resident / (int64_t(m_tiles) * a.hkv * a.num_rows);
+  const int64_t step = std::min<int64_t>(spans, a.span_blocks > 0 ? a.span_blocks : std::max<int64_t>(1, wave));
+  if (step == 1 && g_attention_decode_fold >= 2 && !rope && a.force_splits == 0) {
+    // Each block would walk every span of its row: the same walk merging as it goes, without
+    // the partials' round trip and the combine kernel (same bits).
+    launch_fold<D>(k, a, stream);
+    return;
+  }
+  k.span_step = int(step);
+  grid.z = unsigned(a.num_rows) * unsigned(step);
+  launch_pdl(rope ? attention_decode_split_kernel<D, true> : attention_decode_split_kernel<D, false>, dim3(grid),
+             dim3(DC::kThreads), DC::kSmemBytes, stream, k);
+  RILL_CUDA_CHECK_LAUNCH();
+  launch_combine<D>(k, a, span_keys, stream);
+}
+
+}  // namespace
+
+template <int D>
+void launch_decode_split(const AttnKernelArgs& k, const AttentionArgs& a, dim3 grid, int64_t spans, int span_keys,
+                         cudaStream_t stream) {
+  launch_split_or_fold<D>(k, a, grid, spans, span_keys, stream);
+}
+template <int D>
+void launch_decode_fold(const AttnKernelArgs& k, const AttentionArgs& a, cudaStream_t stream) {
+  launch_fold<D>(k, a, stream);
+}
+template <int D>
+void launch_combine_spans(const AttnKernelArgs& k, const AttentionArgs& a, int span_keys, cudaStream_t stream) {
+  launch_combine<D>(k, a, span_keys, stream);
+}
+
+template void launch_decode_split<64>(const AttnKernelArgs&, const AttentionArgs&, dim3, int64_t, int, cudaStream_t);
+template void launch_decode_split<128>(const AttnKernelArgs&, const AttentionArgs&, dim3, int64_t, int, cudaStream_t);
+template void launch_decode_fold<64>(const AttnKernelArgs&, const AttentionArgs&, cudaStream_t);
+template void launch_decode_fold<128>(const AttnKernelArgs&, const AttentionArgs&, cudaStream_t);
+template void launch_combine_spans<16>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
+template void launch_combine_spans<32>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
+template void launch_combine_spans<64>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
+template void launch_combine_spans<128>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
+template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
+
+}  // namespace attention_detail
+
+void set_attention_cluster(bool on) { attention_detail::g_attention_cluster = on; }
+bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }
+uint64_t attention_cluster_launches() { return attention_detail::g_attention_cluster_launches.load(); }
+void set_attention_decode_fold(int mode) { attention_detail::g_attention_decode_fold = mode; }
+int attention_decode_fold() { return attention_detail::g_attention_decode_fold; }
+uint64_t attention_decode_fold_launches() { return attention_detail::g_attention_decode_fold_launches.load(); }
+
+}  // namespace rill::cuda
