@@ -3,7 +3,7 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|dense|serve|full|profile|attn|trace]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|dense|serve|full|profile|attn|trace|opt-in]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
@@ -21,7 +21,11 @@
 #   attn: the warpgroup kernels' tests, quick, prefill with each attention kernel; attn-decode: quick + batch-1
 #   decode at 512 / 8192 / 16384 (+ RILL_BREAKDOWN_CTX); trace: no tests — a second build with
 #   -DRILL_PDL_TRACE=ON and the batch-1 decode step's per-kernel critical-path spans in the replayed
-#   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py).
+#   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py);
+#   opt-in: no ctest — the tests of the switches that are off until measured (RILL_DECODE_GLU_X,
+#   RILL_NORM_CLUSTER, RILL_DECODE_DEFER_SPLIT, RILL_DECODE_X64_STAGES), the graph and engine tests
+#   with them on, the SASS of the decode GEMM's variant 3 (spills), then each switch against the
+#   default, alternating, at the batch sizes it affects.
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -65,6 +69,41 @@ if [[ "$mode" == trace ]]; then
     python3 tools/pdl_trace_summary.py /tmp/trace_$ctx.csv --layer-window 12 --from 40 | tee "$out/trace_$ctx.txt" |
       head -30 >> "$out/summary.txt"
   done
+  exit 0
+fi
+
+if [[ "$mode" == opt-in ]]; then
+  t() {  # label, env..., test binary and filter
+    local label="$1"; shift
+    timeout 200 env "$@" > "$out/tests_$label.log" 2>&1
+    log "tests $label rc=$?"
+    grep -E "^\[  (PASSED|FAILED) |Failure|differing|Expected|seed" "$out/tests_$label.log" | head -12 | tee -a "$out/summary.txt"
+  }
+  t new build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DeferredFold*:CudaInvariance.WgmmaDecode*:CudaRmsNorm.*:CudaRuntime.*:DecodeGraph.*'
+  on=(RILL_DECODE_GLU_X=1 RILL_NORM_CLUSTER=1 RILL_DECODE_DEFER_SPLIT=1 RILL_DECODE_X64_STAGES=4)
+  t graphs_on "${on[@]}" build-gpu/tests/rill_cuda_tests --gtest_filter='DecodeGraph.*:CudaInvariance.Deferred*'
+  t engine_on "${on[@]}" build-gpu/tests/rill_engine_tests --gtest_filter='Cuda*'
+  cuobjdump -sass build-gpu/src/CMakeFiles/rill_kernels.dir/kernels/cuda/gemm_wgmma_decode.cu.o 2>/dev/null |
+    awk '/Function :/ {f = $0} f ~ /Lb0ELb1E/' > "$out/variant3.sass"
+  log "variant 3 SASS: $(grep -c 'STL' "$out/variant3.sass") STL, $(grep -c 'CALL' "$out/variant3.sass") CALL"
+  build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
+  ab() {  # label, env (or -), bench args...
+    local label="$1" e="$2"; shift 2
+    [[ "$e" == - ]] && e=RILL_UNUSED=1
+    log "$label ($e): $(timeout 90 env "$e" build-gpu/rill bench --device cuda --model /tmp/q8 "$@" 2>>"$out/bench_stderr.log" |
+      grep -E "decode_tokens_per_s" | awk '{print $2}' | tr '\n' ' ')"
+  }
+  for rep in 1 2; do
+    ab "b1 512/8192" - --prompt-len 512,8192 --decode-tokens 64
+    ab "b1 512/8192" RILL_DECODE_GLU_X=1 --prompt-len 512,8192 --decode-tokens 64
+    ab "b1 512/8192" RILL_NORM_CLUSTER=1 --prompt-len 512,8192 --decode-tokens 64
+    ab "b16/64" - --prompt-len 512 --batch 16,64 --decode-tokens 32
+    ab "b16/64" RILL_NORM_CLUSTER=1 --prompt-len 512 --batch 16,64 --decode-tokens 32
+    ab "b64" RILL_DECODE_X64_STAGES=4 --prompt-len 512 --batch 64 --decode-tokens 32
+    ab "b128/256" - --prompt-len 512 --batch 128,256 --decode-tokens 32
+    ab "b128/256" RILL_DECODE_DEFER_SPLIT=1 --prompt-len 512 --batch 128,256 --decode-tokens 32
+  done
+  log "done (opt-in)"
   exit 0
 fi
 

@@ -147,6 +147,7 @@ int parse_decode_x64_stages(const char* value) {
 int parse_decode_defer_split(const char* value) {
   return parse_wgmma_switch("RILL_DECODE_DEFER_SPLIT", value) == 1;
 }
+bool parse_decode_glu_x(const char* value) { return parse_wgmma_switch("RILL_DECODE_GLU_X", value) == 1; }
 bool parse_norm_cluster(const char* value) { return parse_wgmma_switch("RILL_NORM_CLUSTER", value) == 1; }
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
@@ -221,6 +222,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   set_decode_x64_stages(parse_decode_x64_stages(std::getenv("RILL_DECODE_X64_STAGES")));
   set_decode_defer_split(parse_decode_defer_split(std::getenv("RILL_DECODE_DEFER_SPLIT")) != 0);
   set_norm_cluster(parse_norm_cluster(std::getenv("RILL_NORM_CLUSTER")));
+  set_decode_glu_x(parse_decode_glu_x(std::getenv("RILL_DECODE_GLU_X")));
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
   fuse_decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU")) == 1;
@@ -342,6 +344,7 @@ std::unique_ptr<StepGraph> CudaKernels::end_capture() {
 void CudaKernels::abort_capture() noexcept {
   pending_ = GemmPartials{};  // its GEMM was recorded, never run
   rope_pending_ = false;
+  glu_pending_ = false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream_.get(), &status) != cudaSuccess || status == cudaStreamCaptureStatusNone) {
     (void)cudaGetLastError();
@@ -361,6 +364,11 @@ void CudaKernels::settle() {
   if (rope_pending_) {
     rope_pending_ = false;
     launch_rope(pending_rope_, stream_.get());
+  }
+  if (glu_pending_) {
+    glu_pending_ = false;
+    const GluInput& g = pending_glu_;
+    launch_swiglu(g.gate_up, g.act, 1, g.inter, stream_.get(), g.gu);
   }
   if (!pending_.active()) return;
   const GemmPartials p = pending_;
@@ -395,6 +403,11 @@ void CudaKernels::take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v
 }
 
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+  // x the output of a pending SwiGLU: the GEMM takes it over (GemmArgs::glu_x).
+  GluInput glu;
+  const bool glu_x = glu_pending_ && x.data() == pending_glu_.act && x.numel() == pending_glu_.inter &&
+                     x.dtype() == DType::bf16 && x.is_contiguous();
+  if (glu_x) glu = pending_glu_, glu_pending_ = false;
   settle();
   expect_on_device(x, "matmul", "x");
   expect_on_device(w, "matmul", "w");
@@ -414,7 +427,7 @@ void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
     expect_dtype(*bias, DType::bf16, "matmul", "bias");
     RILL_ENSURE(bias->numel() == n, "[matmul] bias {} must have {} elements", bias->describe(), n);
   }
-  matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k, deferral());
+  matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k, deferral(), glu_x ? &glu : nullptr);
 }
 
 void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) {
@@ -769,7 +782,13 @@ void CudaKernels::swiglu(const Tensor& x, Tensor& y) {
   RILL_ENSURE(x.size(-1) == 2 * inter && x.numel() == 2 * y.numel(), "[swiglu] x {} must be [M, 2 * {}] for y {}",
               x.describe(), inter, y.describe());
   const PartialsIn xp = take_pending(x);
-  launch_swiglu(x.data(), y.data(), inter ? y.numel() / inter : 0, inter, stream_.get(), xp);
+  const int64_t m = inter ? y.numel() / inter : 0;
+  if (xp.ws && m == 1 && decode_glu_x_enabled() && xp.splits <= 4 && y.is_contiguous()) {
+    pending_glu_ = GluInput{xp, inter, x.data(), y.data()};  // for the GEMM reading y (matmul)
+    glu_pending_ = true;
+    return;
+  }
+  launch_swiglu(x.data(), y.data(), m, inter, stream_.get(), xp);
 }
 
 void CudaKernels::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {

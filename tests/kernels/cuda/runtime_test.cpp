@@ -111,6 +111,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_FALSE(cuda::parse_norm_cluster("0"));
   EXPECT_TRUE(cuda::parse_norm_cluster("1"));
   expect_rejects(cuda::parse_norm_cluster, {"", "2", "yes", "1 "}, "RILL_NORM_CLUSTER");
+  EXPECT_FALSE(cuda::parse_decode_glu_x(nullptr));
+  EXPECT_FALSE(cuda::parse_decode_glu_x("0"));
+  EXPECT_TRUE(cuda::parse_decode_glu_x("1"));
+  expect_rejects(cuda::parse_decode_glu_x, {"", "-1", "true", "01x"}, "RILL_DECODE_GLU_X");
   expect_rejects(cuda::parse_decode_x64_stages, {"", "5", "8", "0", "-4", "4 ", "six"}, "RILL_DECODE_X64_STAGES");
   EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
