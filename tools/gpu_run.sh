@@ -3,7 +3,8 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|dense|serve|full|profile|attn|trace|opt-in]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|dense|serve|full|
+#   profile|attn|trace|opt-in]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
@@ -77,21 +78,26 @@ if [[ "$mode" == opt-in ]]; then
     local label="$1"; shift
     timeout 200 env "$@" > "$out/tests_$label.log" 2>&1
     log "tests $label rc=$?"
-    grep -E "^\[  (PASSED|FAILED) |Failure|differing|Expected|seed" "$out/tests_$label.log" | head -12 | tee -a "$out/summary.txt"
+    grep -E "^\[  (PASSED|FAILED) |Failure|differing|Expected|seed" "$out/tests_$label.log" | head -12 |
+      tee -a "$out/summary.txt"
   }
-  t new build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DeferredFold*:CudaInvariance.WgmmaDecode*:CudaRmsNorm.*:CudaRuntime.*:DecodeGraph.*'
+  t new build-gpu/tests/rill_cuda_tests \
+    --gtest_filter='CudaInvariance.DeferredFold*:CudaInvariance.WgmmaDecode*:CudaRmsNorm.*:CudaRuntime.*:DecodeGraph.*'
   on=(RILL_DECODE_GLU_X=1 RILL_NORM_CLUSTER=1 RILL_DECODE_DEFER_SPLIT=1 RILL_DECODE_X64_STAGES=4)
   t graphs_on "${on[@]}" build-gpu/tests/rill_cuda_tests --gtest_filter='DecodeGraph.*:CudaInvariance.Deferred*'
   t engine_on "${on[@]}" build-gpu/tests/rill_engine_tests --gtest_filter='Cuda*'
   cuobjdump -sass build-gpu/src/CMakeFiles/rill_kernels.dir/kernels/cuda/gemm_wgmma_decode.cu.o 2>/dev/null |
     awk '/Function :/ {f = $0} f ~ /Lb0ELb1E/' > "$out/variant3.sass"
   log "variant 3 SASS: $(grep -c 'STL' "$out/variant3.sass") STL, $(grep -c 'CALL' "$out/variant3.sass") CALL"
-  build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
+  build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" ||
+    log "make-model failed"
   ab() {  # label, env (or -), bench args...
     local label="$1" e="$2"; shift 2
     [[ "$e" == - ]] && e=RILL_UNUSED=1
-    log "$label ($e): $(timeout 90 env "$e" build-gpu/rill bench --device cuda --model /tmp/q8 "$@" 2>>"$out/bench_stderr.log" |
-      grep -E "decode_tokens_per_s" | awk '{print $2}' | tr '\n' ' ')"
+    local figures
+    figures=$(timeout 90 env "$e" build-gpu/rill bench --device cuda --model /tmp/q8 "$@" 2>>"$out/bench_stderr.log" |
+      grep -E "decode_tokens_per_s" | awk '{print $2}' | tr '\n' ' ')
+    log "$label ($e): $figures"
   }
   for rep in 1 2; do
     ab "b1 512/8192" - --prompt-len 512,8192 --decode-tokens 64
