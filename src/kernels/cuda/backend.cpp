@@ -403,12 +403,6 @@ void CudaKernels::take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v
 }
 
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
-  // x the output of a pending SwiGLU: the GEMM takes it over (GemmArgs::glu_x).
-  GluInput glu;
-  const bool glu_x = glu_pending_ && x.data() == pending_glu_.act && x.numel() == pending_glu_.inter &&
-                     x.dtype() == DType::bf16 && x.is_contiguous();
-  if (glu_x) glu = pending_glu_, glu_pending_ = false;
-  settle();
   expect_on_device(x, "matmul", "x");
   expect_on_device(w, "matmul", "w");
   expect_on_device(y, "matmul", "y");
@@ -427,6 +421,13 @@ void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
     expect_dtype(*bias, DType::bf16, "matmul", "bias");
     RILL_ENSURE(bias->numel() == n, "[matmul] bias {} must have {} elements", bias->describe(), n);
   }
+  // x the output of a pending SwiGLU: the GEMM takes it over (GemmArgs::glu_x); anything else
+  // pending runs first.
+  GluInput glu;
+  const bool glu_x = glu_pending_ && x.data() == pending_glu_.act && x.numel() == pending_glu_.inter &&
+                     x.is_contiguous();
+  if (glu_x) glu = pending_glu_, glu_pending_ = false;
+  settle();
   matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k, deferral(),
                glu_x ? &glu : nullptr);
 }
