@@ -5,11 +5,7 @@
 
 #include <cuda_runtime.h>
 
-#include <charconv>
-#include <cstdlib>
-#include <optional>
 #include <string>
-#include <string_view>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -25,13 +21,6 @@ constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kSplitKBytes = size_t(32) << 20;  // split-K partials (the invariant GEMM up to M ≈ 256)
 constexpr size_t kAttentionWorkspaceBytes = size_t(64) << 20;
 constexpr int64_t kGemmCounters = 8192;  // output tiles of one split GEMM launch (≥ 151936 / 64)
-// RILL_GEMM_L2_PREFETCH (tiled decode configurations only): off. Batch-1 decode on the H200
-// measured 160.8-161.1 tok/s with 2-16 tiles against 155.7-156.5 without, but the prefetch also
-// slows the tiled kernels timed alone, which moved the automatic choice to the streaming kernels,
-// and that choice made the difference. The streaming kernels (now batch 1-8's candidates,
-// decode_candidates) do not prefetch; batch 9-16, which runs the tiled kernels, was measured
-// without it.
-constexpr int kDefaultL2PrefetchTiles = 0;
 
 void expect_on_device(const Tensor& t, const char* op, const char* name) {
   RILL_ENSURE(t.defined(), "[{}] {} is not set", op, name);
@@ -56,119 +45,6 @@ bool same_shape(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-int parse_attention_span_keys(const char* value) {
-  if (!value) return 0;
-  char* end = nullptr;
-  const long v = std::strtol(value, &end, 10);
-  if (end == value || *end != '\0' || v <= 0 || v % 64 != 0 || v > 8192)
-    fail("RILL_ATTENTION_SPAN_KEYS: must be a multiple of 64 up to 8192, got '{}'", value);
-  return int(v);
-}
-
-namespace {
-
-// v as an int when it is exactly that int's decimal spelling ("7"; not "07", "+7", "7x" or "").
-std::optional<int> exact_int(std::string_view v) {
-  int x = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (ec != std::errc() || end != v.data() + v.size() || std::to_string(x) != v) return std::nullopt;
-  return x;
-}
-
-// An integer switch: null → fallback; lo..hi → that; anything else → an error naming the variable
-// ("NAME: must be lo..hi<what>, got '...'").
-int parse_int_in_range(std::string_view name, const char* value, int fallback, int lo, int hi,
-                       std::string_view what) {
-  if (!value) return fallback;
-  const auto n = exact_int(value);
-  if (n && *n >= lo && *n <= hi) return *n;
-  fail("{}: must be {}..{}{}, got '{}'", name, lo, hi, what, value);
-}
-
-}  // namespace
-
-int parse_decode_gemm_config(const char* value) {
-  if (!value) return 0;
-  const auto c = exact_int(value);
-  if (c && (*c == 1 || (*c >= 5 && *c <= 10) || *c == 18 || *c == 19)) return *c;
-  fail("RILL_DECODE_GEMM_CONFIG: must be 1, 5, 6, 7, 8, 9, 10, 18 or 19, got '{}'", value);
-}
-
-int parse_gemm_split_ctas(const char* value) { return parse_int_in_range("RILL_GEMM_SPLIT_CTAS", value, 2, 1, 8, ""); }
-
-int parse_gemm_l2_prefetch(const char* value) {
-  return parse_int_in_range("RILL_GEMM_L2_PREFETCH", value, kDefaultL2PrefetchTiles, 0, 32, " (weight tiles)");
-}
-
-int parse_attention_span_blocks(const char* value) {
-  return parse_int_in_range("RILL_ATTENTION_SPAN_BLOCKS", value, 0, 0, 65535,
-                            " (decode attention blocks a row and kv head; 0: one wave)");
-}
-
-int parse_attention_warps(const char* value) {
-  if (!value) return 0;
-  const auto w = exact_int(value);
-  if (w && (*w == 1 || *w == 2 || *w == 4 || *w == 8)) return *w;
-  fail("RILL_ATTENTION_WARPS: must be 1, 2, 4 or 8 (warps per attention block), got '{}'", value);
-}
-
-namespace {
-// A warpgroup-kernel switch: null → -1 (on wherever supported), "0" → 0, "1" → 1 (required).
-int parse_wgmma_switch(std::string_view name, const char* value) {
-  if (!value) return -1;
-  const auto on = exact_int(value);
-  if (on && (*on == 0 || *on == 1)) return *on;
-  fail("{}: must be 0 or 1, got '{}'", name, value);
-}
-}  // namespace
-
-int parse_gemm_wgmma(const char* value) { return parse_wgmma_switch("RILL_GEMM_WGMMA", value); }
-int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GEMM_WIDE_TILE", value) == 1; }
-int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
-int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_SWIGLU", value) != 0; }
-int parse_decode_prewait(const char* value) {
-  return parse_int_in_range("RILL_DECODE_PREWAIT", value, 5, 0, 8, " (weight stages requested before the wait)");
-}
-int parse_decode_ctas(const char* value) {
-  return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
-}
-int parse_decode_x_rows(const char* value) {
-  if (!value) return 16;
-  const auto rows = exact_int(value);
-  if (rows && (*rows == 16 || *rows == 32 || *rows == 64)) return *rows;
-  fail("RILL_DECODE_X_ROWS: must be 16, 32 or 64 (configuration 19's smallest x stage in rows), got '{}'", value);
-}
-int parse_decode_x64_stages(const char* value) {
-  if (!value) return 6;
-  const auto stages = exact_int(value);
-  if (stages && (*stages == 4 || *stages == 6)) return *stages;
-  fail("RILL_DECODE_X64_STAGES: must be 4 or 6 (stages of configuration 19's 64-row x stage), got '{}'", value);
-}
-int parse_decode_defer_split(const char* value) {
-  return parse_wgmma_switch("RILL_DECODE_DEFER_SPLIT", value) == 1;
-}
-bool parse_decode_glu_x(const char* value) { return parse_wgmma_switch("RILL_DECODE_GLU_X", value) == 1; }
-bool parse_norm_cluster(const char* value) { return parse_wgmma_switch("RILL_NORM_CLUSTER", value) == 1; }
-int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
-int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
-int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
-bool parse_attention_cluster(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_CLUSTER", value) != 0; }
-// The four-warp fold kernel wherever a decode attention block would walk every span of its row.
-constexpr int kDefaultDecodeFold = 2;
-int parse_attention_decode_fold(const char* value) {
-  return parse_int_in_range("RILL_ATTENTION_DECODE_FOLD", value, kDefaultDecodeFold, 0, 2,
-                            " (0: one-warp fold kernel, 1: four-warp fold kernel, 2: also for one-span-walk splits)");
-}
-bool parse_attention_rope(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_ROPE", value) == 1; }
-int parse_decode_trigger(const char* value) {
-  if (!value) return -1;
-  const std::string_view v(value);
-  if (v == "early") return 0;
-  if (v == "late") return 1;
-  fail("RILL_DECODE_TRIGGER: must be early or late (when the decode GEMM lets the next kernel launch), got '{}'",
-       value);
-}
-
 CudaKernels::CudaKernels(int device_ordinal)
     : info_(open_device(device_ordinal)), allocator_(device_ordinal), stream_(Stream::create()), lt_(CublasLtHandle::create()) {
   lt_workspace_ = Buffer(allocator_, kLtWorkspaceBytes);
@@ -182,79 +58,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   RILL_CUDA_CHECK(cudaMemsetAsync(gemm_counters_.data(), 0, gemm_counters_.size(), stream_.get()));
   RILL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   matmul_->set_gemm_counters(static_cast<unsigned*>(gemm_counters_.data()), kGemmCounters);
-  const char* inv = std::getenv("RILL_BATCH_INVARIANT");
-  set_batch_invariant(!(inv && std::string_view(inv) == "0"));
-  attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
-  attention_span_blocks_ = parse_attention_span_blocks(std::getenv("RILL_ATTENTION_SPAN_BLOCKS"));
-  set_attention_cluster(parse_attention_cluster(std::getenv("RILL_ATTENTION_CLUSTER")));
-  set_attention_decode_fold(parse_attention_decode_fold(std::getenv("RILL_ATTENTION_DECODE_FOLD")));
-  // Off by default: batch-1 decode 211.5 / 191.9 tok/s at 512 / 8192 keys against 214.8 / 195.8 with the
-  // RoPE kernel first, 211.0 / 192.0 against 223.2 / 202.4 on another machine (bench/RESULTS.md run Q:
-  // without the small kernel between them, the attention's blocks are placed only as the q/k/v GEMM's
-  // CTAs leave, and its K/V requests slow that GEMM's tail).
-  set_attention_rope(parse_attention_rope(std::getenv("RILL_ATTENTION_ROPE")));
-  attention_warps_ = parse_attention_warps(std::getenv("RILL_ATTENTION_WARPS"));
-  matmul_->set_bulk_copies(info_.cc_major >= 9);
-  const int decode_config = parse_decode_gemm_config(std::getenv("RILL_DECODE_GEMM_CONFIG"));
-  if (decode_config >= 9 && info_.cc_major < 9)
-    fail("RILL_DECODE_GEMM_CONFIG={} needs the bulk copy engine of sm_90+; this GPU is sm_{}{}", decode_config,
-         info_.cc_major, info_.cc_minor);
-  matmul_->set_decode_config(decode_config);
-  set_gemm_split_ctas_per_sm(parse_gemm_split_ctas(std::getenv("RILL_GEMM_SPLIT_CTAS")));
-  set_gemm_l2_prefetch_tiles(info_.cc_major >= 9 ? parse_gemm_l2_prefetch(std::getenv("RILL_GEMM_L2_PREFETCH")) : 0);
-  // The warpgroup GEMM (prefill, decode batches, and the decode configurations 18 / 19 for M ≤ 64):
-  // on wherever this build and GPU run it.
-  const int wgmma = parse_gemm_wgmma(std::getenv("RILL_GEMM_WGMMA"));
-  if (wgmma == 1 && !gemm_wgmma_supported())
-    fail("RILL_GEMM_WGMMA=1 needs an sm_90 GPU and a build for sm_90a (RILL_CUDA_ARCHITECTURES=90a); this GPU is "
-         "sm_{}{}", info_.cc_major, info_.cc_minor);
-  set_gemm_wgmma(wgmma != 0);
-  set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
-  // 5 by default: batch-1 decode at 8192 keys 202.7 against 200.3 tok/s with 4 and 201.6 with 6, at 512
-  // 221.9 against 222.6 / 221.3, batches 16 / 64 +0.4%, 256 equal (bench/RESULTS.md run Q); all 8
-  // measured 213.9 / 186.5 against 4's 217.1 / 188.5 at 512 / 8192 (run O): too many queued weight
-  // requests ahead of the small kernels' loads.
-  set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
-  // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
-  set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
-  // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).
-  set_decode_min_x_rows(parse_decode_x_rows(std::getenv("RILL_DECODE_X_ROWS")));
-  set_decode_x64_stages(parse_decode_x64_stages(std::getenv("RILL_DECODE_X64_STAGES")));
-  set_decode_defer_split(parse_decode_defer_split(std::getenv("RILL_DECODE_DEFER_SPLIT")) != 0);
-  set_norm_cluster(parse_norm_cluster(std::getenv("RILL_NORM_CLUSTER")));
-  set_decode_glu_x(parse_decode_glu_x(std::getenv("RILL_DECODE_GLU_X")));
-  // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
-  set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
-  fuse_decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU")) == 1;
-  fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
-  // Off by default: batch-1 decode 181.5 against 204.3 tok/s with the four ops (bench/RESULTS.md run N).
-  fuse_decode_mlp_ = parse_decode_mlp(std::getenv("RILL_DECODE_MLP")) == 1;
-  // On by default: the decode GEMMs leave their split-K fold to the op reading their product.
-  defer_fold_ = parse_decode_defer(std::getenv("RILL_DECODE_DEFER")) != 0 ? 1 : 0;
-  if (decode_config >= 18 && !gemm_wgmma_enabled())
-    fail("RILL_DECODE_GEMM_CONFIG={} is the warpgroup decode GEMM: it needs an sm_90 GPU, a build for sm_90a "
-         "(RILL_CUDA_ARCHITECTURES=90a) and RILL_GEMM_WGMMA not 0; this GPU is sm_{}{}",
-         decode_config, info_.cc_major, info_.cc_minor);
-  // The warpgroup attention kernel for the invariant fold schedule at head_dim 128 (prefill).
-  const int attn_wgmma = parse_attention_wgmma(std::getenv("RILL_ATTENTION_WGMMA"));
-  if (attn_wgmma == 1 && !attention_wgmma_supported())
-    fail("RILL_ATTENTION_WGMMA=1 needs an sm_90 GPU and a build for sm_90a (RILL_CUDA_ARCHITECTURES=90a); this GPU "
-         "is sm_{}{}", info_.cc_major, info_.cc_minor);
-  set_attention_wgmma(attn_wgmma != 0);
-  // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
-  set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
-  // After the wait by default: early measured 199.2 against 203.5-203.7 tok/s at 512 keys (the next
-  // GEMM's weight requests then slow the one before it; bench/RESULTS.md run M3).
-  set_pdl_early_trigger(parse_pdl_trigger(std::getenv("RILL_PDL_TRIGGER")) == 1);
-#if defined(RILL_PDL_TRACE)
-  pdl_trace_start();
-#endif
-  if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
-    const std::string_view v(impl);
-    if (v == "cublaslt") matmul_->set_invariant_impl(MatmulEngine::InvariantImpl::cublaslt);
-    else if (v == "ours") matmul_->set_invariant_impl(MatmulEngine::InvariantImpl::ours);
-    else fail("RILL_INVARIANT_GEMM: must be ours or cublaslt, got '{}'", v);
-  }
+  configure_from_environment();
   logger().info("CUDA backend on device {} ({}, sm_{}{}, {} SMs, {:.1f} GiB)", info_.ordinal, info_.name,
                 info_.cc_major, info_.cc_minor, info_.num_sms, double(info_.total_memory) / double(1 << 30));
   if (info_.cc_major == 9 && info_.cc_minor == 0 && !gemm_wgmma_supported())

@@ -129,6 +129,7 @@ class CudaKernels final : public Kernels {
   }
 
  private:
+  void configure_from_environment();  // RILL_* settings (environment.cpp)
   void rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tensor& v, const AttentionBatch& batch,
                             KvLayer& cache);
   // Deferred folds (RILL_DECODE_DEFER, on by default, in captured step graphs). A batch-1..64 decode
