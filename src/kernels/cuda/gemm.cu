@@ -495,6 +495,20 @@ void set_partials(GemmPartials& p, const GemmKernelArgs& k) {
   for (int s = 0; s < k.ny; ++s) p.outs[s] = k.ys[s], p.out_end[s] = k.y_end[s];
 }
 
+// Whether configuration 18 computes a.glu_x's SwiGLU into its x stages (variant 3): one row, the
+// gate/up partials in ≤ 4 ranges (the x warps' registers), and this GEMM's own partials fitting
+// the workspace after the gate/up product's when those share it (ws_skip: the floats before them).
+bool glu_x_fused(const GemmArgs& a, const GemmSplit& sp, size_t& ws_skip) {
+  const GluInput& g = *a.glu_x;
+  const float* base = a.workspace;
+  if (base && g.gu.ws >= base && g.gu.ws < base + a.workspace_bytes / sizeof(float))
+    ws_skip = size_t(g.gu.ws + g.gu.splits * g.gu.plane - base + 63) / 64 * 64;
+  return a.config == 18 && g_wgmma && g_glu_x && a.m == 1 && a.n > 0 && a.num_outs <= 0 && a.glu_inter == 0 &&
+         a.k == g.inter && a.k % 8 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && g.gu.ws &&
+         g.gu.splits >= 1 && g.gu.splits <= 4 && g.gu.n == 2 * g.inter &&
+         (ws_skip + size_t(sp.splits) * size_t(a.m * a.n)) * sizeof(float) <= a.workspace_bytes;
+}
+
 // The rule for the persistent warpgroup kernel (configuration 12): its 128 × 128 output tiles fill
 // at least half the SMs.
 bool persistent_tiles_fill(int64_t m, int64_t n, int num_sms) {
@@ -518,19 +532,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   // other launch gets x stored by the SwiGLU kernel first.
   size_t ws_bytes = a.workspace_bytes;
   size_t ws_skip = 0;  // floats of the workspace before this GEMM's partials
-  bool glu_fused = false;
-  if (a.glu_x) {
-    const GluInput& g = *a.glu_x;
-    const float* base = a.workspace;
-    const size_t ws_floats = a.workspace_bytes / sizeof(float);
-    if (base && g.gu.ws >= base && g.gu.ws < base + ws_floats)  // the gate/up partials share the workspace
-      ws_skip = size_t(g.gu.ws + g.gu.splits * g.gu.plane - base + 63) / 64 * 64;
-    glu_fused = a.config == 18 && g_wgmma && g_glu_x && a.m == 1 && a.n > 0 && a.num_outs <= 0 &&
-                a.glu_inter == 0 && a.k == g.inter && a.k % 8 == 0 && aligned(a.w, 16) && g.gu.ws &&
-                g.gu.splits >= 1 && g.gu.splits <= 4 && g.gu.n == 2 * g.inter &&
-                (ws_skip + size_t(sp.splits) * size_t(a.m * a.n)) * sizeof(float) <= ws_bytes;
-    if (!glu_fused) launch_swiglu(g.gate_up, g.act, a.m, g.inter, stream, g.gu);
-  }
+  const bool glu_fused = a.glu_x && glu_x_fused(a, sp, ws_skip);
+  if (a.glu_x && !glu_fused) launch_swiglu(a.glu_x->gate_up, a.glu_x->act, a.m, a.glu_x->inter, stream, a.glu_x->gu);
   if (a.n == 0) return;
   if (a.k <= 0) throw_error("[matmul] the batch-invariant GEMM needs K > 0");
   GemmKernelArgs k{};
