@@ -418,12 +418,12 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   // computed from a pending SwiGLU (GemmArgs::glu_x).
   // (Variant 2 always folds: its fold is the SwiGLU.)
   if (variant == 0) return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
-  a.defer_fold = false;
-  if (variant == 2) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
-  if (variant == 3) {  // 18 with x computed from a pending SwiGLU (M = 1)
+  if (variant == 3) {  // 18 with x computed from a pending SwiGLU (M = 1); it may defer its fold too
     g_decode_glu_x_launches.fetch_add(1, std::memory_order_relaxed);
     return launch_decode_variant<64, 8, 8, false, true>(a, ws_bytes, num_counters, num_sms, stream);
   }
+  a.defer_fold = false;
+  if (variant == 2) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
   a.defer_fold = k.defer_fold;
   const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
   if (rows <= 16) return launch_decode_variant<64, 16, 7>(a, ws_bytes, num_counters, num_sms, stream);
