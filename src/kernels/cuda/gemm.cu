@@ -9,8 +9,8 @@
 // k steps wholly past K are skipped, not multiplied by zeros); the range partials are added in
 // range order, total = ((0 + p0) + p1) + ..., then the bias, then one rounding to bf16.
 // Two schedules compute exactly that: "split" — CTA z computes range z alone and writes its f32
-// partial to a workspace, and gemm_reduce adds the partials in order (small M: the splits fill
-// the GPU); "fold" — one CTA walks every range and adds each partial into a register total when
+// partial to a workspace, and gemm_reduce (gemm_fold.cu) adds the partials in order (small M: the
+// splits fill the GPU); "fold" — one CTA walks every range and adds each partial into a register total when
 // the range ends (large M: no workspace traffic). The tile configuration (by M) and the schedule
 // (by M and the workspace size) are free choices that cannot change a bit of the result.
 // In the split schedule the last CTA to finish a tile (per-tile arrival counters) folds the
@@ -353,49 +353,6 @@ __global__ void __launch_bounds__(C::kThreads) gemm_kernel(GemmKernelArgs a) {
   }
 }
 
-// The split schedule's second pass: the same additions as the fold schedule's register total.
-__global__ void gemm_reduce_kernel(GemmKernelArgs a) {
-  pdl_wait();
-  pdl_trigger();
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= a.m * a.n) return;
-  float s = 0.f;
-  for (int p = 0; p < a.splits; ++p) s += a.ws[int64_t(p) * a.m * a.n + i];
-  if (a.bias) s += __bfloat162float(a.bias[i % a.n]);
-  *out_at(a, i / a.n, i % a.n) = __float2bfloat16_rn(s);
-}
-
-// A deferred input's values into dst [rows, cols] (launch_fold_into).
-__global__ void fold_into_kernel(PartialsIn p, bf16* dst, int64_t rows, int64_t cols) {
-  pdl_wait();
-  pdl_trigger();
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * cols) return;
-  dst[i] = folded(p, i / cols, i % cols);
-}
-
-// Shapes the tensor-core kernel cannot load with 16-byte copies (K % 8 != 0, misaligned x or
-// w): one thread per output, the same split ranges, k in order with fmaf. Slow, still invariant.
-__global__ void gemm_fallback_kernel(GemmKernelArgs a) {
-  pdl_wait();
-  pdl_trigger();
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= a.m * a.n) return;
-  const int64_t row = i / a.n, col = i % a.n;
-  const bf16* x = a.x + row * a.k;
-  const bf16* w = a.w + col * a.k;
-  float total = 0.f;
-  for (int s = 0; s < a.splits; ++s) {
-    float acc = 0.f;
-    const int64_t ke = min(a.k, int64_t(s + 1) * a.ks);
-    for (int64_t kk = int64_t(s) * a.ks; kk < ke; ++kk)
-      acc = fmaf(__bfloat162float(x[kk]), __bfloat162float(w[kk]), acc);
-    total += acc;
-  }
-  if (a.bias) total += __bfloat162float(a.bias[col]);
-  *out_at(a, row, col) = __float2bfloat16_rn(total);
-}
-
 template <class C>
 void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_t num_counters, cudaStream_t stream) {
   static const bool attr_set = [] {
@@ -418,9 +375,7 @@ void launch_config(const GemmKernelArgs& k, int num_sms, size_t ws_bytes, int64_
   launch_pdl(gemm_kernel<C>, dim3(grid), dim3(C::kThreads), C::kSmemBytes, stream, a);
   RILL_CUDA_CHECK_LAUNCH();
   if (a.split_schedule && !a.counters) {
-    const int64_t total = a.m * a.n;
-    launch_pdl(gemm_reduce_kernel, dim3(unsigned(ceil_div(total, int64_t(256)))), dim3(256), 0, stream, a);
-    RILL_CUDA_CHECK_LAUNCH();
+    gemm_detail::launch_gemm_reduce(a, stream);
   }
 }
 
@@ -436,27 +391,6 @@ void set_decode_glu_x(bool on) { g_glu_x = on; }
 bool decode_glu_x_enabled() { return g_glu_x; }
 bool decode_defer_split() { return g_defer_split; }
 void set_gemm_wide_tile(bool on) { g_wide_tile = on; }
-
-void launch_gemm_fold(const GemmPartials& p, cudaStream_t stream) {
-  if (!p.active() || p.m * p.n == 0) return;
-  GemmKernelArgs k{};
-  k.ws = const_cast<float*>(p.ws);
-  k.bias = static_cast<const bf16*>(p.bias);
-  k.ny = p.num_outs;
-  for (int s = 0; s < p.num_outs; ++s) k.ys[s] = static_cast<bf16*>(p.outs[s]), k.y_end[s] = p.out_end[s];
-  k.m = p.m;
-  k.n = p.n;
-  k.splits = p.splits;
-  launch_pdl(gemm_reduce_kernel, dim3(unsigned(ceil_div(p.m * p.n, int64_t(256)))), dim3(256), 0, stream, k);
-  RILL_CUDA_CHECK_LAUNCH();
-}
-
-void launch_fold_into(const PartialsIn& p, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (!p.ws || rows * cols == 0) return;
-  launch_pdl(fold_into_kernel, dim3(unsigned(ceil_div(rows * cols, int64_t(256)))), dim3(256), 0, stream, p,
-             static_cast<bf16*>(dst), rows, cols);
-  RILL_CUDA_CHECK_LAUNCH();
-}
 
 GemmSplit gemm_split(int64_t n, int64_t k, int num_sms) {
   // Decode (M ≤ 16) streams the weights once: its CTAs (the streaming kernel's 8 warps, each
@@ -592,8 +526,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     return;
   }
   if (a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16)) {
-    launch_pdl(gemm_fallback_kernel, dim3(unsigned(ceil_div(a.m * a.n, int64_t(256)))), dim3(256), 0, stream, k);
-    RILL_CUDA_CHECK_LAUNCH();
+    gemm_detail::launch_gemm_fallback(k, stream);
     return;
   }
   // M > 16 (same bits, any configuration): the warpgroup kernel (sm_90a) with persistent CTAs once
@@ -644,8 +577,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
         set_partials(*a.defer, k);
         return;
       }
-      launch_pdl(gemm_reduce_kernel, dim3(unsigned(ceil_div(a.m * a.n, int64_t(256)))), dim3(256), 0, stream, k);
-      RILL_CUDA_CHECK_LAUNCH();
+      gemm_detail::launch_gemm_reduce(k, stream);
       return;
     }
     default: throw_error("[matmul] GEMM tile configuration must be 1..19");

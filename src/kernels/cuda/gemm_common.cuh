@@ -106,6 +106,10 @@ void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream
 /// CTAs (at most a wave of them) take the items in turn. a.defer_fold: the split schedule writes
 /// the partials only (no fold). Variant 2: 18 with SwiGLU in the fold; variant 3: 18 with x the
 /// SwiGLU of a.glu's partials (M = 1). Returns whether the split schedule ran.
+/// The split schedule's reduction kernel (a.ws [splits, m, n] into the outputs) and the fallback
+/// kernel for shapes the tensor-core kernels cannot load (gemm_fold.cu).
+void launch_gemm_reduce(const GemmKernelArgs& a, cudaStream_t stream);
+void launch_gemm_fallback(const GemmKernelArgs& a, cudaStream_t stream);
 bool launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_bytes, int64_t num_counters,
                               int num_sms, cudaStream_t stream);
 /// A bf16 weight [rows, k] read in box_rows × 64-k boxes with the 128-byte swizzle (the warpgroup
