@@ -3,8 +3,8 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
-# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|dense|serve|full|
-#   profile|attn|trace|opt-in]
+# Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|figures|dense|
+#   serve|full|profile|attn|trace]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
@@ -23,10 +23,8 @@
 #   decode at 512 / 8192 / 16384 (+ RILL_BREAKDOWN_CTX); trace: no tests — a second build with
 #   -DRILL_PDL_TRACE=ON and the batch-1 decode step's per-kernel critical-path spans in the replayed
 #   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py);
-#   opt-in: no ctest — the tests of the switches that are off until measured (RILL_DECODE_GLU_X,
-#   RILL_NORM_CLUSTER, RILL_DECODE_DEFER_SPLIT, RILL_DECODE_X64_STAGES), the graph tests with them
-#   on, the SASS of the decode GEMM's variant 3 (spills), then each switch against the default,
-#   alternating, at the batch sizes it affects.
+#   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
+#   decode figure with its host-time breakdown (--host-times); fits one 10-minute call.
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -73,46 +71,6 @@ if [[ "$mode" == trace ]]; then
   exit 0
 fi
 
-if [[ "$mode" == opt-in ]]; then
-  t() {  # label, env..., test binary and filter
-    local label="$1"; shift
-    timeout 200 env "$@" > "$out/tests_$label.log" 2>&1
-    log "tests $label rc=$?"
-    grep -E "^\[  (PASSED|FAILED) |Failure|differing|Expected|seed" "$out/tests_$label.log" | head -12 |
-      tee -a "$out/summary.txt"
-  }
-  t new build-gpu/tests/rill_cuda_tests \
-    --gtest_filter='CudaInvariance.DeferredFold*:CudaInvariance.WgmmaDecode*:CudaRmsNorm.*:CudaRuntime.*:DecodeGraph.*'
-  on=(RILL_DECODE_GLU_X=1 RILL_NORM_CLUSTER=1 RILL_DECODE_DEFER_SPLIT=1 RILL_DECODE_X64_STAGES=4)
-  t graphs_on "${on[@]}" build-gpu/tests/rill_cuda_tests --gtest_filter='DecodeGraph.*'
-  cuobjdump -sass build-gpu/src/CMakeFiles/rill_kernels.dir/kernels/cuda/gemm_wgmma_decode.cu.o 2>/dev/null |
-    awk '/Function :/ {f = $0} f ~ /Lb0ELb1E/' > "$out/variant3.sass"
-  log "variant 3 SASS: $(grep -c 'STL' "$out/variant3.sass") STL, $(grep -c 'CALL' "$out/variant3.sass") CALL"
-  build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" ||
-    log "make-model failed"
-  ab() {  # label, env (or -), bench args...
-    local label="$1" e="$2"; shift 2
-    [[ "$e" == - ]] && e=RILL_UNUSED=1
-    local figures
-    figures=$(timeout 90 env "$e" build-gpu/rill bench --device cuda --model /tmp/q8 "$@" 2>>"$out/bench_stderr.log" |
-      grep -E "decode_tokens_per_s" | awk '{print $2}' | tr '\n' ' ')
-    log "$label ($e): $figures"
-  }
-  # (Within one 10-minute call: batch 1 and 128/256 alternate twice, the rest once.)
-  for rep in 1 2; do
-    ab "b1 512/8192" - --prompt-len 512,8192 --decode-tokens 64
-    ab "b1 512/8192" RILL_DECODE_GLU_X=1 --prompt-len 512,8192 --decode-tokens 64
-    ab "b1 512/8192" RILL_NORM_CLUSTER=1 --prompt-len 512,8192 --decode-tokens 64
-    ab "b128/256" - --prompt-len 512 --batch 128,256 --decode-tokens 16
-    ab "b128/256" RILL_DECODE_DEFER_SPLIT=1 --prompt-len 512 --batch 128,256 --decode-tokens 16
-  done
-  ab "b16/64" - --prompt-len 512 --batch 16,64 --decode-tokens 32
-  ab "b16/64" RILL_NORM_CLUSTER=1 --prompt-len 512 --batch 16,64 --decode-tokens 32
-  ab "b64" RILL_DECODE_X64_STAGES=4 --prompt-len 512 --batch 64 --decode-tokens 32
-  log "done (opt-in)"
-  exit 0
-fi
-
 if [[ "$mode" == serve ]]; then log "serve phase: tests skipped (run by the dense phase)"; fi
 if [[ "$mode" == prefill || "$mode" == batches || "$mode" == attn ]]; then  # the warpgroup kernels' own tests first, with a short leash (a hang costs little)
   timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.Wgmma*:CudaInvariance.GemmConfigurationsAgree:CudaInvariance.MatmulRowAloneEqualsRowInBatches:CudaInvariance.Attention*:CudaAttention.*' \
@@ -148,7 +106,11 @@ serve() {  # label, args...
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
-case "$mode" in dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;; lite|decode|attn-decode|sweep|prefill|final|batches|profile|attn|trace) ;; *) log "unknown mode $mode"; exit 2 ;; esac
+case "$mode" in
+  dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;;
+  lite|decode|attn-decode|sweep|prefill|final|figures|batches|profile|attn|trace) ;;
+  *) log "unknown mode $mode"; exit 2 ;;
+esac
 log "make-model qwen3-8b"
 build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
 ncu_breakdown() {  # Where a batch-1 decode step's time goes: ~30 layers of kernels timed alone
@@ -302,6 +264,22 @@ fi
 if [[ "$mode" == batches ]]; then  # decode batches 32-256 (the GEMMs with few output tiles)
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,32,64,128,256 --decode-tokens 32
   log "done (batches)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == figures ]]; then  # RESULTS.md's dense-model figures, default mode, with host times
+  log "kernel bench: the ceilings (HBM copy, cuBLASLt GEMM) first"
+  timeout 60 build-gpu/bench/cuda_kernels_bench > "$out/kernels_bench.log" 2>&1
+  grep -E "HBM copy|GEMM (square|qkv|o_proj|gate_up|down) M=4096" "$out/kernels_bench.log" |
+    sed "s/^/  ceiling: /" | tee -a "$out/summary.txt"
+  for rep in 1 2; do
+    timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64 \
+      --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | grep -E "^model|tokens_per_s|host_us" |
+      sed "s/^/  invariant #$rep: /" | tee -a "$out/summary.txt"
+  done
+  timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --batch 16,64,128,256 \
+    --decode-tokens 32 --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | grep -E "^model|decode_tokens_per_s|host_us" |
+    sed "s/^/  invariant bN: /" | tee -a "$out/summary.txt"
+  log "done (figures)"
   exit $ctest_rc
 fi
 if [[ "$mode" == final ]]; then  # the figures of bench/RESULTS.md in one run: ceilings, GEMMs, rill bench

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <vector>
 #include <random>
 
 #include "cli/commands.h"
@@ -21,6 +22,7 @@ struct BenchArgs {
   std::vector<int32_t> prompt_lens{512}, batches{1};
   int32_t prompt_len = 512, decode_tokens = 64, batch = 1, block_size = 16;
   bool no_graphs = false;
+  bool host_times = false;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -112,7 +114,13 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
   std::vector<int32_t> ids(size_t(a.batch));
   Progress dprogress("decode");
   double decode_s = 0;
+  // --host-times: where a timed step's host time goes, in µs. Between one step's ids arriving and
+  // the next step's first kernel the device idles while the host builds the batch and runs
+  // forward() (metadata upload, graph launch); argmax is queued behind the running step and the
+  // download waits for the step to finish, so its time is mostly the device's.
+  std::vector<double> t_build, t_forward, t_argmax, t_download;
   for (int32_t s = 0; s < a.decode_tokens + kWarmSteps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
     StepBatchBuilder b(a.block_size);
     std::vector<std::vector<int32_t>> next(size_t(a.batch), std::vector<int32_t>{0});
     for (int32_t r = 0; r < a.batch; ++r) {
@@ -122,11 +130,20 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
     StepBatch step = b.build();
     auto t1 = std::chrono::steady_clock::now();
     Tensor logits = model.forward(step, kv.layers());
+    auto t2 = std::chrono::steady_clock::now();
     // A real step picks its tokens on the device and reads back only their ids.
     Tensor picked = ids_buffer.as(DType::i32, {a.batch});
     kernels.argmax(logits, picked);
+    auto t3 = std::chrono::steady_clock::now();
     kernels.download(picked, ids.data());
-    if (s >= kWarmSteps) decode_s += seconds_since(t1);
+    if (s >= kWarmSteps) {
+      decode_s += seconds_since(t1);
+      auto us = [](auto from, auto to) { return std::chrono::duration<double, std::micro>(to - from).count(); };
+      t_build.push_back(us(t0, t1));
+      t_forward.push_back(us(t1, t2));
+      t_argmax.push_back(us(t2, t3));
+      t_download.push_back(us(t3, std::chrono::steady_clock::now()));
+    }
     dprogress.update(s + 1, a.decode_tokens + kWarmSteps, "steps");
   }
   dprogress.finish();
@@ -139,6 +156,14 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
               double(a.prompt_len) / cold_s);
   std::printf("decode_tokens_per_s %.2f (%.2f ms/step at context %d..%d)\n", decode_tps,
               1e3 * decode_s / a.decode_tokens, a.prompt_len, a.prompt_len + a.decode_tokens);
+  if (a.host_times) {
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? 0.0 : v[v.size() / 2];
+    };
+    std::printf("decode_host_us build %.1f forward %.1f argmax %.1f download %.1f (medians of %d steps)\n",
+                median(t_build), median(t_forward), median(t_argmax), median(t_download), a.decode_tokens);
+  }
   std::printf("weight_bytes %zu\n", model.weight_bytes());
   std::fflush(stdout);
 }
@@ -161,6 +186,9 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_flag("--no-cuda-graphs", args->no_graphs, "Decode without step graphs (CUDA; compare with the default)");
+  cmd->add_flag("--host-times", args->host_times,
+                "Also print where a decode step's host time goes (batch build, forward: upload and launch, "
+                "argmax, download: mostly waiting for the device), medians in µs");
   cmd->callback([args] { bench(*args); });
 }
 

@@ -130,7 +130,6 @@ std::unique_ptr<StepGraph> CudaKernels::end_capture() {
 void CudaKernels::abort_capture() noexcept {
   pending_ = GemmPartials{};  // its GEMM was recorded, never run
   rope_pending_ = false;
-  glu_pending_ = false;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream_.get(), &status) != cudaSuccess || status == cudaStreamCaptureStatusNone) {
     (void)cudaGetLastError();
@@ -150,11 +149,6 @@ void CudaKernels::settle() {
   if (rope_pending_) {
     rope_pending_ = false;
     launch_rope(pending_rope_, stream_.get());
-  }
-  if (glu_pending_) {
-    glu_pending_ = false;
-    const GluInput& g = pending_glu_;
-    launch_swiglu(g.gate_up, g.act, 1, g.inter, stream_.get(), g.gu);
   }
   if (!pending_.active()) return;
   const GemmPartials p = pending_;
@@ -189,6 +183,7 @@ void CudaKernels::take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v
 }
 
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+  settle();
   expect_on_device(x, "matmul", "x");
   expect_on_device(w, "matmul", "w");
   expect_on_device(y, "matmul", "y");
@@ -207,15 +202,7 @@ void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
     expect_dtype(*bias, DType::bf16, "matmul", "bias");
     RILL_ENSURE(bias->numel() == n, "[matmul] bias {} must have {} elements", bias->describe(), n);
   }
-  // x the output of a pending SwiGLU: the GEMM takes it over (GemmArgs::glu_x); anything else
-  // pending runs first.
-  GluInput glu;
-  const bool glu_x = glu_pending_ && x.data() == pending_glu_.act && x.numel() == pending_glu_.inter &&
-                     x.is_contiguous();
-  if (glu_x) glu = pending_glu_, glu_pending_ = false;
-  settle();
-  matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k, deferral(),
-               glu_x ? &glu : nullptr);
+  matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k, deferral());
 }
 
 void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) {
@@ -371,13 +358,7 @@ void CudaKernels::swiglu(const Tensor& x, Tensor& y) {
   RILL_ENSURE(x.size(-1) == 2 * inter && x.numel() == 2 * y.numel(), "[swiglu] x {} must be [M, 2 * {}] for y {}",
               x.describe(), inter, y.describe());
   const PartialsIn xp = take_pending(x);
-  const int64_t m = inter ? y.numel() / inter : 0;
-  if (xp.ws && m == 1 && decode_glu_x_enabled() && xp.splits <= 4 && y.is_contiguous()) {
-    pending_glu_ = GluInput{xp, inter, x.data(), y.data()};  // for the GEMM reading y (matmul)
-    glu_pending_ = true;
-    return;
-  }
-  launch_swiglu(x.data(), y.data(), m, inter, stream_.get(), xp);
+  launch_swiglu(x.data(), y.data(), inter ? y.numel() / inter : 0, inter, stream_.get(), xp);
 }
 
 void CudaKernels::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {

@@ -108,8 +108,6 @@ class CudaKernels final : public Kernels {
   const GemmPartials& pending() const { return pending_; }
   /// Whether a RoPE op waits for its attention (pending_rope_; tests).
   bool rope_pending() const { return rope_pending_; }
-  /// Whether a SwiGLU op waits for the GEMM reading its output (pending_glu_; tests).
-  bool glu_pending() const { return glu_pending_; }
   /// Whether matmul_swiglu fuses SwiGLU at decode rows (RILL_DECODE_SWIGLU=1).
   bool fuse_decode_swiglu() const { return fuse_decode_swiglu_; }
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
@@ -153,12 +151,6 @@ class CudaKernels final : public Kernels {
   // pending fold.
   RopeArgs pending_rope_;
   bool rope_pending_ = false;
-  // The SwiGLU op deferred to the GEMM reading its output (swiglu on a pending gate/up product at
-  // one row, decode_glu_x_enabled(): RILL_DECODE_GLU_X=1, off by default): matmul hands it to the
-  // GEMM (GemmArgs::glu_x), which computes its x from the partials (configuration 18) or runs the
-  // SwiGLU kernel first; any other op settles it (runs the SwiGLU kernel) first.
-  GluInput pending_glu_;
-  bool glu_pending_ = false;
   int defer_fold_ = 1;  // 0 off, 1 in captured graphs, 2 always
   DeviceInfo info_;
   CachingAllocator allocator_;
@@ -237,19 +229,10 @@ int parse_decode_ctas(const char* value);
 /// measurement knob: 64 runs the 64-row stage at every M; the bits do not change); anything else
 /// → an error naming the variable.
 int parse_decode_x_rows(const char* value);
-/// RILL_DECODE_X64_STAGES: null → 6; 4, 6 → stages of configuration 19's 64-row x stage (a
-/// measurement knob; the bits do not change); anything else → an error naming the variable.
-int parse_decode_x64_stages(const char* value);
-/// RILL_DECODE_DEFER_SPLIT: null or "0" → 0; "1" → 1 (configuration 15 leaves its partials to the op
-/// reading the product in captured decode steps, set_decode_defer_split); anything else → an error
-/// naming the variable.
+/// RILL_DECODE_DEFER_SPLIT: null or "1" → 1 (configuration 15 leaves its partials to the op reading
+/// the product in captured decode steps, set_decode_defer_split); "0" → 0 (the reduction kernel);
+/// anything else → an error naming the variable.
 int parse_decode_defer_split(const char* value);
-/// RILL_NORM_CLUSTER: null or "0" → false; "1" → true (set_norm_cluster); anything else → an error
-/// naming the variable.
-bool parse_norm_cluster(const char* value);
-/// RILL_DECODE_GLU_X: null or "0" → false; "1" → true (set_decode_glu_x); anything else → an error
-/// naming the variable.
-bool parse_decode_glu_x(const char* value);
 /// RILL_DECODE_TRIGGER: null → -1 (the default placement, late; see backend.cpp); "early" → 0 (the
 /// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
 /// has requested its last weight tile); anything else → an error naming the variable.

@@ -108,17 +108,9 @@ int parse_decode_x_rows(const char* value) {
   if (rows && (*rows == 16 || *rows == 32 || *rows == 64)) return *rows;
   fail("RILL_DECODE_X_ROWS: must be 16, 32 or 64 (configuration 19's smallest x stage in rows), got '{}'", value);
 }
-int parse_decode_x64_stages(const char* value) {
-  if (!value) return 6;
-  const auto stages = exact_int(value);
-  if (stages && (*stages == 4 || *stages == 6)) return *stages;
-  fail("RILL_DECODE_X64_STAGES: must be 4 or 6 (stages of configuration 19's 64-row x stage), got '{}'", value);
-}
 int parse_decode_defer_split(const char* value) {
-  return parse_wgmma_switch("RILL_DECODE_DEFER_SPLIT", value) == 1;
+  return parse_wgmma_switch("RILL_DECODE_DEFER_SPLIT", value) != 0;
 }
-bool parse_decode_glu_x(const char* value) { return parse_wgmma_switch("RILL_DECODE_GLU_X", value) == 1; }
-bool parse_norm_cluster(const char* value) { return parse_wgmma_switch("RILL_NORM_CLUSTER", value) == 1; }
 int parse_decode_swiglu(const char* value) { return parse_wgmma_switch("RILL_DECODE_SWIGLU", value) == 1; }
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
@@ -178,10 +170,7 @@ void CudaKernels::configure_from_environment() {
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).
   set_decode_min_x_rows(parse_decode_x_rows(std::getenv("RILL_DECODE_X_ROWS")));
-  set_decode_x64_stages(parse_decode_x64_stages(std::getenv("RILL_DECODE_X64_STAGES")));
   set_decode_defer_split(parse_decode_defer_split(std::getenv("RILL_DECODE_DEFER_SPLIT")) != 0);
-  set_norm_cluster(parse_norm_cluster(std::getenv("RILL_NORM_CLUSTER")));
-  set_decode_glu_x(parse_decode_glu_x(std::getenv("RILL_DECODE_GLU_X")));
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
   fuse_decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU")) == 1;

@@ -43,8 +43,7 @@ int g_split_ctas_per_sm = 2;              // set_gemm_split_ctas_per_sm
 int g_l2_prefetch_tiles = 0;              // set_gemm_l2_prefetch_tiles
 bool g_wgmma = false;                     // set_gemm_wgmma
 bool g_wide_tile = false;                 // set_gemm_wide_tile
-bool g_defer_split = false;               // set_decode_defer_split
-bool g_glu_x = false;                     // set_decode_glu_x
+bool g_defer_split = true;                // set_decode_defer_split
 
 // kBulk: the tiles travel by the bulk copy engine (cp.async.bulk, one copy a tile row, completing
 // on a per-stage mbarrier) instead of 16-byte cp.async; decode configurations only (M ≤ BM).
@@ -387,8 +386,6 @@ bool gemm_wgmma_supported() { return gemm_detail::gemm_wgmma_available(); }
 void set_gemm_wgmma(bool on) { g_wgmma = on && gemm_detail::gemm_wgmma_available(); }
 bool gemm_wgmma_enabled() { return g_wgmma; }
 void set_decode_defer_split(bool on) { g_defer_split = on; }
-void set_decode_glu_x(bool on) { g_glu_x = on; }
-bool decode_glu_x_enabled() { return g_glu_x; }
 bool decode_defer_split() { return g_defer_split; }
 void set_gemm_wide_tile(bool on) { g_wide_tile = on; }
 
@@ -429,20 +426,6 @@ void set_partials(GemmPartials& p, const GemmKernelArgs& k) {
   for (int s = 0; s < k.ny; ++s) p.outs[s] = k.ys[s], p.out_end[s] = k.y_end[s];
 }
 
-// Whether configuration 18 computes a.glu_x's SwiGLU into its x stages (variant 3): one row, the
-// gate/up partials in ≤ 4 ranges (the x warps' registers), and this GEMM's own partials fitting
-// the workspace after the gate/up product's when those share it (ws_skip: the floats before them).
-bool glu_x_fused(const GemmArgs& a, const GemmSplit& sp, size_t& ws_skip) {
-  const GluInput& g = *a.glu_x;
-  const float* base = a.workspace;
-  if (base && g.gu.ws >= base && g.gu.ws < base + a.workspace_bytes / sizeof(float))
-    ws_skip = size_t(g.gu.ws + g.gu.splits * g.gu.plane - base + 63) / 64 * 64;
-  return a.config == 18 && g_wgmma && g_glu_x && a.m == 1 && a.n > 0 && a.num_outs <= 0 && a.glu_inter == 0 &&
-         a.k == g.inter && a.k % 8 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && g.gu.ws &&
-         g.gu.splits >= 1 && g.gu.splits <= 4 && g.gu.n == 2 * g.inter &&
-         (ws_skip + size_t(sp.splits) * size_t(a.m * a.n)) * sizeof(float) <= a.workspace_bytes;
-}
-
 // The rule for the persistent warpgroup kernel (configuration 12): its 128 × 128 output tiles fill
 // at least half the SMs.
 bool persistent_tiles_fill(int64_t m, int64_t n, int num_sms) {
@@ -457,19 +440,11 @@ bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
 
 void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   if (a.defer) *a.defer = GemmPartials{};  // set below where a decode launch leaves its partials
-  if (a.m == 0) return;
+  if (a.m == 0 || a.n == 0) return;
+  if (a.k <= 0) throw_error("[matmul] the batch-invariant GEMM needs K > 0");
   auto aligned = [](const void* p, uintptr_t b) { return reinterpret_cast<uintptr_t>(p) % b == 0; };
   // The split ranges are those of the unfused gate/up GEMM (N = 2 · inter): the same additions.
-  GemmSplit sp = a.n > 0 && a.k > 0 ? gemm_split(a.n, a.k, a.num_sms) : GemmSplit{};
-  // x from a pending SwiGLU: configuration 18 computes it in its x stages (variant 3) where the
-  // partials fit its registers and this GEMM's own partials fit the workspace after them; any
-  // other launch gets x stored by the SwiGLU kernel first.
-  size_t ws_bytes = a.workspace_bytes;
-  size_t ws_skip = 0;  // floats of the workspace before this GEMM's partials
-  const bool glu_fused = a.glu_x && glu_x_fused(a, sp, ws_skip);
-  if (a.glu_x && !glu_fused) launch_swiglu(a.glu_x->gate_up, a.glu_x->act, a.m, a.glu_x->inter, stream, a.glu_x->gu);
-  if (a.n == 0) return;
-  if (a.k <= 0) throw_error("[matmul] the batch-invariant GEMM needs K > 0");
+  GemmSplit sp = gemm_split(a.n, a.k, a.num_sms);
   GemmKernelArgs k{};
   k.x = static_cast<const bf16*>(a.x);
   k.w = static_cast<const bf16*>(a.w);
@@ -494,15 +469,6 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     k.pairs = true;
   }
   k.ws = a.workspace;
-  if (glu_fused) {
-    const GluInput& g = *a.glu_x;
-    k.ws = a.workspace ? a.workspace + ws_skip : nullptr;
-    ws_bytes = a.workspace ? ws_bytes - ws_skip * sizeof(float) : 0;
-    k.glu = g.gu;
-    k.glu_inter = g.inter;
-    k.glu_gate_up = static_cast<bf16*>(g.gate_up);
-    k.glu_act = static_cast<bf16*>(g.act);
-  }
   k.counters = a.counters;
   k.m = a.m;
   k.n = a.n;
@@ -553,9 +519,9 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 18: case 19: {
-      k.defer_fold = a.defer != nullptr && k.ws != nullptr;
-      const bool split = gemm_detail::launch_gemm_wgmma_decode(k, glu_fused ? 3 : config - 18, ws_bytes, a.num_counters,
-                                                               a.num_sms, stream);
+      k.defer_fold = a.defer != nullptr && a.workspace != nullptr;
+      const bool split =
+          gemm_detail::launch_gemm_wgmma_decode(k, config - 18, a.workspace_bytes, a.num_counters, a.num_sms, stream);
       if (k.defer_fold && split) set_partials(*a.defer, k);  // the partials wait for the op reading the product
       return;
     }

@@ -34,12 +34,6 @@ struct GemmKernelArgs {
   bool late_trigger;    // warpgroup decode: the next kernel may launch once the last weight tile is requested
   bool split_schedule;
   bool defer_fold;  // warpgroup decode, split schedule: write the partials only (GemmArgs::defer)
-  // Warpgroup decode variant 3 (GemmArgs::glu_x, M = 1): x = SwiGLU of these gate/up partials,
-  // [1, 2 · glu_inter]; the product's values and x also stored to glu_gate_up / glu_act.
-  PartialsIn glu;
-  int64_t glu_inter;
-  bf16* glu_gate_up;
-  bf16* glu_act;
 };
 
 // The address of product element (row, col) in the output holding column col.
@@ -104,8 +98,8 @@ void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream
 /// 1, M ≤ 64), 64-column tiles: split ranges as separate work items folded by each tile's last
 /// one when the workspace and counters fit, else one item a tile walks every range; persistent
 /// CTAs (at most a wave of them) take the items in turn. a.defer_fold: the split schedule writes
-/// the partials only (no fold). Variant 2: 18 with SwiGLU in the fold; variant 3: 18 with x the
-/// SwiGLU of a.glu's partials (M = 1). Returns whether the split schedule ran.
+/// the partials only (no fold). Variant 2: 18 with SwiGLU in the fold. Returns whether the split
+/// schedule ran.
 /// The split schedule's reduction kernel (a.ws [splits, m, n] into the outputs) and the fallback
 /// kernel for shapes the tensor-core kernels cannot load (gemm_fold.cu).
 void launch_gemm_reduce(const GemmKernelArgs& a, cudaStream_t stream);

@@ -23,21 +23,8 @@
 // of gate column c and up column c at c and inter + c of the workspace), then
 // bf16(bf16(silu(bf16 g)) · bf16 u): the gate/up GEMM's bits, then the SwiGLU kernel's — one launch
 // and one latency-bound kernel fewer in a decode step's critical path.
-// kGluX (variant 3, M = 1): x is the SwiGLU of a gate/up GEMM's deferred partials (GemmArgs::glu_x,
-// the down projection of a batch-1 decode step), computed into the x stages by warps 1-3 of the
-// producer warpgroup instead of copied: warp 1 + (i % 3) writes the CTA's i-th k tile — its
-// product columns' partials loaded before it waits for the stage (the loads of its next tile in
-// flight while it writes this one), added in range order with the bias and rounded as folded()
-// does, then bf16(bf16(silu(g)) · u) as the SwiGLU kernel computes it — into row 0 of the stage
-// (row 0 of a 128-byte-swizzled tile is stored in order; rows 1-7 feed unstored outputs), then a
-// proxy fence and an arrival on the stage's full barrier, which completes on the producer's arrival
-// with the weight bytes and this one. The items of column tile 0 also store the product's values
-// and x (gate_up, act) as the SwiGLU kernel would have. The SwiGLU kernel's launch, its hand-off
-// and x's round trip through L2 leave the step's critical path; x's partials are read by every
-// column tile's CTA (~24 KB a CTA for the 8B shape's down projection) instead of once.
 
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
@@ -57,111 +44,8 @@ constexpr int kBK = kPipeBK;
 
 int g_decode_prewait = -1;     // set_decode_prewait_stages
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
-int g_decode_x64_stages = 6;   // set_decode_x64_stages
-std::atomic<uint64_t> g_decode_glu_x_launches{0};  // decode_glu_x_launches
-constexpr int kGluMaxSplits = 4;  // variant 3: the gate/up product's ranges a lane holds in registers
 
-#if defined(RILL_WGMMA_DEVICE)
-// Variant 3's x warps (warps 1-3 of the producer warpgroup; see the header): the CTA's k tiles in
-// the producer's order — its items blockIdx.x, + gridDim.x, ..., each item's k tiles in turn, the
-// i-th in stage i % kStages — warp 1 + (i % 3) writing tile i's 64 values of x (M = 1): lane l
-// columns l and l + 32 of the tile.
-template <int kBN, int kStages>
-__device__ __forceinline__ void glu_x_writer(const GemmKernelArgs& a, int tiles, int splits, int ktiles,
-                                             unsigned char* sx, uint64_t* full, uint64_t* empty) {
-  constexpr int kXBytes = DecodeTile<kBN, 8>::kXBytes;
-  const int xw = int(threadIdx.x / 32) - 1, lane = int(threadIdx.x % 32);
-  const int items = tiles * splits;
-  const int64_t inter = a.glu_inter;
-  const float* ws = a.glu.ws + a.glu.col0;
-  const int64_t plane = a.glu.plane;
-  const int nsplit = a.glu.splits;
-  const bf16* bias = static_cast<const bf16*>(a.glu.bias);
-  if (bias) bias += a.glu.col0;
-  // A cursor over the CTA's k tiles: item, its k tile t and end (item ≥ items: past the last).
-  auto range_of = [&](int item, int& t, int& kt_end) {
-    const int range = item / tiles;
-    t = splits > 1 ? range * a.tiles_per_split : 0;
-    kt_end = splits > 1 ? min(ktiles, t + a.tiles_per_split) : ktiles;
-  };
-  auto advance = [&](int& item, int& t, int& kt_end, int steps) {
-    while (item < items && steps > 0) {
-      const int take = min(steps, kt_end - t);
-      t += take;
-      steps -= take;
-      if (t == kt_end) {
-        item += int(gridDim.x);
-        if (item < items) range_of(item, t, kt_end);
-      }
-    }
-  };
-  // Raw partials of the tile's columns l and l + 32: [column][gate, up][range].
-  float raw[2][2][kGluMaxSplits];
-  auto load = [&](bool valid, int t) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t col = int64_t(t) * kBK + lane + 32 * e;
-      const bool ok = valid && col < inter;
-#pragma unroll
-      for (int r = 0; r < kGluMaxSplits; ++r) {
-        raw[e][0][r] = ok && r < nsplit ? __ldcg(ws + r * plane + col) : 0.f;
-        raw[e][1][r] = ok && r < nsplit ? __ldcg(ws + r * plane + inter + col) : 0.f;
-      }
-    }
-  };
-  pdl_wait();  // the gate/up GEMM's partials are written
-  if (!a.late_trigger) pdl_trigger();
-  int item = int(blockIdx.x), t = 0, kt_end = 0;
-  if (item < items) range_of(item, t, kt_end);
-  advance(item, t, kt_end, xw);
-  load(item < items, t);
-  for (int i = xw; item < items; i += 3) {
-    // The fold (range order from 0, then the bias: fold_partials and folded()).
-    float g[2], u[2];
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      g[e] = 0.f, u[e] = 0.f;
-#pragma unroll
-      for (int r = 0; r < kGluMaxSplits; ++r)
-        if (r < nsplit) g[e] += raw[e][0][r], u[e] += raw[e][1][r];
-    }
-    // x, computed before the next tile's loads are issued: few registers live across the
-    // division's slow-path call (silu's IEEE division, the SwiGLU kernel's operation).
-    // On every lane (no divergent path around the division; see the SwiGLU epilogue below).
-    bf16 x[2];
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t col = int64_t(t) * kBK + lane + 32 * e;
-      const bool in = col < inter;
-      if (bias && in) g[e] += __bfloat162float(bias[col]), u[e] += __bfloat162float(bias[inter + col]);
-      const bf16 v = __float2bfloat16_rn(swiglu_of_sums(g[e], u[e]));
-      x[e] = in ? v : __float2bfloat16_rn(0.f);  // past K: zeros, as the copy engine fills
-    }
-    const int cur_t = t;
-    const bool store = item % tiles == 0;  // column tile 0's items store the product and x
-    advance(item, t, kt_end, 3);
-    load(item < items, t);  // the next tile's partials, in flight while this one waits for its stage
-    const int s = i % kStages;
-    bf16* row = reinterpret_cast<bf16*>(sx + s * kXBytes);
-    mbar_wait(&empty[s], (unsigned(i / kStages) & 1u) ^ 1u);
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int64_t col = int64_t(cur_t) * kBK + lane + 32 * e;
-      row[lane + 32 * e] = x[e];
-      if (store && col < inter) {
-        a.glu_gate_up[col] = __float2bfloat16_rn(g[e]);
-        a.glu_gate_up[inter + col] = __float2bfloat16_rn(u[e]);
-        a.glu_act[col] = x[e];
-      }
-    }
-    fence_proxy_async_shared();  // the row, written by this proxy, is read by the wgmma's
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&full[s]);
-  }
-}
-#endif
-
-template <int kBN, int kXRows, int kStages, bool kGlu = false, bool kGluX = false>
+template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                              GemmKernelArgs a, int splits) {
@@ -199,13 +83,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     }
   };
 
-  static_assert(!kGluX || (kXRows == 8 && !kGlu), "x from a pending SwiGLU: configuration 18's 8-row stage");
-  // A release per consumer warp; kGluX: a stage is full once the producer's weight tile and the x
-  // warp's row have arrived.
-  if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, 4, kGluX ? 2u : 1u);
+  if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp
   __syncthreads();
-  constexpr unsigned kStageTx = kGluX ? unsigned(T::kWBytes) : unsigned(T::kXBytes + T::kWBytes);
-
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
@@ -221,23 +100,22 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
         if (!waited) {  // the first item's weights: requested before waiting for the previous kernel
           const int pro = min(min(kt_end - kt_begin, kStages), a.prewait_stages);
           for (int p = 0; p < pro; ++p) {
-            mbar_arrive_expect_tx(&full[p], kStageTx);
+            mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
             load_w(sw + p * T::kWBytes, (kt_begin + p) * kBK, n0, &full[p], evict_first);
           }
           pdl_wait();
           if (!a.late_trigger) pdl_trigger();
           waited = true;
-          if constexpr (!kGluX)
-            for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
+          for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
           t += pro;
           s = pro % kStages;
           phase = pro == kStages ? 1u : 0u;
         }
         for (; t < kt_end; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);
-          mbar_arrive_expect_tx(&full[s], kStageTx);
+          mbar_arrive_expect_tx(&full[s], T::kXBytes + T::kWBytes);
           load_w(sw + s * T::kWBytes, t * kBK, n0, &full[s], evict_first);
-          if constexpr (!kGluX) tma_load_2d(sx + s * T::kXBytes, &tx, t * kBK, 0, &full[s]);
+          tma_load_2d(sx + s * T::kXBytes, &tx, t * kBK, 0, &full[s]);
           if (++s == kStages) s = 0, phase ^= 1u;
         }
       }
@@ -246,8 +124,6 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
       // every CTA has (its CTAs then take the SMs this grid leaves, without competing with its
       // weight stream; the backend's default). Early (RILL_DECODE_TRIGGER=early): after the wait.
       pdl_trigger();
-    } else if (kGluX && threadIdx.x >= 32) {  // warps 1-3: the x stages
-      glu_x_writer<kBN, kStages>(a, tiles, splits, ktiles, sx, full, empty);
     } else if (!a.late_trigger) {
       pdl_trigger();
     }
@@ -353,11 +229,11 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 }
 
 // Returns whether the split schedule ran (the partials are in a.ws).
-template <int kBN, int kXRows, int kStages, bool kGlu = false, bool kGluX = false>
+template <int kBN, int kXRows, int kStages, bool kGlu = false>
 bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
                            cudaStream_t stream) {
   using T = DecodeTile<kBN, kXRows>;
-  constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu, kGluX>;
+  constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
   constexpr size_t smem = size_t(kStages) * (T::kXBytes + T::kWBytes) + 1024;
   static const bool attr_set = [] {
     RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -367,10 +243,6 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   if (a.m > kXRows)
     throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
                             : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");
-  if (kGluX && (a.m != 1 || !a.glu.ws || a.glu.splits < 1 || a.glu.splits > kGluMaxSplits || a.glu_inter != a.k ||
-                !a.glu_gate_up || !a.glu_act))
-    throw_error("[matmul] the warpgroup decode GEMM's x from a pending SwiGLU (variant 3) takes M = 1, K = inter and "
-                "1-4 ranges of gate/up partials");
   if (kGlu && (a.n % kBN != 0 || a.ny != 1))
     throw_error("[matmul] the warpgroup decode GEMM's SwiGLU takes 2 x inter rows of w with inter % 32 == 0 and one "
                 "output");
@@ -411,24 +283,18 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM). Configuration 19 takes the smallest x stage holding
   // M (at least set_decode_min_x_rows): 16 rows, 7 stages of 10 KB, or 32 rows, 6 stages of 12 KB
-  // (three CTAs an SM, like 18), or 64 rows, 6 stages of 16 KB (two; 4 stages fit three,
-  // set_decode_x64_stages) — the same arithmetic: an A row past the stage feeds only an output row
-  // past M, which is never stored.
-  // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes). Variant 3: 18 with x
-  // computed from a pending SwiGLU (GemmArgs::glu_x).
+  // (three CTAs an SM, like 18), or 64 rows, 6 stages of 16 KB (two; 4 stages fit three but
+  // measured 3% slower at batch 64, run U) — the same arithmetic: an A row past the stage feeds
+  // only an output row past M, which is never stored.
+  // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
   // (Variant 2 always folds: its fold is the SwiGLU.)
   if (variant == 0) return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
-  if (variant == 3) {  // 18 with x computed from a pending SwiGLU (M = 1); it may defer its fold too
-    g_decode_glu_x_launches.fetch_add(1, std::memory_order_relaxed);
-    return launch_decode_variant<64, 8, 8, false, true>(a, ws_bytes, num_counters, num_sms, stream);
-  }
   a.defer_fold = false;
   if (variant == 2) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
   a.defer_fold = k.defer_fold;
   const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
   if (rows <= 16) return launch_decode_variant<64, 16, 7>(a, ws_bytes, num_counters, num_sms, stream);
   if (rows <= 32) return launch_decode_variant<64, 32, 6>(a, ws_bytes, num_counters, num_sms, stream);
-  if (g_decode_x64_stages == 4) return launch_decode_variant<64, 64, 4>(a, ws_bytes, num_counters, num_sms, stream);
   return launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);
 }
 
@@ -439,6 +305,4 @@ void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = sta
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
-void set_decode_x64_stages(int stages) { gemm_detail::g_decode_x64_stages = stages; }
-uint64_t decode_glu_x_launches() { return gemm_detail::g_decode_glu_x_launches.load(); }
 }  // namespace rill::cuda

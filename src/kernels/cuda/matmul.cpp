@@ -294,11 +294,10 @@ void MatmulEngine::launch_invariant(GemmArgs& a) {
 }
 
 void MatmulEngine::run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n,
-                                 int64_t k, GemmPartials* defer, const GluInput* glu_x) {
+                                 int64_t k, GemmPartials* defer) {
   GemmArgs a = gemm_args(x, w, bias, m, n, k);
   a.y = y;
   a.defer = defer;
-  a.glu_x = glu_x;
   launch_invariant(a);
 }
 
@@ -400,12 +399,8 @@ const std::optional<cublasLtMatmulAlgo_t>& MatmulEngine::fixed_algo(int64_t n, i
 }
 
 void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
-                       GemmPartials* defer, const GluInput* glu_x) {
+                       GemmPartials* defer) {
   if (defer) *defer = GemmPartials{};
-  if (glu_x && (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || m == 0 || n == 0)) {
-    launch_swiglu(glu_x->gate_up, glu_x->act, m, glu_x->inter, stream_, glu_x->gu);  // x stored first
-    glu_x = nullptr;
-  }
   if (m == 0 || n == 0) return;
   if (batch_invariant_) {
     const bool aligned = std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)}) >= 16;
@@ -421,7 +416,7 @@ void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, 
         return;
       }
     }
-    run_invariant(x, w, bias, y, m, n, k, defer, glu_x);
+    run_invariant(x, w, bias, y, m, n, k, defer);
     return;
   }
   MatmulShape shape{m, n, k, bias != nullptr,

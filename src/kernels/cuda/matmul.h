@@ -51,10 +51,8 @@ class MatmulEngine {
   /// `defer` (may be null): where the batch-invariant decode GEMM (configurations 18, 19) runs its
   /// split schedule, the fold is left to the op reading y and *defer describes the partials
   /// (GemmArgs::defer; they stay valid until the next GEMM); else *defer is left inactive.
-  /// glu_x: x (= glu_x->act) is not stored yet (GemmArgs::glu_x); paths other than our invariant
-  /// GEMM store it with the SwiGLU kernel first.
   void run(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
-           GemmPartials* defer = nullptr, const GluInput* glu_x = nullptr);
+           GemmPartials* defer = nullptr);
   /// Batch-invariant mode with our GEMM: one launch writing consecutive column ranges of the
   /// product to separate outputs (outs[s] holds columns [out_end[s - 1], out_end[s])). Returns
   /// false, doing nothing, when another path is in use (the caller then runs one matmul a range).
@@ -127,7 +125,7 @@ class MatmulEngine {
   struct Plan;
   Plan& plan_for(const MatmulShape& shape);
   void run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,
-                     GemmPartials* defer, const GluInput* glu_x = nullptr);
+                     GemmPartials* defer);
   void launch_invariant(GemmArgs& a);
   void attach_workspaces(GemmArgs& a) const;  // split workspace, SM count, tile counters
   int decode_config(const GemmArgs& a);

@@ -4,15 +4,6 @@
 // uses (1 + w). The mean of squares is taken in f32 over the (rounded) input row.
 // One warp per row for short rows (per-head q/k norms), one block per row otherwise. Each
 // element is read and written by the same thread in both passes, so x and y may alias.
-// Decode rows (set_norm_cluster, sm_90): the block's 512 threads spread over a cluster of 8 CTAs of
-// 64, so that a row's loads (at batch 1 a deferred down projection's 8 ranges of partials: 136 KB)
-// come into 8 SMs instead of one; the 16 warp sums are exchanged through distributed shared memory
-// and every CTA folds them with block_sum's final warp_sum — the same operations on the same
-// values as the one-block kernel, so the same bits (checked by CudaInvariance.NormClusterEqualsBlock).
-#include <cooperative_groups.h>
-
-#include <atomic>
-
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
@@ -21,10 +12,6 @@
 
 namespace rill::cuda {
 namespace {
-
-std::atomic<bool> g_norm_cluster{false};  // set_norm_cluster (RILL_NORM_CLUSTER)
-constexpr int kNormCluster = 8;           // CTAs a row in the cluster path
-constexpr int64_t kNormClusterRows = 64;  // ... up to this many rows (decode steps)
 
 template <typename W>
 struct NormKernelArgs {
@@ -44,32 +31,6 @@ __device__ __forceinline__ float norm_out_at(float xhat, const W* w, int64_t c, 
   return norm_out(xhat, to_float(w[c]), one_plus, fp32_scale);
 }
 
-// block_sum over a row's kCluster CTAs (a 1-D cluster; every thread gets the result): the warps'
-// sums written to every CTA's `scratch` (slot: the warp's index in the row), then each CTA's
-// warps fold the slots as block_sum's second warp_sum does. `start` is the token of the
-// barrier.cluster.arrive made when the kernel began: its wait guarantees every CTA of the cluster
-// runs (their shared memory exists) before the remote stores.
-template <int kCluster>
-__device__ __forceinline__ float cluster_row_sum(float v, float* scratch) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  const int lane = threadIdx.x & 31, warps = int(blockDim.x >> 5);
-  const int warp = int(cluster.block_rank()) * warps + int(threadIdx.x >> 5);
-  v = warp_sum(v);
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // (the arrive at the kernel's start)
-  if (lane == 0)
-#pragma unroll
-    for (int r = 0; r < kCluster; ++r) cluster.map_shared_rank(scratch, r)[warp] = v;
-  cluster.sync();  // release / acquire: every CTA's slots are written; no CTA reads remote memory after
-  v = lane < warps * kCluster ? scratch[lane] : 0.f;
-  return warp_sum(v);
-#else
-  __trap();  // sm_90+ only (norm_cluster_usable keeps older GPUs off it)
-  return v;
-#endif
-}
-
 // kVec elements per access (8: 16-byte loads; 1: scalar). kRowThreads threads per row.
 // kHold > 0 (16-byte aligned rows and weight, dim ≤ kHold · kRowThreads · 8): each thread keeps its
 // ≤ kHold vectors of the row in registers between the two passes, and its weight vectors are
@@ -77,17 +38,11 @@ __device__ __forceinline__ float cluster_row_sum(float v, float* scratch) {
 // round trip after its predecessor instead of three (x and r; r again; w). In a batch-1 decode
 // step that round trip waits behind the next GEMM's weight stream: ~4 µs each. Same operations
 // in the same order as the two-pass loop below.
-// kCluster > 1 (the register path, kRowThreads = 512): the row's threads are those of a cluster of
-// kCluster CTAs of kRowThreads / kCluster, thread t of the row being CTA rank r's thread t - r ·
-// blockDim.x; the reduction is cluster_row_sum.
-template <typename W, int kVec, int kRowThreads, int kHold, int kCluster = 1>
+template <typename W, int kVec, int kRowThreads, int kHold>
 __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
   __shared__ float scratch[32];
-  static_assert(kCluster == 1 || (kHold > 0 && kRowThreads > 32), "clusters: the block-per-row register path");
-  if constexpr (kCluster > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  int64_t row = kRowThreads == 32 ? int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32
-                                  : int64_t(blockIdx.x / kCluster);
-  int t = kRowThreads == 32 ? (threadIdx.x & 31) : int(blockIdx.x % kCluster) * int(blockDim.x) + int(threadIdx.x);
+  int64_t row = kRowThreads == 32 ? int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32 : blockIdx.x;
+  int t = kRowThreads == 32 ? (threadIdx.x & 31) : threadIdx.x;
   if constexpr (kHold > 0) {
     static_assert(kVec == 8, "the register path moves 16-byte vectors");
     constexpr int kWChunks = int(sizeof(W)) * kVec / 16;
@@ -136,8 +91,7 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
         ss += f * f;
       }
     }
-    if constexpr (kCluster > 1) ss = cluster_row_sum<kCluster>(ss, scratch);
-    else ss = kRowThreads == 32 ? warp_sum(ss) : block_sum(ss, scratch);
+    ss = kRowThreads == 32 ? warp_sum(ss) : block_sum(ss, scratch);
     const float inv = rsqrtf(ss / float(a.dim) + a.eps);
 #pragma unroll
     for (int h = 0; h < kHold; ++h) {
@@ -208,17 +162,6 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
   }
 }
 
-// The cluster path runs here: an sm_90+ GPU (the kernel's cluster code is built for sm_90+ only).
-bool norm_cluster_usable() {
-  static const bool usable = [] {
-    int dev = 0, major = 0;
-    RILL_CUDA_CHECK(cudaGetDevice(&dev));
-    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    return major >= 9;
-  }();
-  return usable;
-}
-
 template <typename W>
 void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
   NormKernelArgs<W> k{static_cast<const bf16*>(a.x), static_cast<bf16*>(a.residual), static_cast<const W*>(a.w),
@@ -238,10 +181,6 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
     if (hold) launch_pdl(rms_norm_kernel<W, 8, 32, kWarpHold>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
     else if (vec) launch_pdl(rms_norm_kernel<W, 8, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
     else launch_pdl(rms_norm_kernel<W, 1, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
-  } else if (hold && a.rows <= kNormClusterRows && g_norm_cluster.load(std::memory_order_relaxed) &&
-             norm_cluster_usable()) {
-    launch_pdl_cluster(rms_norm_kernel<W, 8, kBlock, kBlockHold, kNormCluster>, dim3(unsigned(a.rows * kNormCluster)),
-                       dim3(kBlock / kNormCluster), 0, stream, dim3(kNormCluster, 1, 1), k);
   } else {
     const dim3 grid(unsigned(a.rows));
     if (hold) launch_pdl(rms_norm_kernel<W, 8, kBlock, kBlockHold>, grid, dim3(kBlock), 0, stream, k);
@@ -252,9 +191,6 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
-
-void set_norm_cluster(bool on) { g_norm_cluster.store(on, std::memory_order_relaxed); }
-bool norm_cluster_enabled() { return g_norm_cluster.load(std::memory_order_relaxed); }
 
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return;

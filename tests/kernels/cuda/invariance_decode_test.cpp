@@ -1,7 +1,6 @@
 // The decode step's fused and deferred ops against the ops they replace, bit for bit (label cuda):
-// the fused decode MLP block, deferred GEMM folds read by the next op (and the SwiGLU inside the
-// down projection's GEMM), the RoPE op inside the decode attention; and a printed timeline of the
-// fused MLP block (DISABLED_).
+// the fused decode MLP block, deferred GEMM folds read by the next op, the RoPE op inside the decode
+// attention; and a printed timeline of the fused MLP block (DISABLED_).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -112,22 +111,18 @@ struct QkNormRope {
 // bitwise what the same ops give with the fold in the GEMM; rows 1, 3 and 8 (configuration 18), 24
 // (19), 100 and 200 (configuration 15, split ranges across CTAs: at 200 rows q/k/v's 128 × 128 tiles
 // fill the GPU and it runs the persistent fold schedule, so four of the five GEMMs defer), with and
-// without biases, on fresh random inputs; each GEMM that can must really have deferred. Then again
-// with the SwiGLU deferred into the down projection's GEMM (set_decode_glu_x: at one row its x
-// computed from the gate/up partials), which must leave the same bits everywhere, gate_up and act
-// included, and must have run at one row.
+// without biases, on fresh random inputs; each GEMM that can must really have deferred.
 TEST(CudaInvariance, DeferredFoldEqualsFold) {
   RILL_REQUIRE_GPU();
   (void)backend();
   if (!cuda::gemm_wgmma_enabled()) GTEST_SKIP() << "the warpgroup decode GEMM (sm_90a) is not in use";
   struct Restore {
     int defer = backend().decode_defer();
-    bool split = cuda::decode_defer_split(), glu = cuda::decode_glu_x_enabled();
+    bool split = cuda::decode_defer_split();
     ~Restore() {
       backend().set_decode_defer(defer);
       backend().matmul_engine().set_decode_config(0);
       cuda::set_decode_defer_split(split);
-      cuda::set_decode_glu_x(glu);
     }
   } restore;
   cuda::set_decode_defer_split(true);
@@ -159,9 +154,8 @@ TEST(CudaInvariance, DeferredFoldEqualsFold) {
       AttentionBatch batch;
       batch.positions = dpos.t;
       batch.slot_mapping = dslot.t;
-      auto run = [&](int mode) {  // 0: no deferral, 2: deferral, 3: and the SwiGLU into the down GEMM
-        backend().set_decode_defer(mode == 0 ? 0 : 2);
-        cuda::set_decode_glu_x(mode == 3);
+      auto run = [&](int mode) {
+        backend().set_decode_defer(mode);
         int deferred = 0;
         auto count = [&] { deferred += backend().pending().active(); };
         DevTensor x = upload_bf16(x0, {m, H}), res = upload_bf16(res0, {m, H});
@@ -198,18 +192,11 @@ TEST(CudaInvariance, DeferredFoldEqualsFold) {
       EXPECT_EQ(none, 0);
       const char* names[] = {"q", "k", "v", "k cache", "v cache", "o", "residual", "h", "gate_up", "act",
                              "down", "sum", "gate_up (settled by download)"};
-      for (int mode : {2, 3}) {
-        SCOPED_TRACE(mode == 3 ? "SwiGLU in the down GEMM" : "deferred folds");
-        const uint64_t glu_launches = cuda::decode_glu_x_launches();
-        const auto [got, deferred] = run(mode);
-        EXPECT_EQ(deferred, m == 200 ? 4 : 5) << "every split GEMM of the sequence left its partials";
-        if (mode == 3 && m == 1)
-          EXPECT_GT(cuda::decode_glu_x_launches(), glu_launches) << "the down GEMM did not compute its x";
-        EXPECT_FALSE(backend().glu_pending());
-        for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_EQ(want[i].size(), got[i].size());
-          EXPECT_EQ(differing_bits(want[i], got[i]), 0u) << names[i];
-        }
+      const auto [got, deferred] = run(2);
+      EXPECT_EQ(deferred, m == 200 ? 4 : 5) << "every split GEMM of the sequence left its partials";
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(want[i].size(), got[i].size());
+        EXPECT_EQ(differing_bits(want[i], got[i]), 0u) << names[i];
       }
       for (float e : want[9]) ASSERT_TRUE(std::isfinite(e)) << "the reference overflowed: rescale the inputs";
     }

@@ -154,9 +154,8 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
 }
 
 // The warpgroup decode kernel for M 9..64 (configuration 19: x stages of 16, 32 or 64 rows, the
-// smallest holding M, or the 64-row stage at every M as RILL_DECODE_X_ROWS=64 runs it, with 6 or 4
-// stages), in its fold and split schedules, gives the bits of the mma.sync kernel's fold schedule
-// (configuration 2).
+// smallest holding M, or the 64-row stage at every M as RILL_DECODE_X_ROWS=64 runs it), in its fold
+// and split schedules, gives the bits of the mma.sync kernel's fold schedule (configuration 2).
 TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
@@ -170,10 +169,9 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
     DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
     for (int64_t m : {9, 16, 17, 32, 33, 64}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
-      std::vector<float> got[5];
-      for (int v = 0; v < 5; ++v) {
-        cuda::set_decode_min_x_rows(v >= 3 ? 64 : 16);
-        cuda::set_decode_x64_stages(v == 4 ? 4 : 6);
+      std::vector<float> got[4];
+      for (int v = 0; v < 4; ++v) {
+        cuda::set_decode_min_x_rows(v == 3 ? 64 : 16);
         DevTensor dy(DType::bf16, {m, n});
         dy.poison();
         cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), db.t.data(), dy.t.data(), m, n, k, v == 0 ? 2 : 19);
@@ -186,8 +184,7 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
         got[v] = download_bf16(dy);
       }
       cuda::set_decode_min_x_rows(cuda::parse_decode_x_rows(std::getenv("RILL_DECODE_X_ROWS")));
-      cuda::set_decode_x64_stages(cuda::parse_decode_x64_stages(std::getenv("RILL_DECODE_X64_STAGES")));
-      for (int v = 1; v < 5; ++v) {
+      for (int v = 1; v < 4; ++v) {
         for (float x : got[v]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " variant " << v;
         EXPECT_TRUE(same_bits(got[0].data(), got[v].data(), got[0].size())) << "M=" << m << " variant " << v;
       }
