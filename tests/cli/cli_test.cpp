@@ -89,6 +89,18 @@ TEST(Cli, BadBenchLists) {
   expect_refused("bench-serve", "--cells 0:16:8", "--concurrency");
 }
 
+TEST(Cli, BenchPrintsFiguresAndHostTimes) {
+  // One line a figure (scripts collect them); --host-times adds the decode step's host breakdown.
+  Result r = run("bench --model " + kFixture + " --device cpu --prompt-len 8 --decode-tokens 3 --host-times");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* key : {"prefill_tokens_per_s ", "decode_tokens_per_s ", "decode_host_us build "})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " missing from:\n" << r.out;
+  EXPECT_NE(r.out.find("(medians of 3 steps)"), std::string::npos) << r.out;
+  Result plain = run("bench --model " + kFixture + " --device cpu --prompt-len 8 --decode-tokens 2");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("decode_host_us"), std::string::npos) << plain.out;
+}
+
 TEST(Cli, SeededSamplingIsReproducible) {
   std::string cmd = "run --model " + kFixture + " --device cpu --prompt-ids 4,5,6 --max-tokens 20 --temperature 0.8 --top-p 0.9 --top-k 50 --seed 7 --print-ids";
   Result a = run(cmd), b = run(cmd);
