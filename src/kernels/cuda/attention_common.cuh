@@ -72,8 +72,6 @@ struct AttnKernelArgs {
   int splits;
   int span_tiles;  // invariant mode: tiles per span (0: legacy equal splits of the row's tiles)
   int span_step;   // the invariant decode split kernel: blocks a (row, m-tile, kv head); each walks every step-th span
-  int slot_rows;   // the long-context cluster kernel: packed query rows a span's partial holds in shared memory
-  int slot_count;  // the long-context cluster kernel: span partials a block holds (its spans, step span_step)
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
   bool early_trigger;  // pdl_early_trigger() (the decode split kernel)

@@ -15,22 +15,14 @@ namespace rill::cuda::attention_detail {
 
 // The spans of one block: first, first + step, ... of its row; each span's partial goes to the
 // workspace or, kToSmem (the cluster kernel: one span a block), to this block's shared memory
-// over K's tile ([kBM][D] o, then [kBM] (m, l)). Returns whether the block had a span. kSlots (with
-// kToSmem; the long-context cluster kernel: a.slot_count spans a block): span s's partial goes to
-// slot s / step of the slots after the kernel's shared memory (decode_slot: [a.slot_rows][D] o,
-// then [a.slot_rows] (m, l)), which outlive the walk.
+// over K's tile ([kBM][D] o, then [kBM] (m, l)). Returns whether the block had a span.
 //
 // kFold (attention_decode_fold_kernel: first 0, step 1 — the block walks every span of its row in
 // order): instead of writing a span's partial, merge it into the block's running (o, m, l) with the
 // fold schedule's operations (fold_span: SpanMerge in span order, fully masked spans skipped) and
 // store the normalized output at the end (store_folded's): attention_kernel's fold schedule, with
 // its bits, a span on four warps.
-template <int D>
-__device__ __forceinline__ float* decode_slot(const AttnKernelArgs& a, unsigned char* smem_raw, int slot) {
-  return reinterpret_cast<float*>(smem_raw + DecodeSplitCfg<D>::kSmemBytes) + slot * a.slot_rows * (D + 2);
-}
-
-template <int D, bool kToSmem, bool kRope = false, bool kFold = false, bool kSlots = false>
+template <int D, bool kToSmem, bool kRope = false, bool kFold = false>
 __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsigned char* smem_raw, int row,
                                                    int first) {
   using C = DecodeSplitCfg<D>;
@@ -291,9 +283,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
     } else {
       // The span ended: its partial (o of this warp's dims; (max, sum) from warp 0); the block's
       // next span starts from scratch. (To shared memory: over K's tile, read by nobody now.)
-      float* part_s = kSlots ? decode_slot<D>(a, smem_raw, span / step)
-                             : reinterpret_cast<float*>(smem_raw + C::kQBytes);
-      const int part_rows = kSlots ? a.slot_rows : kBM;
+      float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (!rp.ok[h]) continue;
@@ -316,7 +306,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
           if (!rp.ok[h] || tig != 0) continue;
           const int m = m0 + g + h * 8;
           const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
-          float2* ml = kToSmem ? reinterpret_cast<float2*>(part_s + part_rows * D) + g + h * 8
+          float2* ml = kToSmem ? reinterpret_cast<float2*>(part_s + kBM * D) + g + h * 8
                                : reinterpret_cast<float2*>(a.part_ml + (int64_t(span) * a.tokens * a.hq + idx) * 2);
           *ml = make_float2(row_max[h], sum);
         }
