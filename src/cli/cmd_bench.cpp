@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <vector>
 #include <random>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/common.h"
