@@ -72,8 +72,6 @@ struct AttnKernelArgs {
   int splits;
   int span_tiles;  // invariant mode: tiles per span (0: legacy equal splits of the row's tiles)
   int span_step;   // the invariant decode split kernel: blocks a (row, m-tile, kv head); each walks every step-th span
-  int slot_rows;   // the long-context cluster kernel: packed query rows a span's partial holds in shared memory
-  int slot_count;  // the long-context cluster kernel: span partials a block holds (its spans, step span_step)
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
   bool early_trigger;  // pdl_early_trigger() (the decode split kernel)
@@ -103,10 +101,9 @@ struct TileSlots {
   static_assert(kBN * kChunks % kThreads == 0 && kThreads % kChunks == 0, "tile chunks must divide over the threads");
   int32_t slot[kIters];
 
-  // tid: this thread's index among the kThreads copying (-1: threadIdx.x).
   __device__ __forceinline__ void load(const int32_t* table, int block_size, int block_shift, int tile_start,
-                                       int kv_end, int tid = -1) {
-    const int r0 = (tid < 0 ? int(threadIdx.x) : tid) / kChunks;
+                                       int kv_end) {
+    const int r0 = int(threadIdx.x) / kChunks;
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       int kp = tile_start + r0 + it * kRowsPerIter;
@@ -123,8 +120,8 @@ struct TileSlots {
   // copies carry the L2 policy `policy` (the decode kernel's K/V: read once a step).
   template <bool kHint = false>
   __device__ __forceinline__ void copy(bf16* smem, const bf16* cache, int64_t slot_stride, int kvh,
-                                       uint64_t policy = 0, int tid = -1) const {
-    const int t = tid < 0 ? int(threadIdx.x) : tid, r0 = t / kChunks, c = t % kChunks;
+                                       uint64_t policy = 0) const {
+    const int r0 = int(threadIdx.x) / kChunks, c = int(threadIdx.x) % kChunks;
     const bf16* base = cache + kvh * D + c * 8;
     bf16* dst = smem + r0 * (D + 8) + c * 8;
 #pragma unroll

@@ -8,16 +8,12 @@
 //     span's partial to the workspace, then the span combine;
 //   - the cluster kernel: ≤ 16 spans and one wave of clusters, a cluster a (row, kv head), the
 //     combine inside through distributed shared memory;
-//   - the long-context cluster kernel: 17-256 spans, the same with each of the cluster's 16 blocks
-//     walking every 16th span and keeping each span's partial in its shared memory;
 //   - the four-warp fold kernel: a block a (row, kv head) merging every span as it goes, where a
 //     split block would walk every span of its row anyway (batch ≥ 64 at 512 keys on the 8B shape).
 #include <cooperative_groups.h>
 
 #include <algorithm>
 #include <atomic>
-#include <map>
-#include <mutex>
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
@@ -34,8 +30,6 @@ namespace {
 
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
-bool g_attention_cluster_long = true;  // set_attention_cluster_long (RILL_ATTENTION_CLUSTER_LONG)
-std::atomic<uint64_t> g_attention_cluster_long_launches{0};
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};
 
@@ -105,88 +99,6 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
         acc = __fmaf_rn(acc, wa, __fmul_rn(o[j], wb));
         acc_l = __fmaf_rn(acc_l, wa, __fmul_rn(ml.y, wb));
         acc_m = m_new;
-      }
-      const int64_t idx = (br.q_begin + m / a.group) * int64_t(a.hq) + int(blockIdx.y) * a.group + m % a.group;
-      a.out[idx * D + d] = __float2bfloat16_rn(span_result(acc, acc_l));
-    }
-  }
-  cluster.sync();  // no block leaves while another reads its shared memory
-#endif
-}
-
-// Long contexts (17-256 spans: 1,088-16,384 keys at 64 a span) in one wave of clusters: the split
-// attention and its combine as one kernel, a cluster of kMaxCluster blocks a (row, kv head), each
-// block kLongWalkers four-warp walkers (decode_split_spans' kWalkers: their own shared memory and
-// named barrier), walker w of block r walking spans r·W + w, + 16·W, ... — 64 walkers a kv head, as
-// many spans side by side as the split kernel's one wave of blocks (a first version with one walker
-// a block, 16 a kv head, lost 14-22% at 4-8k keys: its blocks walked 4-8 spans in turn) — and
-// keeping each span's partial in a slot after its shared memory (the valid packed rows only: 2 KB a
-// span at batch 1 of a GQA-4 model). After the cluster barrier each block folds its 1/16 of the
-// outputs over every span in span order with the combine kernel's operations, a chunk of 16 spans'
-// partials requested before their fold. Why: at 8,192 keys the combine kernel was 6.45 µs of a 4.9
-// ms step's critical path a layer (run S1's trace): a launch, a hand-off and two L2 round trips.
-constexpr int kLongWalkers = 4;
-
-// Bytes of one walker's shared memory: its working set, then its slot_count slots (16-byte aligned).
-template <int D>
-__host__ __device__ constexpr size_t long_walker_bytes(int slot_rows, int slots) {
-  return (DecodeSplitCfg<D>::kSmemBytes + size_t(slots) * size_t(slot_rows) * (D + 2) * sizeof(float) + 15) / 16 * 16;
-}
-
-template <int D>
-__global__ void __launch_bounds__(128 * kLongWalkers) attention_decode_cluster_long_kernel(AttnKernelArgs a) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+ (cluster_long_fits keeps older GPUs off it)
-  using C = DecodeSplitCfg<D>;
-  constexpr int kBM = C::kBM, kChunk = 16, W = kLongWalkers;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int n_blocks = int(cluster.num_blocks()), rank = int(cluster.block_rank());
-  const int row = int(blockIdx.z) / n_blocks, R = a.slot_rows, P = a.slot_count;
-  const size_t stride = long_walker_bytes<D>(R, P);
-  for (int i = int(threadIdx.x); i < W * P * R; i += W * C::kThreads) {  // spans never walked: skipped
-    const int w = i / (P * R), slot = i / R % P;
-    reinterpret_cast<float2*>(decode_slot<D>(a, smem_raw + w * stride, slot) + R * D)[i % R] =
-        make_float2(-INFINITY, 0.f);
-  }
-  __syncthreads();
-  const int walker = int(threadIdx.x) / C::kThreads;
-  decode_split_spans<D, true, false, false, true, W>(a, smem_raw + walker * stride, row, rank * W + walker);
-  cluster.sync();  // every walker's partials are in its block's shared memory
-  BlockRows br;
-  if (br.init(a, row, kBM, C::kBN)) {
-    // The spans any row of the block sees end by span_end; the rest hold (-inf, 0) and are skipped.
-    const int walkers = n_blocks * W;
-    const int span_end = min(walkers * P, (br.t_hi + a.span_tiles - 1) / a.span_tiles);
-    const int per = R * D / n_blocks;
-    for (int e = rank * per + int(threadIdx.x); e < (rank + 1) * per; e += W * C::kThreads) {
-      const int r = e / D, d = e % D, m = br.m0 + r;
-      if (m >= br.packed) continue;
-      float acc = 0.f, acc_l = 0.f, acc_m = -INFINITY;  // SpanMerge over the spans in order
-      for (int j0 = 0; j0 < span_end; j0 += kChunk) {
-        float o[kChunk];
-        float2 ml[kChunk];
-#pragma unroll
-        for (int u = 0; u < kChunk; ++u) {  // the chunk's partials requested before its fold
-          const int j = j0 + u;
-          if (j < span_end) {
-            const int gw = j % walkers;  // walker gw % W of block gw / W ran span j, into slot j / walkers
-            const float* slot =
-                cluster.map_shared_rank(decode_slot<D>(a, smem_raw + (gw % W) * stride, j / walkers), gw / W);
-            o[u] = slot[r * D + d];
-            ml[u] = reinterpret_cast<const float2*>(slot + R * D)[r];
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kChunk; ++u) {
-          if (j0 + u >= span_end) break;
-          if (ml[u].x == -INFINITY) continue;  // the span saw no key of this row
-          const float m_new = fmaxf(acc_m, ml[u].x);
-          const float wa = exp2_ftz(acc_m - m_new), wb = exp2_ftz(ml[u].x - m_new);
-          acc = __fmaf_rn(acc, wa, __fmul_rn(o[u], wb));
-          acc_l = __fmaf_rn(acc_l, wa, __fmul_rn(ml[u].y, wb));
-          acc_m = m_new;
-        }
       }
       const int64_t idx = (br.q_begin + m / a.group) * int64_t(a.hq) + int(blockIdx.y) * a.group + m % a.group;
       a.out[idx * D + d] = __float2bfloat16_rn(span_result(acc, acc_l));
@@ -326,53 +238,6 @@ bool cluster_fits(int64_t spans) {
   return int(cluster_blocks(spans)) <= max_blocks;
 }
 
-// The long-context cluster kernel: spans ≤ 256 (its walkers hold ≤ 4 partials each: 16,384 keys),
-// its blocks' shared memory (every walker's), and whether `clusters` clusters of 16 blocks with
-// `smem` bytes each can be resident at once (sm_90+; one wave, as the short cluster kernel).
-constexpr int kMaxLongSpans = 256;
-
-template <int D>
-size_t cluster_long_smem(int slot_rows, int slots) {
-  return size_t(kLongWalkers) * long_walker_bytes<D>(slot_rows, slots);
-}
-
-template <int D>
-bool cluster_long_fits(size_t smem, int64_t clusters) {
-  constexpr auto kernel = attention_decode_cluster_long_kernel<D>;
-  static std::mutex mu;
-  static std::map<size_t, int> resident;  // clusters resident at once, by shared memory a block
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = resident.find(smem);
-  if (it == resident.end()) {
-    int dev = 0, major = 0, n = 0;
-    RILL_CUDA_CHECK(cudaGetDevice(&dev));
-    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    int optin = 0;
-    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (major >= 9 && smem <= size_t(optin)) {
-      RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-      RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(1, 1, unsigned(kMaxCluster));
-      cfg.blockDim = dim3(DecodeSplitCfg<D>::kThreads * kLongWalkers);
-      cfg.dynamicSmemBytes = smem;
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = 1;
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = unsigned(kMaxCluster);
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-      if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-        (void)cudaGetLastError();  // clusters of 16 unsupported here
-        n = 0;
-      }
-    }
-    it = resident.emplace(smem, n).first;
-  }
-  return clusters <= it->second;
-}
-
 // Resident blocks an SM of the decode split kernel (sets its shared-memory attribute once).
 template <int D, bool kRope>
 int split_resident() {
@@ -442,24 +307,6 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
     g_attention_cluster_launches.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  // Longer block tables in one wave of clusters of 16: the long-context cluster kernel (not under a
-  // forced walk: span_blocks is a test's and a measurement's override of the split kernel's).
-  const int slot_rows = int(std::min<int64_t>(DC::kBM, int64_t(a.max_seqlen_q) * k.group));
-  const int walkers = kMaxCluster * kLongWalkers;
-  const int slots = int((spans + walkers - 1) / walkers);
-  if (!rope && m_tiles == 1 && g_attention_cluster && g_attention_cluster_long && spans > kMaxCluster &&
-      spans <= kMaxLongSpans && a.span_blocks <= 0 &&
-      cluster_long_fits<D>(cluster_long_smem<D>(slot_rows, slots), int64_t(a.hkv) * a.num_rows)) {
-    k.span_step = walkers;
-    k.slot_rows = slot_rows;
-    k.slot_count = slots;
-    grid.z = unsigned(a.num_rows) * kMaxCluster;
-    launch_pdl_cluster(attention_decode_cluster_long_kernel<D>, dim3(grid), dim3(DC::kThreads * kLongWalkers),
-                       cluster_long_smem<D>(slot_rows, slots), stream, dim3(1, 1, kMaxCluster), k);
-    RILL_CUDA_CHECK_LAUNCH();
-    g_attention_cluster_long_launches.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
   // Else blocks a (row, kv head): one wave of resident blocks, each walking every step-th span
   // (a block a span left half a batch-1 grid at 8k context in a second and third wave, and
   // every span a block starts cold: its table, K and V round trips unhidden). Depends on the
@@ -511,9 +358,6 @@ template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionAr
 void set_attention_cluster(bool on) { attention_detail::g_attention_cluster = on; }
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }
 uint64_t attention_cluster_launches() { return attention_detail::g_attention_cluster_launches.load(); }
-void set_attention_cluster_long(bool on) { attention_detail::g_attention_cluster_long = on; }
-bool attention_cluster_long_enabled() { return attention_detail::g_attention_cluster_long; }
-uint64_t attention_cluster_long_launches() { return attention_detail::g_attention_cluster_long_launches.load(); }
 void set_attention_decode_fold(int mode) { attention_detail::g_attention_decode_fold = mode; }
 int attention_decode_fold() { return attention_detail::g_attention_decode_fold; }
 uint64_t attention_decode_fold_launches() { return attention_detail::g_attention_decode_fold_launches.load(); }

@@ -15,34 +15,14 @@ namespace rill::cuda::attention_detail {
 
 // The spans of one block: first, first + step, ... of its row; each span's partial goes to the
 // workspace or, kToSmem (the cluster kernel: one span a block), to this block's shared memory
-// over K's tile ([kBM][D] o, then [kBM] (m, l)). Returns whether the block had a span. kSlots (with
-// kToSmem; the long-context cluster kernel: a.slot_count spans a walker): span s's partial goes to
-// slot s / step of the slots after the walker's shared memory (decode_slot: [a.slot_rows][D] o,
-// then [a.slot_rows] (m, l)), which outlive the walk.
+// over K's tile ([kBM][D] o, then [kBM] (m, l)). Returns whether the block had a span.
 //
 // kFold (attention_decode_fold_kernel: first 0, step 1 — the block walks every span of its row in
 // order): instead of writing a span's partial, merge it into the block's running (o, m, l) with the
 // fold schedule's operations (fold_span: SpanMerge in span order, fully masked spans skipped) and
 // store the normalized output at the end (store_folded's): attention_kernel's fold schedule, with
 // its bits, a span on four warps.
-template <int D>
-__device__ __forceinline__ float* decode_slot(const AttnKernelArgs& a, unsigned char* smem_raw, int slot) {
-  return reinterpret_cast<float*>(smem_raw + DecodeSplitCfg<D>::kSmemBytes) + slot * a.slot_rows * (D + 2);
-}
-
-// kWalkers > 1 (with kSlots; the long-context cluster kernel): the block is kWalkers independent
-// four-warp walkers, walker w = threadIdx.x / kThreads with its own shared memory at smem_raw (the
-// caller's offset), its own named barrier (1 + w) in place of the block's, its own spans.
-template <int kWalkers>
-__device__ __forceinline__ void walker_sync() {
-  if constexpr (kWalkers == 1) {
-    __syncthreads();
-  } else {
-    asm volatile("bar.sync %0, %1;" ::"r"(1 + int(threadIdx.x) / 128), "r"(128) : "memory");
-  }
-}
-
-template <int D, bool kToSmem, bool kRope = false, bool kFold = false, bool kSlots = false, int kWalkers = 1>
+template <int D, bool kToSmem, bool kRope = false, bool kFold = false>
 __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsigned char* smem_raw, int row,
                                                    int first) {
   using C = DecodeSplitCfg<D>;
@@ -69,10 +49,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   int span = first;
   if (has_rows && (span + 1) * st <= br.t_lo)  // the first of the block's spans holding a key the rows see
     span += (br.t_lo / st - span + step - 1) / step * step;
-  static_assert(kWalkers == 1 || (kSlots && !kRope && !kFold), "walkers: the long-context cluster kernel");
-  const unsigned utid = kWalkers == 1 ? threadIdx.x : threadIdx.x % kThreads;  // within the walker
-  const int tid = int(utid);
-  const int warp = utid / 32, lane = utid % 32, g = lane / 4, tig = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
   // The fold's running merge of the spans so far (this warp's output dims), and its store.
   float acc_o[kFold ? 2 * C::kDT2w : 1][4];
   float acc_m[2] = {-INFINITY, -INFINITY}, acc_l[2] = {0.f, 0.f};
@@ -112,11 +89,11 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   TileSlots<D, kBN, kThreads> slots;
   const int64_t slot_stride = int64_t(a.hkv) * D;
   const uint64_t evict_first = l2_evict_first_policy();  // K/V: read once a step
-  slots.load(table, a.block_size, a.block_shift, tile * kBN, kv_end, kWalkers == 1 ? -1 : tid);
+  slots.load(table, a.block_size, a.block_shift, tile * kBN, kv_end);
   auto copy_kv = [&] {
-    slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first, kWalkers == 1 ? -1 : tid);
+    slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
     cp_async_commit();
-    slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first, kWalkers == 1 ? -1 : tid);
+    slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first);
     cp_async_commit();
   };
   const bool old_keys = (tile + 1) * kBN <= br.pos0;
@@ -127,11 +104,11 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   if constexpr (kRope) fill_decode_rope<D>(a, br, rope_s);
   pdl_wait_trigger(a.early_trigger);
   if constexpr (kRope) {
-    walker_sync<kWalkers>();  // the table and weights
+    __syncthreads();  // the table and weights
     decode_rope<D>(a, br, kvh, first, span, q_s, rope_s);
-    walker_sync<kWalkers>();  // Q, and the step's K/V rows in the cache before the copies below read them
+    __syncthreads();  // Q, and the step's K/V rows in the cache before the copies below read them
   } else {
-    for (int i = tid; i < kBM * C::kChunks; i += kThreads) {  // Q, as attention_kernel
+    for (int i = threadIdx.x; i < kBM * C::kChunks; i += kThreads) {  // Q, as attention_kernel
       const int r = i / C::kChunks, c = i % C::kChunks, m = m0 + r;
       const bool ok = m < br.packed;
       const bf16* src = a.q;
@@ -152,7 +129,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   // Q and K of the first tile (requested K, V, Q when the keys are old: V of the tile too).
   if (old_keys) cp_async_wait<0>();
   else cp_async_wait<1>();
-  walker_sync<kWalkers>();
+  __syncthreads();
   for (bool first_tile = true;; first_tile = false) {
     const int tile_start = tile * kBN;
     // The tile after this one: the span's next, or the first of the block's next span (-1: none).
@@ -165,10 +142,10 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
     // The next tile's cache slots: the table round trip runs under this tile's wait and Q·Kᵀ (the
     // copies after Q·Kᵀ and P·V use them; this tile's V copy, issued last iteration, is done with
     // the previous ones).
-    if (has_next) slots.load(table, a.block_size, a.block_shift, next * kBN, kv_end, kWalkers == 1 ? -1 : tid);
+    if (has_next) slots.load(table, a.block_size, a.block_shift, next * kBN, kv_end);
     if (!first_tile) {
       cp_async_wait<1>();  // K of this tile (V may still be in flight)
-      walker_sync<kWalkers>();
+      __syncthreads();
     }
     // Q·Kᵀ for this warp's 16 keys: n-tiles 2·warp and 2·warp + 1, k steps in order.
     float s[2][4];
@@ -182,9 +159,9 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
       mma_bf16_16816(s[0], af, bf[0], bf[1]);
       mma_bf16_16816(s[1], af, bf[2], bf[3]);
     }
-    walker_sync<kWalkers>();  // every warp is done reading k_s
+    __syncthreads();  // every warp is done reading k_s
     if (has_next) {
-      slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first, kWalkers == 1 ? -1 : tid);
+      slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
       cp_async_commit();
     }
     scale_and_mask<16>(s, a, rp, tile_start + 16 * warp, ctx, br.full_tile(a, tile_start, kBN), tig);
@@ -196,7 +173,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       if (tig == 0) max_s[(warp * 2 + h) * 8 + g] = mx;
     }
-    walker_sync<kWalkers>();
+    __syncthreads();
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -231,7 +208,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
     } else {
       cp_async_wait<0>();
     }
-    walker_sync<kWalkers>();  // (also: the sum terms and P are in shared memory)
+    __syncthreads();  // (also: the sum terms and P are in shared memory)
     if (warp == 0) {  // the row sum: softmax_tile's pairwise tree over the 8 n-tiles
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -259,10 +236,9 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
         mma_bf16_16816(o[2 * j + 1], pf, vf[2], vf[3]);
       }
     }
-    walker_sync<kWalkers>();  // every warp is done reading v_s, p_s and sum_s
+    __syncthreads();  // every warp is done reading v_s, p_s and sum_s
     if (has_next) {
-      // (the same tile as the K issued above)
-      slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first, kWalkers == 1 ? -1 : tid);
+      slots.template copy<true>(v_s, a.v_cache, slot_stride, kvh, evict_first);  // same tile as the K issued above
       cp_async_commit();
     }
     if (next_span == span) {
@@ -287,7 +263,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
           if (tig == 0) l_s[g + h * 8] = sum;
         }
       }
-      walker_sync<kWalkers>();
+      __syncthreads();
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float l = l_s[g + h * 8];
@@ -307,9 +283,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
     } else {
       // The span ended: its partial (o of this warp's dims; (max, sum) from warp 0); the block's
       // next span starts from scratch. (To shared memory: over K's tile, read by nobody now.)
-      float* part_s = kSlots ? decode_slot<D>(a, smem_raw, span / step)
-                             : reinterpret_cast<float*>(smem_raw + C::kQBytes);
-      const int part_rows = kSlots ? a.slot_rows : kBM;
+      float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (!rp.ok[h]) continue;
@@ -332,7 +306,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
           if (!rp.ok[h] || tig != 0) continue;
           const int m = m0 + g + h * 8;
           const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + kvh * a.group + m % a.group;
-          float2* ml = kToSmem ? reinterpret_cast<float2*>(part_s + part_rows * D) + g + h * 8
+          float2* ml = kToSmem ? reinterpret_cast<float2*>(part_s + kBM * D) + g + h * 8
                                : reinterpret_cast<float2*>(a.part_ml + (int64_t(span) * a.tokens * a.hq + idx) * 2);
           *ml = make_float2(row_max[h], sum);
         }

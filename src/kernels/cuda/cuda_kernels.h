@@ -184,9 +184,6 @@ int parse_attention_span_blocks(const char* value);
 /// RILL_ATTENTION_CLUSTER: null → true; "1" → true, "0" → false (the decode attention over ≤ 16
 /// spans with its combine in one cluster kernel; same bits); anything else → an error naming it.
 bool parse_attention_cluster(const char* value);
-/// RILL_ATTENTION_CLUSTER_LONG: null → true; "1" → true, "0" → false (the same over 17-256 spans,
-/// set_attention_cluster_long; same bits); anything else → an error naming it.
-bool parse_attention_cluster_long(const char* value);
 /// RILL_ATTENTION_DECODE_FOLD: null → the default (set_attention_decode_fold); 0, 1 or 2 → that
 /// mode; anything else → an error naming the variable.
 int parse_attention_decode_fold(const char* value);

@@ -322,14 +322,6 @@ void set_attention_cluster(bool on);
 bool attention_cluster_enabled();
 /// Launches of the cluster kernel so far (tests check that it ran).
 uint64_t attention_cluster_launches();
-/// Invariant decode attention over 17-256 spans (1,088-16,384 keys) at one m-tile, in one wave of
-/// clusters of 16 blocks of four span walkers (batch 1 of an 8-kv-head model): the split attention
-/// and its span combine as one kernel, each walker keeping its spans' partials in shared memory
-/// (sm_90+; RILL_ATTENTION_CLUSTER_LONG, on by default; needs set_attention_cluster). Same bits.
-void set_attention_cluster_long(bool on);
-bool attention_cluster_long_enabled();
-/// Launches of the long-context cluster kernel so far (tests check that it ran).
-uint64_t attention_cluster_long_launches();
 /// Invariant decode attention at one m-tile (≤ 16 packed query rows) on the four-warp fold kernel
 /// (attention_decode_fold_kernel; RILL_ATTENTION_DECODE_FOLD): 0 never (the one-warp fold kernel),
 /// 1 where the fold schedule runs (more rows than a wave of split blocks), 2 also instead of a split

@@ -1,8 +1,8 @@
 // Batch invariance of the CUDA attention (the backend default): a row's output is bitwise the same
 // alone or among 63 other rows of other lengths (prefill and decode), its prompt's queries the same
 // in one chunk or in chunks of 37 / 128 tokens, and the schedules agree — split and fold, the decode
-// cluster (short and long context) and four-warp fold kernels, the warpgroup and mma.sync kernels.
-// Fresh random inputs (label cuda).
+// cluster and four-warp fold kernels, the warpgroup and mma.sync kernels. Fresh random inputs
+// (label cuda).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -270,56 +270,6 @@ TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
           EXPECT_EQ(cuda::attention_cluster_launches(), before) << "a grid over a wave of clusters";
         }
         EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
-      }
-    }
-  }
-}
-
-// Decode over long block tables (17-256 spans of 64 keys: 1,088, 4,096 and 16,384 keys) at one or
-// two rows: the split attention and its combine run as the long-context cluster kernel (16 blocks a
-// row and kv head, each walking every 16th span and keeping its partials in shared memory) and
-// must give the fold schedule's bits and the two-kernel split schedule's; a full row, a row past
-// the first 16 spans, rows of 1 and 65 keys (most spans empty), 1 and 3 query tokens a row, a
-// sliding window (spans before it skipped). One row of one query token must run that kernel.
-TEST(CudaInvariance, AttentionLongClusterEqualsFold) {
-  RILL_REQUIRE_GPU();
-  ASSERT_TRUE(backend().batch_invariant());
-  uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  for (const AttnCase& ac : kAttnCases) {
-    if (ac.d != 64 && ac.d != 128) continue;  // the decode kernels' head dims
-    SCOPED_TRACE(ac.name);
-    const bool long_kernel = cuda::attention_cluster_enabled() && cuda::attention_cluster_long_enabled();
-    for (int keys : {1088, 4096, 16384}) {
-      SCOPED_TRACE(::testing::Message() << "block table of " << keys << " keys");
-      std::uniform_int_distribution<int> len(1025, keys);
-      std::vector<int> lens = {keys, len(rng), 1, 65};
-      Cache c(rng, ac.hq, ac.hkv, ac.d, ac.bs, lens, ac.window, ac.softcap);
-      auto q = random_queries(rng, c, 3);
-      const int width = keys / ac.bs;
-      for (int n : {1, 3}) {
-        for (int r0 = 0; r0 < int(lens.size()); ++r0) {
-          for (int rows : {1, 2}) {
-            if (r0 + rows > int(lens.size())) continue;
-            SCOPED_TRACE(::testing::Message() << n << " query tokens a row, " << rows << " rows from " << r0);
-            std::vector<Cache::Part> parts;
-            for (int r = r0; r < r0 + rows; ++r)
-              parts.push_back({r, std::max(0, lens[size_t(r)] - n), lens[size_t(r)]});
-            auto fold = c.run(parts, q, width, 1);
-            const uint64_t before = cuda::attention_cluster_long_launches();
-            auto cluster = c.run(parts, q, width, 2);
-            if (long_kernel && n == 1 && rows == 1) {
-              EXPECT_GT(cuda::attention_cluster_long_launches(), before) << "the long-context cluster kernel ran";
-            }
-            for (float v : cluster) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
-            EXPECT_TRUE(same_bits(fold.data(), cluster.data(), cluster.size())) << "cluster kernel differs from fold";
-            cuda::set_attention_cluster_long(false);
-            auto split = c.run(parts, q, width, 2);
-            cuda::set_attention_cluster_long(long_kernel);
-            EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
-          }
-        }
       }
     }
   }
