@@ -24,7 +24,10 @@
 #   -DRILL_PDL_TRACE=ON and the batch-1 decode step's per-kernel critical-path spans in the replayed
 #   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py);
 #   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
-#   decode figure with its host-time breakdown (--host-times); fits one 10-minute call.
+#   decode figure with its host-time breakdown (--host-times); fits one 10-minute call; ab: settings
+#   side by side — RILL_AB_ENVS="NAME=A NAME=B ..." each running the RILL_AB_TESTS gtest filter, then
+#   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (RILL_SKIP_CTEST=1
+#   skips ctest -L cuda).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -108,7 +111,7 @@ serve() {  # label, args...
 dense=0; serving=0
 case "$mode" in
   dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;;
-  lite|decode|attn-decode|sweep|prefill|final|figures|batches|profile|attn|trace) ;;
+  lite|decode|attn-decode|sweep|prefill|final|figures|batches|profile|attn|trace|ab) ;;
   *) log "unknown mode $mode"; exit 2 ;;
 esac
 log "make-model qwen3-8b"
@@ -264,6 +267,26 @@ fi
 if [[ "$mode" == batches ]]; then  # decode batches 32-256 (the GEMMs with few output tiles)
   bench "invariant bN" --model /tmp/q8 --prompt-len 512 --batch 1,32,64,128,256 --decode-tokens 32
   log "done (batches)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × RILL_AB_REPS, alternating
+  # RILL_AB_TESTS: a gtest filter run under each setting first; RILL_AB_ARGS: rill bench's arguments.
+  reps="${RILL_AB_REPS:-2}"
+  for setting in ${RILL_AB_ENVS:?ab mode: RILL_AB_ENVS=\"A=1 A=2 ...\" (one NAME=VALUE a setting)}; do
+    if [[ -n "${RILL_AB_TESTS:-}" ]]; then
+      env "$setting" timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter="$RILL_AB_TESTS" \
+        > "$out/ab_tests_${setting//[^A-Za-z0-9]/_}.log" 2>&1
+      log "ab tests [$setting] rc=$? $(grep -cE '^\[       OK' "$out/ab_tests_${setting//[^A-Za-z0-9]/_}.log") ok"
+    fi
+  done
+  for ((rep = 1; rep <= reps; ++rep)); do
+    for setting in $RILL_AB_ENVS; do
+      env "$setting" timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 \
+        ${RILL_AB_ARGS:---prompt-len 512,8192 --decode-tokens 64} 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" |
+        grep -E "decode_tokens_per_s" | sed "s/^/  [$setting] #$rep: /" | tee -a "$out/summary.txt"
+    done
+  done
+  log "done (ab)"
   exit $ctest_rc
 fi
 if [[ "$mode" == figures ]]; then  # RESULTS.md's dense-model figures, default mode, with host times

@@ -32,6 +32,7 @@ struct GemmKernelArgs {
   int l2_prefetch;      // decode: weight tiles requested into L2 ahead of the shared-memory stages
   int prewait_stages;   // warpgroup decode: weight stages requested before the wait (≥ kStages: all)
   bool late_trigger;    // warpgroup decode: the next kernel may launch once the last weight tile is requested
+  bool exit_trigger;    // warpgroup decode: no trigger at all — the next kernel launches as this grid completes
   bool split_schedule;
   bool defer_fold;  // warpgroup decode, split schedule: write the partials only (GemmArgs::defer)
 };

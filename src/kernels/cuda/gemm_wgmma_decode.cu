@@ -44,6 +44,7 @@ constexpr int kBK = kPipeBK;
 
 int g_decode_prewait = -1;     // set_decode_prewait_stages
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
+int g_decode_glu_fold = 0;     // set_decode_glu_fold
 
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
@@ -123,7 +124,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
       // Late trigger: the CTA has requested its last weight tile; the next kernel may launch once
       // every CTA has (its CTAs then take the SMs this grid leaves, without competing with its
       // weight stream; the backend's default). Early (RILL_DECODE_TRIGGER=early): after the wait.
-      pdl_trigger();
+      // At exit (set_decode_glu_fold 2): none — the next kernel launches as this grid completes.
+      if (!a.exit_trigger) pdl_trigger();
     } else if (!a.late_trigger) {
       pdl_trigger();
     }
@@ -280,6 +282,7 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   a.tiles_per_split = int(a.ks / kBK);
   a.prewait_stages = g_decode_prewait < 0 ? 1 << 30 : g_decode_prewait;
   a.late_trigger = g_decode_late_trigger;
+  a.exit_trigger = false;
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM). Configuration 19 takes the smallest x stage holding
   // M (at least set_decode_min_x_rows): 16 rows, 7 stages of 10 KB, or 32 rows, 6 stages of 12 KB
@@ -290,7 +293,20 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   // (Variant 2 always folds: its fold is the SwiGLU.)
   if (variant == 0) return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
   a.defer_fold = false;
-  if (variant == 2) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
+  if (variant == 2) {
+    // Fold schedule (set_decode_glu_fold ≥ 1): no workspace, so each column tile's CTA walks its
+    // ranges in order and ends with the SwiGLU of its own sums — no counters, no partials' round
+    // trip. On the 8B shape at M = 1 that is 384 items for ~396 resident CTAs, the split
+    // schedule's 768 half-items in one wave as well. Mode 2 also lets the next kernel launch only
+    // as this grid completes (its CTAs then never stream beside this one's tail).
+    if (g_decode_glu_fold >= 1) {
+      a.ws = nullptr;
+      a.counters = nullptr;
+      a.late_trigger = true;  // (no consumer trigger either)
+      a.exit_trigger = g_decode_glu_fold == 2;
+    }
+    return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
+  }
   a.defer_fold = k.defer_fold;
   const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
   if (rows <= 16) return launch_decode_variant<64, 16, 7>(a, ws_bytes, num_counters, num_sms, stream);
@@ -305,4 +321,5 @@ void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = sta
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
+void set_decode_glu_fold(int mode) { gemm_detail::g_decode_glu_fold = mode; }
 }  // namespace rill::cuda

@@ -305,6 +305,11 @@ void set_decode_ctas_per_sm(int ctas);
 /// Configuration 19's smallest x stage (16, 32 or 64 rows; RILL_DECODE_X_ROWS, default 16): it runs
 /// the smallest of 16, 32 and 64 rows holding M and at least this. Same bits for any value.
 void set_decode_min_x_rows(int rows);
+/// The warpgroup decode GEMM's SwiGLU (configuration 18, variant 2) by schedule: 0 split ranges
+/// across CTAs and the tile's last CTA folding them (counters); 1 the fold schedule (one CTA a
+/// column tile walks its ranges in order, the SwiGLU in its epilogue); 2 the same, the next kernel
+/// launched only as the grid completes (RILL_DECODE_SWIGLU 1 / 2 / 3). Same bits for any value.
+void set_decode_glu_fold(int mode);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
 /// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled
