@@ -243,11 +243,11 @@ void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* 
                       (!bias || bias->numel() == 2 * inter);
   if (fuse_swiglu_ && on_device && bf16s && shapes && x.is_contiguous() && w.is_contiguous() && y.is_contiguous() &&
       matmul_->run_swiglu(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(),
-                          fuse_decode_swiglu_ && gate_up.device() == Device::cuda && gate_up.is_contiguous() &&
+                          gate_up.device() == Device::cuda && gate_up.is_contiguous() &&
                                   gate_up.dtype() == DType::bf16 && gate_up.numel() == 2 * m * inter
                               ? gate_up.data()
                               : nullptr,
-                          m, inter, k))
+                          m, inter, k, decode_swiglu_))
     return;
   Kernels::matmul_swiglu(x, w, bias, gate_up, y);  // the two checked ops
 }

@@ -47,7 +47,7 @@ class CudaKernels final : public Kernels {
                  Tensor& out) override;
   void swiglu(const Tensor& x, Tensor& y) override;
   /// One GEMM with SwiGLU in its epilogue where the matmul engine takes it (MatmulEngine::run_swiglu;
-  /// at M ≤ 8 only with RILL_DECODE_SWIGLU ≥ 1), else the two ops.
+  /// at decode rows as RILL_DECODE_SWIGLU says), else the two ops.
   void matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) override;
   /// One row (a batch-1 decode step) in the batch-invariant mode with RILL_DECODE_MLP=1 (or
   /// set_decode_mlp): the fused block (launch_decode_mlp: one persistent kernel for the o projection,
@@ -108,8 +108,8 @@ class CudaKernels final : public Kernels {
   const GemmPartials& pending() const { return pending_; }
   /// Whether a RoPE op waits for its attention (pending_rope_; tests).
   bool rope_pending() const { return rope_pending_; }
-  /// Whether matmul_swiglu fuses SwiGLU at decode rows (RILL_DECODE_SWIGLU ≥ 1).
-  bool fuse_decode_swiglu() const { return fuse_decode_swiglu_; }
+  /// How matmul_swiglu runs decode rows (RILL_DECODE_SWIGLU, MatmulEngine::run_swiglu's decode_mode).
+  int decode_swiglu() const { return decode_swiglu_; }
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
   void set_attention_splits(int splits) { attention_splits_ = splits; }
   /// Batch-invariant attention's span in keys (a multiple of 64; 0 = the default for the head_dim).
@@ -168,7 +168,7 @@ class CudaKernels final : public Kernels {
   int attention_warps_ = 0;
   int attention_bn_ = 0;
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
-  bool fuse_decode_swiglu_ = false;  // RILL_DECODE_SWIGLU
+  int decode_swiglu_ = 2;            // RILL_DECODE_SWIGLU
   bool fuse_decode_mlp_ = false;     // RILL_DECODE_MLP
 };
 
@@ -237,10 +237,11 @@ int parse_decode_defer_split(const char* value);
 /// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
 /// has requested its last weight tile); anything else → an error naming the variable.
 int parse_decode_trigger(const char* value);
-/// RILL_DECODE_SWIGLU: null or "0" → 0 (decode rows run the gate/up GEMM, then the SwiGLU kernel);
-/// "1" / "2" / "3" → the warpgroup decode GEMM's SwiGLU epilogue at M ≤ 8 with its split schedule /
-/// its fold schedule / the fold schedule launching the next kernel at exit (set_decode_glu_fold;
-/// the bits do not change); anything else → an error naming the variable.
+/// RILL_DECODE_SWIGLU: null → 2; "0" → 0 (decode rows run the gate/up GEMM, then the SwiGLU kernel);
+/// "1" → the warpgroup decode GEMM's SwiGLU with its split schedule (M ≤ 8); "2" / "3" → with its
+/// fold schedule where one column tile a CTA fills a wave (M ≤ 32), "3" launching the next kernel at
+/// the grid's completion (MatmulEngine::run_swiglu; the bits do not change); anything else → an
+/// error naming the variable.
 int parse_decode_swiglu(const char* value);
 /// RILL_DECODE_MLP: null or "0" → 0 (the four ops: measured faster in the batch-1 decode graph);
 /// "1" → 1 (a batch-1 decode step's o projection and MLP run as one persistent kernel,

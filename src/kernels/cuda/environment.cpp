@@ -2,7 +2,6 @@
 // that choose kernels and schedules (each a measurement knob whose default is the measured best;
 // the reasons and figures are next to each), and their parsers, which refuse any value they do not
 // know with an error naming the variable. Split from backend.cpp.
-#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <optional>
@@ -113,7 +112,7 @@ int parse_decode_defer_split(const char* value) {
   return parse_wgmma_switch("RILL_DECODE_DEFER_SPLIT", value) != 0;
 }
 int parse_decode_swiglu(const char* value) {
-  return parse_int_in_range("RILL_DECODE_SWIGLU", value, 0, 0, 3,
+  return parse_int_in_range("RILL_DECODE_SWIGLU", value, 2, 0, 3,
                             " (0 the SwiGLU kernel; 1-3 in the decode GEMM: split, fold, fold launching at exit)");
 }
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
@@ -177,9 +176,7 @@ void CudaKernels::configure_from_environment() {
   set_decode_defer_split(parse_decode_defer_split(std::getenv("RILL_DECODE_DEFER_SPLIT")) != 0);
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
-  const int decode_swiglu = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU"));
-  fuse_decode_swiglu_ = decode_swiglu > 0;
-  set_decode_glu_fold(std::max(decode_swiglu - 1, 0));
+  decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU"));
   fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
   // Off by default: batch-1 decode 181.5 against 204.3 tok/s with the four ops (bench/RESULTS.md run N).
   fuse_decode_mlp_ = parse_decode_mlp(std::getenv("RILL_DECODE_MLP")) == 1;

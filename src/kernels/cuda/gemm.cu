@@ -438,6 +438,12 @@ bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
          persistent_tiles_fill(m, 2 * inter, std::max(num_sms, 1));
 }
 
+bool decode_glu_fold_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
+  if (!g_wgmma || m < 1 || m > 32 || inter <= 0 || inter % 32 != 0 || k % 8 != 0) return false;
+  const int64_t tiles = 2 * inter / 64, slots = gemm_detail::decode_glu_slots(m, num_sms);
+  return tiles <= slots && tiles * 10 >= slots * 9;
+}
+
 void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   if (a.defer) *a.defer = GemmPartials{};  // set below where a decode launch leaves its partials
   if (a.m == 0 || a.n == 0) return;
@@ -475,11 +481,18 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   k.k = a.k;
   k.ks = sp.ks;
   k.splits = sp.splits;
-  if (a.glu_inter > 0 && a.config == 18) {  // decode rows: the warpgroup decode kernel's SwiGLU (its variant 2)
-    if (!g_wgmma || a.m > 8 || a.n != 2 * a.glu_inter || a.glu_inter % 32 != 0 || a.num_outs > 0 || a.k % 8 != 0 ||
-        !aligned(a.x, 16) || !aligned(a.w, 16))
-      throw_error("[matmul] the decode SwiGLU GEMM (configuration 18) needs the warpgroup GEMM (sm_90a), M <= 8, "
-                  "N = 2 x inter with inter % 32 == 0, K % 8 == 0 and 16-byte aligned x and w");
+  if (a.glu_inter > 0 && (a.config == 18 || a.config == 19)) {  // decode rows: the decode kernel's SwiGLU (variant 2)
+    if (!g_wgmma || a.m > (a.config == 18 ? 8 : 32) || a.n != 2 * a.glu_inter || a.glu_inter % 32 != 0 ||
+        a.num_outs > 0 || a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16) || a.glu_schedule < 0 ||
+        a.glu_schedule > 2)
+      throw_error("[matmul] the decode SwiGLU GEMM (configurations 18, 19) needs the warpgroup GEMM (sm_90a), M <= 8 "
+                  "(18) or 32 (19), N = 2 x inter with inter % 32 == 0, K % 8 == 0, 16-byte aligned x and w and "
+                  "schedule 0, 1 or 2");
+    if (a.glu_schedule >= 1) {  // the fold schedule: no workspace, no counters
+      k.ws = nullptr;
+      k.counters = nullptr;
+      k.exit_trigger = a.glu_schedule == 2;
+    }
     gemm_detail::launch_gemm_wgmma_decode(k, 2, a.workspace_bytes, a.num_counters, a.num_sms, stream);
     return;
   }

@@ -99,14 +99,16 @@ void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream
 /// 1, M ≤ 64), 64-column tiles: split ranges as separate work items folded by each tile's last
 /// one when the workspace and counters fit, else one item a tile walks every range; persistent
 /// CTAs (at most a wave of them) take the items in turn. a.defer_fold: the split schedule writes
-/// the partials only (no fold). Variant 2: 18 with SwiGLU in the fold. Returns whether the split
-/// schedule ran.
+/// the partials only (no fold). Variant 2: SwiGLU in the fold (8, 16 or 32 x rows by M ≤ 32; a.exit_trigger:
+/// no programmatic trigger). Returns whether the split schedule ran.
 /// The split schedule's reduction kernel (a.ws [splits, m, n] into the outputs) and the fallback
 /// kernel for shapes the tensor-core kernels cannot load (gemm_fold.cu).
 void launch_gemm_reduce(const GemmKernelArgs& a, cudaStream_t stream);
 void launch_gemm_fallback(const GemmKernelArgs& a, cudaStream_t stream);
 bool launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_bytes, int64_t num_counters,
                               int num_sms, cudaStream_t stream);
+/// One wave of the decode SwiGLU variant's CTAs at M rows: resident CTAs an SM × the SMs.
+int64_t decode_glu_slots(int64_t m, int num_sms);
 /// A bf16 weight [rows, k] read in box_rows × 64-k boxes with the 128-byte swizzle (the warpgroup
 /// kernels' w tiles; gemm_wgmma.cu).
 CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows);

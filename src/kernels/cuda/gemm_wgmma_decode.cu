@@ -44,7 +44,6 @@ constexpr int kBK = kPipeBK;
 
 int g_decode_prewait = -1;     // set_decode_prewait_stages
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
-int g_decode_glu_fold = 0;     // set_decode_glu_fold
 
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
@@ -230,21 +229,36 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 #endif
 }
 
+template <int kBN, int kXRows, int kStages, bool kGlu>
+constexpr size_t decode_smem_bytes() {
+  using T = DecodeTile<kBN, kXRows>;
+  return size_t(kStages) * (T::kXBytes + T::kWBytes) + 1024;
+}
+
+// CTAs of a variant resident on one SM (its shared memory and registers).
+template <int kBN, int kXRows, int kStages, bool kGlu>
+int resident_per_sm() {
+  constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
+  constexpr size_t smem = decode_smem_bytes<kBN, kXRows, kStages, kGlu>();
+  static const int per_sm = [] {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    int n = 0;
+    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, smem));
+    return std::max(n, 1);
+  }();
+  return per_sm;
+}
+
 // Returns whether the split schedule ran (the partials are in a.ws).
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
                            cudaStream_t stream) {
-  using T = DecodeTile<kBN, kXRows>;
   constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
-  constexpr size_t smem = size_t(kStages) * (T::kXBytes + T::kWBytes) + 1024;
-  static const bool attr_set = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    return true;
-  }();
-  (void)attr_set;
+  constexpr size_t smem = decode_smem_bytes<kBN, kXRows, kStages, kGlu>();
+  const int per_sm = resident_per_sm<kBN, kXRows, kStages, kGlu>();  // (sets the shared memory attribute)
   if (a.m > kXRows)
     throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
-                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");
+                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64 (32 with SwiGLU)");
   if (kGlu && (a.n % kBN != 0 || a.ny != 1))
     throw_error("[matmul] the warpgroup decode GEMM's SwiGLU takes 2 x inter rows of w with inter % 32 == 0 and one "
                 "output");
@@ -256,11 +270,6 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
                      size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
   const int64_t items = tiles * (split ? a.splits : 1);
-  static const int per_sm = [] {
-    int n = 0;
-    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, smem));
-    return std::max(n, 1);
-  }();
   const int resident = g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
   // Persistent beyond one wave.
   const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));
@@ -273,6 +282,14 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
 
 }  // namespace
 
+int64_t decode_glu_slots(int64_t m, int num_sms) {
+  const int per_sm = m <= 8    ? resident_per_sm<64, 8, 8, true>()
+                     : m <= 16 ? resident_per_sm<64, 16, 7, true>()
+                               : resident_per_sm<64, 32, 6, true>();
+  const int resident = g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
+  return int64_t(resident) * std::max(num_sms, 1);
+}
+
 bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_bytes, int64_t num_counters,
                               int num_sms, cudaStream_t stream) {
   if (!gemm_wgmma_available())
@@ -281,8 +298,7 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
   a.prewait_stages = g_decode_prewait < 0 ? 1 << 30 : g_decode_prewait;
-  a.late_trigger = g_decode_late_trigger;
-  a.exit_trigger = false;
+  a.late_trigger = g_decode_late_trigger || k.exit_trigger;  // (exit: no consumer trigger either)
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM). Configuration 19 takes the smallest x stage holding
   // M (at least set_decode_min_x_rows): 16 rows, 7 stages of 10 KB, or 32 rows, 6 stages of 12 KB
@@ -293,19 +309,10 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   // (Variant 2 always folds: its fold is the SwiGLU.)
   if (variant == 0) return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
   a.defer_fold = false;
-  if (variant == 2) {
-    // Fold schedule (set_decode_glu_fold ≥ 1): no workspace, so each column tile's CTA walks its
-    // ranges in order and ends with the SwiGLU of its own sums — no counters, no partials' round
-    // trip. On the 8B shape at M = 1 that is 384 items for ~396 resident CTAs, the split
-    // schedule's 768 half-items in one wave as well. Mode 2 also lets the next kernel launch only
-    // as this grid completes (its CTAs then never stream beside this one's tail).
-    if (g_decode_glu_fold >= 1) {
-      a.ws = nullptr;
-      a.counters = nullptr;
-      a.late_trigger = true;  // (no consumer trigger either)
-      a.exit_trigger = g_decode_glu_fold == 2;
-    }
-    return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
+  if (variant == 2) {  // SwiGLU: the x stage of 8, 16 or 32 rows holding M (launch_gemm checked M ≤ 32)
+    if (a.m <= 8) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
+    if (a.m <= 16) return launch_decode_variant<64, 16, 7, true>(a, ws_bytes, num_counters, num_sms, stream);
+    return launch_decode_variant<64, 32, 6, true>(a, ws_bytes, num_counters, num_sms, stream);
   }
   a.defer_fold = k.defer_fold;
   const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
@@ -321,5 +328,4 @@ void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = sta
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
-void set_decode_glu_fold(int mode) { gemm_detail::g_decode_glu_fold = mode; }
 }  // namespace rill::cuda

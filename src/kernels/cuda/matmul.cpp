@@ -323,22 +323,30 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
   return true;
 }
 
-// Prefill-sized M: the persistent kernel's fused epilogue where it runs. Decode rows (M ≤ 8): the
-// warpgroup decode kernel's SwiGLU when configuration 18 is the shape's decode configuration — in
-// a batch-1 decode step the SwiGLU kernel was a latency-bound link of the critical path (~3.6 µs a
-// layer, bench/RESULTS.md run L). `scratch` ([m, 2·inter]) receives the unfused product while a
+// Prefill-sized M: the persistent kernel's fused epilogue where it runs. Decode rows: the warpgroup
+// decode kernel's SwiGLU by `decode_mode` (RILL_DECODE_SWIGLU) — 1: its split schedule at M ≤ 8
+// where configuration 18 is the shape's decode configuration; 2, 3: its fold schedule where
+// decode_glu_fold_fits (M ≤ 32; one column tile a CTA in one wave) and the shape's configuration
+// is 18 or 19, 3 launching the next kernel at the grid's completion. In a batch-1 decode step the
+// SwiGLU kernel is a latency-bound link of the critical path (~3.9 µs a layer, bench/RESULTS.md
+// run S); the split schedule's fold by the tile's last CTA cost more than it (run L), the fold
+// schedule does not (run V). `scratch` ([m, 2·inter]) receives the unfused product while a
 // shape's decode configurations are timed (its first eager call).
 bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, void* y, void* scratch, int64_t m,
-                              int64_t inter, int64_t k) {
+                              int64_t inter, int64_t k, int decode_mode) {
   if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || pointer_alignment(x) < 16 ||
       pointer_alignment(w) < 16 || pointer_alignment(y) < 4)
     return false;
   GemmArgs a = gemm_args(x, w, bias, m, 2 * inter, k);
   if (m <= decode_rows()) {
-    if (m > 8 || inter % 32 != 0 || k % 8 != 0 || !gemm_wgmma_enabled() || !scratch) return false;
+    if (decode_mode <= 0 || !scratch) return false;
+    if (decode_mode == 1 && (m > 8 || inter % 32 != 0 || k % 8 != 0 || !gemm_wgmma_enabled())) return false;
+    if (decode_mode >= 2 && !decode_glu_fold_fits(m, inter, k, num_sms_)) return false;
     a.y = scratch;
-    if (decode_config(a) != 18) return false;
-    a.config = 18;
+    const int config = decode_config(a);
+    if (config != 18 && (config != 19 || decode_mode == 1)) return false;
+    a.config = m <= 8 ? 18 : 19;
+    a.glu_schedule = decode_mode == 1 ? 0 : decode_mode - 1;
   } else if (!gemm_swiglu_fits(m, inter, k, num_sms_)) {
     return false;
   }

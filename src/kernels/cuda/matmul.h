@@ -60,12 +60,13 @@ class MatmulEngine {
                    int num_outs, int64_t m, int64_t n, int64_t k, GemmPartials* defer = nullptr);
   /// Batch-invariant mode with our GEMM: y[M, inter] = SwiGLU of x · wᵀ (w [2·inter, K]: gate rows,
   /// then up rows) in one launch, the bits of run() then launch_swiglu: prefill-sized M where
-  /// gemm_swiglu_fits, M ≤ 8 where the shape's decode configuration is 18 (scratch, [M, 2·inter]
-  /// or null, takes the unfused product while that configuration is timed). Returns false, doing
-  /// nothing, where it does not apply (another path, M 9..64, no scratch): the caller then runs
-  /// the two ops.
+  /// gemm_swiglu_fits; decode rows by decode_mode (RILL_DECODE_SWIGLU: 0 never; 1 the split
+  /// schedule at M ≤ 8 where the shape's decode configuration is 18; 2, 3 the fold schedule where
+  /// decode_glu_fold_fits and the configuration is 18 or 19; scratch, [M, 2·inter] or null, takes
+  /// the unfused product while that configuration is timed). Returns false, doing nothing, where it
+  /// does not apply (another path, no scratch): the caller then runs the two ops.
   bool run_swiglu(const void* x, const void* w, const void* bias, void* y, void* scratch, int64_t m, int64_t inter,
-                  int64_t k);
+                  int64_t k, int decode_mode);
   /// The decode configuration of `a`'s shape (m ≤ decode_rows()): timed on its first eager call.
   int decode_config_for(const GemmArgs& a) { return decode_config(a); }
   /// GEMM arguments with this engine's workspaces and counters (no output set).

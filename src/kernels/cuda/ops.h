@@ -252,6 +252,12 @@ struct GemmArgs {
   /// u = [glu_inter, n) — the bits of this GEMM then launch_swiglu. The warpgroup kernel (sm_90a)
   /// only; glu_inter % 64 == 0, no fused outputs (gemm_swiglu_fits).
   int64_t glu_inter = 0;
+  /// The warpgroup decode GEMM's SwiGLU (configurations 18 at M ≤ 8, 19 at M ≤ 32): 0 the split
+  /// schedule where the workspace and counters hold it (each tile's last CTA folds the ranges, then
+  /// the SwiGLU); 1 the fold schedule (no workspace: one CTA a column tile walks its ranges in
+  /// order and ends with the SwiGLU of its own sums); 2 the fold schedule launching the next kernel
+  /// only as the grid completes. Same bits for any value.
+  int glu_schedule = 0;
   /// Non-null: a decode launch (configurations 18, 19, no SwiGLU) running the split schedule, or
   /// configuration 15 (split ranges across CTAs: decode batches of 65-256 rows) with
   /// set_decode_defer_split on, leaves its product
@@ -264,6 +270,11 @@ struct GemmArgs {
 /// it pays: the warpgroup GEMM enabled, inter % 64 == 0, k % 8 == 0, and 128 × 128 output tiles
 /// filling at least half the SMs (the persistent kernel the unfused GEMM would run too).
 bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms);
+/// Whether the warpgroup decode GEMM's SwiGLU with the fold schedule (GemmArgs::glu_schedule ≥ 1)
+/// fits an m × 2·inter × k decode GEMM: the warpgroup GEMM enabled, m ≤ 32, inter % 32 == 0,
+/// k % 8 == 0, and its column tiles (64 product columns each: 2·inter / 64) filling 90-100% of one
+/// wave of resident CTAs — one tile a CTA, so fewer leave SMs idle and more take two turns.
+bool decode_glu_fold_fits(int64_t m, int64_t inter, int64_t k, int num_sms);
 /// The split-K ranges of the batch-invariant GEMM: a function of (n, k) and the device only.
 struct GemmSplit {
   int splits = 1;
@@ -305,11 +316,6 @@ void set_decode_ctas_per_sm(int ctas);
 /// Configuration 19's smallest x stage (16, 32 or 64 rows; RILL_DECODE_X_ROWS, default 16): it runs
 /// the smallest of 16, 32 and 64 rows holding M and at least this. Same bits for any value.
 void set_decode_min_x_rows(int rows);
-/// The warpgroup decode GEMM's SwiGLU (configuration 18, variant 2) by schedule: 0 split ranges
-/// across CTAs and the tile's last CTA folding them (counters); 1 the fold schedule (one CTA a
-/// column tile walks its ranges in order, the SwiGLU in its epilogue); 2 the same, the next kernel
-/// launched only as the grid completes (RILL_DECODE_SWIGLU 1 / 2 / 3). Same bits for any value.
-void set_decode_glu_fold(int mode);
 bool gemm_wgmma_enabled();
 /// The warpgroup attention kernel (attention_wgmma.cu) for the batch-invariant fold schedule at
 /// head_dim 128 with 8-warp (128-row) blocks: supported as gemm_wgmma_supported; used when enabled

@@ -321,7 +321,9 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
       EXPECT_EQ(differing_bits(w, g), 0u) << "outputs differing of " << w.size() << ", bias " << bias;
     }
   }
-  const S decode_shapes[] = {{1, 96, 4096}, {3, 1536, 4096}, {8, 160, 200}, {5, 1024, 12296}};
+  // M ≤ 8 on configuration 18's 8-row x stage, 9-32 on 19's 16- and 32-row stages.
+  const S decode_shapes[] = {{1, 96, 4096},   {3, 1536, 4096}, {8, 160, 200},
+                             {5, 1024, 12296}, {16, 192, 1048}, {29, 1536, 4096}};
   for (const S& sh : decode_shapes) {
     const int64_t n = 2 * sh.inter;
     SCOPED_TRACE(::testing::Message() << "decode M=" << sh.m << " inter=" << sh.inter << " K=" << sh.k);
@@ -333,25 +335,29 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
       cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), b, gate_up.t.data(), sh.m, n, sh.k), backend().stream());
       cuda::launch_swiglu(gate_up.t.data(), want.t.data(), sh.m, sh.inter, backend().stream());
       const auto w = download_bf16(want);
-      for (bool workspace : {true, false}) {
+      // Schedule 0 with the engine's workspace: split ranges and the in-kernel fold; without one,
+      // and schedules 1 and 2 (which drop it): the fold schedule.
+      for (int run = 0; run < 4; ++run) {
+        const bool workspace = run != 1;
         DevTensor got(DType::bf16, {sh.m, sh.inter});
         got.poison();
         cuda::GemmArgs ga = workspace ? backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), b, sh.m, n, sh.k)
                                       : plain_gemm(dx.t.data(), dw.t.data(), b, nullptr, sh.m, n, sh.k);
         ga.y = got.t.data();
         ga.glu_inter = sh.inter;
-        ga.config = 18;
+        ga.config = sh.m <= 8 ? 18 : 19;
+        ga.glu_schedule = run < 2 ? 0 : run - 1;
         for (int rep = 0; rep < 2; ++rep) {  // (the split schedule's counters reset themselves)
           cuda::launch_gemm(ga, backend().stream());
           EXPECT_EQ(differing_bits(w, download_bf16(got)), 0u)
               << "outputs differing of " << w.size() << ", bias " << bias << ", workspace " << workspace
-              << ", launch " << rep;
+              << ", schedule " << ga.glu_schedule << ", launch " << rep;
         }
       }
     }
   }
   // Bad arguments are errors, not launches: inter not a multiple of 64 (32 for the decode kernel),
-  // N not 2 · inter, more than 8 rows for the decode kernel.
+  // N not 2 · inter, more than 8 rows for configuration 18 or 32 for 19, an unknown schedule.
   {
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(192 * 256)), {192, 256});
     DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(9 * 256)), {9, 256});
@@ -362,8 +368,19 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     ga.config = 18;
     EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);  // M = 9
     ga.m = 8;
+    ga.glu_schedule = 3;
+    EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);  // no schedule 3
+    ga.glu_schedule = 0;
     ga.glu_inter = 80;
     EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);  // inter % 32 != 0
+    DevTensor dx33 = upload_bf16(random_bf16_values(rng, size_t(33 * 256)), {33, 256});
+    DevTensor dy33(DType::bf16, {33, 96});
+    ga = backend().matmul_engine().gemm_args(dx33.t.data(), dw.t.data(), nullptr, 33, 192, 256);
+    ga.y = dy33.t.data();
+    ga.glu_inter = 96;
+    ga.config = 19;
+    EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);  // M = 33
+    EXPECT_FALSE(cuda::decode_glu_fold_fits(33, 96, 256, backend().info().num_sms));
   }
   {
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(200 * 256)), {200, 256});
@@ -379,9 +396,20 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
   }
   // Through the backend: 300 × 1536 × 4096 fills the GPU (3 × 24 tiles of 128 × 128), so the fused
   // kernel runs and the scratch stays poisoned; 65 rows is decode-sized (9..64), the two ops run;
-  // 1 and 5 rows take the decode kernel's SwiGLU where it is on and 18 is the shape's configuration.
-  for (int64_t m : {300, 65, 1, 5}) {
-    const int64_t inter = 1536, k = 4096;
+  // 1-32 rows take the decode kernel's SwiGLU as RILL_DECODE_SWIGLU says (MatmulEngine::run_swiglu):
+  // with the fold schedule (the default) where inter's column tiles fill a wave of CTAs — not at
+  // inter 1536, at the smallest inter that does (k 256).
+  const int sms = backend().info().num_sms;
+  auto wave_inter = [&](int64_t m) -> int64_t {
+    for (int64_t inter = 32; inter <= 32 * 8192; inter += 32)
+      if (cuda::decode_glu_fold_fits(m, inter, 256, sms)) return inter;
+    return 0;
+  };
+  std::vector<S> through = {{300, 1536, 4096}, {65, 1536, 4096}, {1, 1536, 4096}, {5, 1536, 4096}};
+  for (int64_t m : {1, 5, 16, 32})
+    if (const int64_t inter = wave_inter(m)) through.push_back({m, inter, 256});
+  for (const S& sh : through) {
+    const int64_t m = sh.m, inter = sh.inter, k = sh.k;
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(2 * inter * k)), {2 * inter, k});
     DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
     DevTensor gate_up(DType::bf16, {m, 2 * inter}), want(DType::bf16, {m, inter}), got(DType::bf16, {m, inter});
@@ -393,12 +421,18 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     const auto w = download_bf16(want), g = download_bf16(got), scratch = download_bf16(gate_up);
     EXPECT_TRUE(same_bits(w.data(), g.data(), w.size())) << "M=" << m;
     const bool fused = std::all_of(scratch.begin(), scratch.end(), [](float v) { return std::isnan(v); });
-    const bool fits = cuda::gemm_swiglu_fits(m, inter, k, backend().info().num_sms);
+    const bool fits = cuda::gemm_swiglu_fits(m, inter, k, sms);
     cuda::GemmArgs ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), nullptr, m, 2 * inter, k);
     ga.y = gate_up.t.data();
-    const bool decode18 =
-        m <= 8 && backend().fuse_decode_swiglu() && backend().matmul_engine().decode_config_for(ga) == 18;
-    EXPECT_EQ(fused, (m > backend().matmul_engine().decode_rows() && fits) || decode18) << "M=" << m;
+    const int mode = backend().decode_swiglu();
+    bool decode = false;
+    if (m <= backend().matmul_engine().decode_rows() && mode > 0) {
+      const int config = backend().matmul_engine().decode_config_for(ga);
+      decode = mode == 1 ? m <= 8 && config == 18
+                         : cuda::decode_glu_fold_fits(m, inter, k, sms) && (config == 18 || config == 19);
+    }
+    EXPECT_EQ(fused, (m > backend().matmul_engine().decode_rows() && fits) || decode)
+        << "M=" << m << " inter=" << inter << " mode " << mode;
   }
 }
 

@@ -104,7 +104,7 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_defer_split("0"), 0);
   EXPECT_EQ(cuda::parse_decode_defer_split("1"), 1);
   expect_rejects(cuda::parse_decode_defer_split, {"", "2", "on", " 1"}, "RILL_DECODE_DEFER_SPLIT");
-  EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 0);
+  EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 2);
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
   EXPECT_EQ(cuda::parse_decode_swiglu("3"), 3);
