@@ -239,9 +239,8 @@ int parse_decode_defer_split(const char* value);
 int parse_decode_trigger(const char* value);
 /// RILL_DECODE_SWIGLU: null → 2; "0" → 0 (decode rows run the gate/up GEMM, then the SwiGLU kernel);
 /// "1" → the warpgroup decode GEMM's SwiGLU with its split schedule (M ≤ 8); "2" / "3" → with its
-/// fold schedule where one column tile a CTA fills a wave (M ≤ 32) and the shape's timed decode
-/// configuration is 18 or 19, "3" launching the next kernel at the grid's completion, "4" whatever
-/// the timed configuration (MatmulEngine::run_swiglu; the bits do not change); anything else → an
+/// fold schedule where one column tile a CTA fills a wave (M ≤ 32), "3" launching the next kernel at
+/// the grid's completion (MatmulEngine::run_swiglu; the bits do not change); anything else → an
 /// error naming the variable.
 int parse_decode_swiglu(const char* value);
 /// RILL_DECODE_MLP: null or "0" → 0 (the four ops: measured faster in the batch-1 decode graph);

@@ -112,9 +112,8 @@ int parse_decode_defer_split(const char* value) {
   return parse_wgmma_switch("RILL_DECODE_DEFER_SPLIT", value) != 0;
 }
 int parse_decode_swiglu(const char* value) {
-  return parse_int_in_range("RILL_DECODE_SWIGLU", value, 2, 0, 4,
-                            " (0 the SwiGLU kernel; 1-4 in the decode GEMM: split, fold, fold launching at exit, "
-                            "fold on any timed configuration)");
+  return parse_int_in_range("RILL_DECODE_SWIGLU", value, 2, 0, 3,
+                            " (0 the SwiGLU kernel; 1-3 in the decode GEMM: split, fold, fold launching at exit)");
 }
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }

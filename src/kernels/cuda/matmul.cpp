@@ -327,8 +327,7 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
 // decode kernel's SwiGLU by `decode_mode` (RILL_DECODE_SWIGLU) — 1: its split schedule at M ≤ 8
 // where configuration 18 is the shape's decode configuration; 2, 3: its fold schedule where
 // decode_glu_fold_fits (M ≤ 32; one column tile a CTA in one wave) and the shape's configuration
-// is 18 or 19, 3 launching the next kernel at the grid's completion, 4 as 2 whatever configuration
-// the unfused GEMM timed best (a measurement knob). In a batch-1 decode step the
+// is 18 or 19, 3 launching the next kernel at the grid's completion. In a batch-1 decode step the
 // SwiGLU kernel is a latency-bound link of the critical path (~3.9 µs a layer, bench/RESULTS.md
 // run S); the split schedule's fold by the tile's last CTA cost more than it (run L), the fold
 // schedule does not (run V). `scratch` ([m, 2·inter]) receives the unfused product while a
@@ -344,11 +343,10 @@ bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, vo
     if (decode_mode == 1 && (m > 8 || inter % 32 != 0 || k % 8 != 0 || !gemm_wgmma_enabled())) return false;
     if (decode_mode >= 2 && !decode_glu_fold_fits(m, inter, k, num_sms_)) return false;
     a.y = scratch;
-    // (Mode 4 takes the fused kernel whatever configuration the unfused GEMM timed best.)
-    const int config = decode_mode == 4 ? 0 : decode_config(a);
-    if (decode_mode != 4 && config != 18 && (config != 19 || decode_mode == 1)) return false;
+    const int config = decode_config(a);
+    if (config != 18 && (config != 19 || decode_mode == 1)) return false;
     a.config = m <= 8 ? 18 : 19;
-    a.glu_schedule = decode_mode == 1 ? 0 : decode_mode == 3 ? 2 : 1;
+    a.glu_schedule = decode_mode == 1 ? 0 : decode_mode - 1;
   } else if (!gemm_swiglu_fits(m, inter, k, num_sms_)) {
     return false;
   }

@@ -428,9 +428,8 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     bool decode = false;
     if (m <= backend().matmul_engine().decode_rows() && mode > 0) {
       const int config = backend().matmul_engine().decode_config_for(ga);
-      decode = mode == 1   ? m <= 8 && config == 18
-               : mode == 4 ? cuda::decode_glu_fold_fits(m, inter, k, sms)
-                           : cuda::decode_glu_fold_fits(m, inter, k, sms) && (config == 18 || config == 19);
+      decode = mode == 1 ? m <= 8 && config == 18
+                         : cuda::decode_glu_fold_fits(m, inter, k, sms) && (config == 18 || config == 19);
     }
     EXPECT_EQ(fused, (m > backend().matmul_engine().decode_rows() && fits) || decode)
         << "M=" << m << " inter=" << inter << " mode " << mode;

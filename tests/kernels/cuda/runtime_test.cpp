@@ -108,7 +108,7 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
   EXPECT_EQ(cuda::parse_decode_swiglu("3"), 3);
-  expect_rejects(cuda::parse_decode_swiglu, {"", "5", "-1", "on", "1x"}, "RILL_DECODE_SWIGLU");
+  expect_rejects(cuda::parse_decode_swiglu, {"", "4", "-1", "on", "1x"}, "RILL_DECODE_SWIGLU");
   EXPECT_EQ(cuda::parse_decode_mlp(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_mlp("0"), 0);
   EXPECT_EQ(cuda::parse_decode_mlp("1"), 1);
