@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
       // Late trigger: the CTA has requested its last weight tile; the next kernel may launch once
       // every CTA has (its CTAs then take the SMs this grid leaves, without competing with its
       // weight stream; the backend's default). Early (RILL_DECODE_TRIGGER=early): after the wait.
-      // At exit (set_decode_glu_fold 2): none — the next kernel launches as this grid completes.
+      // At exit (GemmArgs::glu_schedule 2): none — the next kernel launches as this grid completes.
       if (!a.exit_trigger) pdl_trigger();
     } else if (!a.late_trigger) {
       pdl_trigger();
