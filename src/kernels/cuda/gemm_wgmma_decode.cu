@@ -235,9 +235,9 @@ constexpr size_t decode_smem_bytes() {
   return size_t(kStages) * (T::kXBytes + T::kWBytes) + 1024;
 }
 
-// CTAs of a variant resident on one SM (its shared memory and registers).
+// CTAs of a variant that fit on one SM (its shared memory and registers).
 template <int kBN, int kXRows, int kStages, bool kGlu>
-int resident_per_sm() {
+int fitting_per_sm() {
   constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
   constexpr size_t smem = decode_smem_bytes<kBN, kXRows, kStages, kGlu>();
   static const int per_sm = [] {
@@ -249,13 +249,20 @@ int resident_per_sm() {
   return per_sm;
 }
 
+// The CTAs a launch keeps resident on one SM: as many as fit, or set_decode_ctas_per_sm's cap.
+template <int kBN, int kXRows, int kStages, bool kGlu>
+int resident_per_sm() {
+  const int per_sm = fitting_per_sm<kBN, kXRows, kStages, kGlu>();
+  return g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
+}
+
 // Returns whether the split schedule ran (the partials are in a.ws).
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
                            cudaStream_t stream) {
   constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
   constexpr size_t smem = decode_smem_bytes<kBN, kXRows, kStages, kGlu>();
-  const int per_sm = resident_per_sm<kBN, kXRows, kStages, kGlu>();  // (sets the shared memory attribute)
+  const int resident = resident_per_sm<kBN, kXRows, kStages, kGlu>();  // (sets the shared memory attribute)
   if (a.m > kXRows)
     throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
                             : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64 (32 with SwiGLU)");
@@ -270,7 +277,6 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
                      size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
   const int64_t items = tiles * (split ? a.splits : 1);
-  const int resident = g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
   // Persistent beyond one wave.
   const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));
   GemmKernelArgs la = a;
@@ -283,10 +289,9 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
 }  // namespace
 
 int64_t decode_glu_slots(int64_t m, int num_sms) {
-  const int per_sm = m <= 8    ? resident_per_sm<64, 8, 8, true>()
-                     : m <= 16 ? resident_per_sm<64, 16, 7, true>()
-                               : resident_per_sm<64, 32, 6, true>();
-  const int resident = g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
+  const int resident = m <= 8    ? resident_per_sm<64, 8, 8, true>()
+                       : m <= 16 ? resident_per_sm<64, 16, 7, true>()
+                                 : resident_per_sm<64, 32, 6, true>();
   return int64_t(resident) * std::max(num_sms, 1);
 }
 
