@@ -26,8 +26,9 @@
 #   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
 #   decode figure with its host-time breakdown (--host-times); fits one 10-minute call; ab: settings
 #   side by side — RILL_AB_ENVS="NAME=A NAME=B ..." each running the RILL_AB_TESTS gtest filter, then
-#   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (RILL_SKIP_CTEST=1
-#   skips ctest -L cuda).
+#   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (a setting starting
+#   with "--" is a rill bench flag instead, e.g. RILL_AB_ENVS="RILL_AB=default --sync-steps";
+#   RILL_SKIP_CTEST=1 skips ctest -L cuda).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -273,7 +274,7 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
   # RILL_AB_TESTS: a gtest filter run under each setting first; RILL_AB_ARGS: rill bench's arguments.
   reps="${RILL_AB_REPS:-2}"
   for setting in ${RILL_AB_ENVS:?ab mode: RILL_AB_ENVS=\"A=1 A=2 ...\" (one NAME=VALUE a setting)}; do
-    if [[ -n "${RILL_AB_TESTS:-}" ]]; then
+    if [[ -n "${RILL_AB_TESTS:-}" && "$setting" != --* ]]; then
       env "$setting" timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter="$RILL_AB_TESTS" \
         > "$out/ab_tests_${setting//[^A-Za-z0-9]/_}.log" 2>&1
       log "ab tests [$setting] rc=$? $(grep -cE '^\[       OK' "$out/ab_tests_${setting//[^A-Za-z0-9]/_}.log") ok"
@@ -281,9 +282,12 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
   done
   for ((rep = 1; rep <= reps; ++rep)); do
     for setting in $RILL_AB_ENVS; do
-      env "$setting" timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 \
-        ${RILL_AB_ARGS:---prompt-len 512,8192 --decode-tokens 64} 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" |
-        grep -E "decode_tokens_per_s" | sed "s/^/  [$setting] #$rep: /" | tee -a "$out/summary.txt"
+      # A setting starting with "--" is a rill bench flag rather than an environment variable.
+      flag=""; envset="$setting"
+      [[ "$setting" == --* ]] && flag="$setting" envset="RILL_AB_FLAG=1"
+      env "$envset" timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 \
+        ${RILL_AB_ARGS:---prompt-len 512,8192 --decode-tokens 64} $flag 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" |
+        grep -E "decode_tokens_per_s|host_us" | sed "s/^/  [$setting] #$rep: /" | tee -a "$out/summary.txt"
     done
   done
   log "done (ab)"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct BenchArgs {
   int32_t prompt_len = 512, decode_tokens = 64, batch = 1, block_size = 16;
   bool no_graphs = false;
   bool host_times = false;
+  bool sync_steps = false;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -110,42 +112,65 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
     progress.update(r + 1, a.batch, "rows");
   }
   progress.finish();
-  Buffer ids_buffer(kernels.allocator(), size_t(a.batch) * sizeof(int32_t));
+  // Decode is greedy: each step's new tokens are the ids the previous step picked on the device
+  // (argmax), and only those ids come back to the host. By default a step is queued before the
+  // previous step's ids are read — they reach it on the device (StepBatch::token_source) and the
+  // host reads them one step behind (a Readback), as a server overlapping its bookkeeping with the
+  // device would — so the device does not idle while the host reads, builds and launches.
+  // --sync-steps waits for each step's ids before building the next (the host feeds them).
+  const size_t id_bytes = size_t(a.batch) * sizeof(int32_t);
+  Buffer ids_buffers[2] = {Buffer(kernels.allocator(), id_bytes), Buffer(kernels.allocator(), id_bytes)};
+  std::unique_ptr<Readback> readbacks[2] = {kernels.make_readback(id_bytes), kernels.make_readback(id_bytes)};
   std::vector<int32_t> ids(size_t(a.batch));
+  for (int32_t& t : ids) t = token(rng);
   Progress dprogress("decode");
-  double decode_s = 0;
-  // --host-times: where a timed step's host time goes, in µs. Between one step's ids arriving and
-  // the next step's first kernel the device idles while the host builds the batch and runs
-  // forward() (metadata upload, graph launch); argmax is queued behind the running step and the
-  // download waits for the step to finish, so its time is mostly the device's.
+  // --host-times: where a timed step's host time goes, in µs: building the batch, forward() (the
+  // metadata upload and the graph launch), queueing argmax and the ids' copy, and waiting for ids
+  // (with --sync-steps this step's, mostly the device's time; else the previous step's, which
+  // arrive while this step runs).
   std::vector<double> t_build, t_forward, t_argmax, t_download;
-  for (int32_t s = 0; s < a.decode_tokens + kWarmSteps; ++s) {
-    auto t0 = std::chrono::steady_clock::now();
-    StepBatchBuilder b(a.block_size);
-    std::vector<std::vector<int32_t>> next(size_t(a.batch), std::vector<int32_t>{0});
-    for (int32_t r = 0; r < a.batch; ++r) {
-      next[size_t(r)][0] = token(rng);
-      b.add_row(next[size_t(r)], a.prompt_len + s, tables[size_t(r)], Logits::last);
+  const int32_t steps = a.decode_tokens + kWarmSteps;
+  auto timed_from = std::chrono::steady_clock::now();
+  StepBatchBuilder builder(a.block_size);
+  std::vector<int32_t> one{0};
+  for (int32_t s = 0; s < steps; ++s) {
+    if (s == kWarmSteps) {
+      // The timed steps start from an idle device: drain the untimed ones.
+      if (!a.sync_steps) std::copy_n(static_cast<const int32_t*>(readbacks[(s - 1) % 2]->wait()), a.batch, ids.begin());
+      kernels.synchronize();
+      timed_from = std::chrono::steady_clock::now();
     }
-    StepBatch step = b.build();
+    const bool device_fed = !a.sync_steps && s > 0;
+    auto t0 = std::chrono::steady_clock::now();
+    builder.reset();
+    for (int32_t r = 0; r < a.batch; ++r) {
+      one[0] = device_fed ? 0 : ids[size_t(r)];
+      builder.add_row(one, a.prompt_len + s, tables[size_t(r)], Logits::last);
+    }
+    if (device_fed) builder.tokens_from(ids_buffers[(s - 1) % 2].as(DType::i32, {a.batch}));
+    const StepBatch& step = builder.finish();
     auto t1 = std::chrono::steady_clock::now();
     Tensor logits = model.forward(step, kv.layers());
     auto t2 = std::chrono::steady_clock::now();
-    // A real step picks its tokens on the device and reads back only their ids.
-    Tensor picked = ids_buffer.as(DType::i32, {a.batch});
+    Tensor picked = ids_buffers[s % 2].as(DType::i32, {a.batch});
     kernels.argmax(logits, picked);
+    readbacks[s % 2]->start(picked);
     auto t3 = std::chrono::steady_clock::now();
-    kernels.download(picked, ids.data());
+    // With --sync-steps this step's ids; else the previous step's (the last step's after the loop).
+    const int32_t read = a.sync_steps ? s : s - 1;
+    if (read >= 0)
+      std::copy_n(static_cast<const int32_t*>(readbacks[read % 2]->wait()), a.batch, ids.begin());
     if (s >= kWarmSteps) {
-      decode_s += seconds_since(t1);
       auto us = [](auto from, auto to) { return std::chrono::duration<double, std::micro>(to - from).count(); };
       t_build.push_back(us(t0, t1));
       t_forward.push_back(us(t1, t2));
       t_argmax.push_back(us(t2, t3));
       t_download.push_back(us(t3, std::chrono::steady_clock::now()));
     }
-    dprogress.update(s + 1, a.decode_tokens + kWarmSteps, "steps");
+    dprogress.update(s + 1, steps, "steps");
   }
+  if (!a.sync_steps) std::copy_n(static_cast<const int32_t*>(readbacks[(steps - 1) % 2]->wait()), a.batch, ids.begin());
+  const double decode_s = seconds_since(timed_from);
   dprogress.finish();
   const double prefill_tps = double(a.prompt_len) * a.batch / prefill_s;
   const double decode_tps = double(a.decode_tokens) * a.batch / decode_s;
@@ -154,14 +179,15 @@ void bench_one(const BenchArgs& a, const std::filesystem::path& dir, Kernels& ke
   std::printf("prefill_tokens_per_s %.1f\n", prefill_tps);
   std::printf("prefill_cold_tokens_per_s %.1f (first prompt of this length, step arena growing)\n",
               double(a.prompt_len) / cold_s);
-  std::printf("decode_tokens_per_s %.2f (%.2f ms/step at context %d..%d)\n", decode_tps,
-              1e3 * decode_s / a.decode_tokens, a.prompt_len, a.prompt_len + a.decode_tokens);
+  std::printf("decode_tokens_per_s %.2f (%.2f ms/step at context %d..%d; %s)\n", decode_tps,
+              1e3 * decode_s / a.decode_tokens, a.prompt_len, a.prompt_len + a.decode_tokens,
+              a.sync_steps ? "each step's ids read before the next" : "ids fed on the device, read one step behind");
   if (a.host_times) {
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v.empty() ? 0.0 : v[v.size() / 2];
     };
-    std::printf("decode_host_us build %.1f forward %.1f argmax %.1f download %.1f (medians of %d steps)\n",
+    std::printf("decode_host_us build %.1f forward %.1f argmax %.1f ids %.1f (medians of %d steps)\n",
                 median(t_build), median(t_forward), median(t_argmax), median(t_download), a.decode_tokens);
   }
   std::printf("weight_bytes %zu\n", model.weight_bytes());
@@ -186,6 +212,9 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_flag("--no-cuda-graphs", args->no_graphs, "Decode without step graphs (CUDA; compare with the default)");
+  cmd->add_flag("--sync-steps", args->sync_steps,
+                "Decode: wait for each step's ids on the host before queueing the next (default: the next step "
+                "takes them on the device and the host reads them one step behind)");
   cmd->add_flag("--host-times", args->host_times,
                 "Also print where a decode step's host time goes (batch build, forward: upload and launch, "
                 "argmax, download: mostly waiting for the device), medians in µs");

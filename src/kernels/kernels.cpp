@@ -1,6 +1,8 @@
 // kernels/kernels.cpp — default bodies of the optional Kernels features (step graphs, fused
-// matmul outputs).
+// matmul outputs, readbacks).
 #include "kernels/kernels.h"
+
+#include <vector>
 
 #include "core/error.h"
 
@@ -25,6 +27,32 @@ void Kernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bia
     begin = end;
   }
 }
+
+namespace {
+// The synchronous default: the copy is made in start() (download waits for the queued work).
+class SyncReadback final : public Readback {
+ public:
+  SyncReadback(Kernels& kernels, size_t bytes) : kernels_(kernels), host_(bytes) {}
+  void start(const Tensor& src) override {
+    RILL_ENSURE(src.nbytes() <= host_.size(), "[readback] {} is {} bytes, more than the {} it was made for",
+                src.describe(), src.nbytes(), host_.size());
+    kernels_.download(src, host_.data());
+    started_ = true;
+  }
+  const void* wait() override {
+    RILL_ENSURE(started_, "[readback] wait() without start()");
+    return host_.data();
+  }
+  size_t capacity() const override { return host_.size(); }
+
+ private:
+  Kernels& kernels_;
+  std::vector<unsigned char> host_;
+  bool started_ = false;
+};
+}  // namespace
+
+std::unique_ptr<Readback> Kernels::make_readback(size_t bytes) { return std::make_unique<SyncReadback>(*this, bytes); }
 
 void Kernels::begin_capture() { fail("[begin_capture] step graphs are not supported on this backend"); }
 

@@ -130,6 +130,23 @@ class StepGraph {
   virtual void replay() = 0;
 };
 
+/// A device → host copy that waits behind the queued work without making the host wait for it:
+/// start() queues the copy, wait() blocks until its bytes have arrived. It lets a decode loop
+/// queue step t + 1 (its tokens fed on the device from step t's picks) before reading step t's
+/// ids, so the device never idles while the host reads, builds and launches.
+class Readback {
+ public:
+  virtual ~Readback() = default;
+  /// Queues a copy of `src` (contiguous, on this backend's device, at most capacity() bytes) after
+  /// every op queued so far; src must not be written until wait() has returned (the copy may run
+  /// on a queue of its own). The previous copy's bytes are gone once this is called.
+  virtual void start(const Tensor& src) = 0;
+  /// Blocks until the last start()'s copy has arrived and returns its bytes (host memory owned by
+  /// this object, valid until the next start()). Throws when nothing was started.
+  virtual const void* wait() = 0;
+  virtual size_t capacity() const = 0;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -145,6 +162,9 @@ class Kernels {
   virtual void download(const Tensor& src, void* host) = 0;
   /// Waits for all queued work.
   virtual void synchronize() = 0;
+  /// A reusable asynchronous device → host copy of up to `bytes` bytes (see Readback). The default
+  /// copies synchronously in start() (right for the CPU, where ops run as they are called).
+  virtual std::unique_ptr<Readback> make_readback(size_t bytes);
 
   /// y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]). Accumulates in f32.
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;

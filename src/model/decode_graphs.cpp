@@ -76,6 +76,7 @@ Tensor DecodeGraphs::run(const StepBatch& batch, uint64_t buffers, const Body& b
   p.logit_indices.resize(size_t(bucket));
   p.block_tables.assign(size_t(bucket) * size_t(width), 0);
   p.state_slots.clear();
+  p.token_source = batch.token_source;  // the rows' ids, copied over the uploaded ones (padding keeps 0)
   for (int32_t r = 0; r <= bucket; ++r) p.cu_seqlens[size_t(r)] = r;
   for (int32_t r = 0; r < bucket; ++r) p.logit_indices[size_t(r)] = r;
   for (int32_t r = 0; r < rows; ++r) {

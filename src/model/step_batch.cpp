@@ -2,6 +2,7 @@
 #include "model/step_batch.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 
@@ -51,6 +52,11 @@ StepBatchBuilder& StepBatchBuilder::state_slot(int32_t slot) {
   return *this;
 }
 
+StepBatchBuilder& StepBatchBuilder::tokens_from(Tensor ids) {
+  batch_.token_source = std::move(ids);
+  return *this;
+}
+
 void StepBatchBuilder::reset() {
   const int32_t bs = batch_.block_size;
   batch_.tokens.clear();
@@ -61,6 +67,7 @@ void StepBatchBuilder::reset() {
   batch_.slot_mapping.clear();
   batch_.logit_indices.clear();
   batch_.state_slots.clear();
+  batch_.token_source = Tensor();
   batch_.max_blocks_per_row = 0;
   batch_.block_size = bs;
   tables_.clear();

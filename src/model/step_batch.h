@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "core/tensor.h"
+
 namespace rill {
 
 struct StepBatch {
@@ -23,6 +25,10 @@ struct StepBatch {
   /// Optional [rows]: recurrent-state slot id of each row (hybrid models, e.g. Qwen3.5). Empty: the
   /// model keys a row's state by its first block id. A row starting at position 0 resets its state.
   std::vector<int32_t> state_slots;
+  /// Optional: an i32 device tensor whose n values replace the first n ids of `tokens` on the
+  /// device (n = its element count ≤ num_tokens()), e.g. the ids the previous decode step picked,
+  /// so the step can be queued before the host has read them. `tokens` still gives the count.
+  Tensor token_source;
 
   int32_t num_rows() const { return int32_t(context_lens.size()); }
   int32_t num_tokens() const { return int32_t(tokens.size()); }
@@ -44,6 +50,8 @@ class StepBatchBuilder {
                             Logits logits);
   /// Sets the recurrent-state slot of the row added last (hybrid models).
   StepBatchBuilder& state_slot(int32_t slot);
+  /// Sets the batch's token_source: the rows' ids come from `ids` on the device.
+  StepBatchBuilder& tokens_from(Tensor ids);
   /// Pads the block tables to a rectangle and returns the batch, which stays owned by the builder
   /// (valid until the next reset()).
   const StepBatch& finish();

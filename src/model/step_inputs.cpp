@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace rill {
 namespace {
 
@@ -47,6 +49,15 @@ StepInputs upload_step_inputs(Kernels& kernels, Arena& arena, const StepBatch& b
   in.ids = part(batch.tokens, {T});
   in.logit_index = part(batch.logit_indices, {R});
   if (total > 0) kernels.upload(scratch.data(), packed.view({int64_t(total)}));
+  if (batch.token_source.defined()) {
+    const Tensor& src = batch.token_source;
+    RILL_ENSURE(src.dtype() == DType::i32 && src.is_contiguous() && src.device() == packed.device() &&
+                    src.numel() >= 1 && src.numel() <= T,
+                "[step] token_source {} must be a contiguous i32 tensor of 1..{} ids on the step's device",
+                src.describe(), T);
+    Tensor ids = in.ids.slice(0, src.numel());
+    kernels.copy(src.view({src.numel()}), ids);
+  }
   return in;
 }
 

@@ -69,13 +69,17 @@ class Runner {
   Model& model() { return *model_; }
   int64_t vocab() const { return model_->config().vocab_size; }
 
-  // Runs one step; rows are (seq, new tokens, logits mode). Returns [R * vocab] logits.
-  std::vector<float> step(std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> rows) {
+  Kernels& kernels() { return *kernels_; }
+  // Runs one step; rows are (seq, new tokens, logits mode). Returns [R * vocab] logits. With a
+  // token_source the step's first ids come from that device tensor (StepBatch::token_source).
+  std::vector<float> step(std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> rows,
+                          const Tensor* token_source = nullptr) {
     StepBatchBuilder b(block_size_);
     for (auto& [seq, toks, mode] : rows) {
       seq->reserve(alloc_, seq->len + int32_t(toks.size()), block_size_);
       b.add_row(toks, seq->len, seq->blocks, mode);
     }
+    if (token_source) b.tokens_from(*token_source);
     StepBatch batch = b.build();
     Tensor logits = model_->forward(batch, kv_.layers());
     for (auto& [seq, toks, mode] : rows) seq->len += int32_t(toks.size());

@@ -1,7 +1,12 @@
 // CPU argmax (ties, NaN, infinities) and softmax (against double, long rows) plus the backend
-// basics: device, activation dtype, upload/download round trip.
+// basics: device, activation dtype, upload/download round trip, readback.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/error.h"
 #include "kernel_test_util.h"
 #include "kernels/kernels.h"
 
@@ -89,6 +94,25 @@ TEST(CpuBackend, DeviceAndTransfers) {
   kern->synchronize();
   kern->download(t, back.data());
   EXPECT_EQ(host, back);
+}
+
+// The CPU readback copies in start(): its bytes are the tensor's at that moment; an oversized
+// source and wait() before start() are refused.
+TEST(CpuBackend, ReadbackCopiesAtStart) {
+  auto kern = make_cpu_kernels();
+  Buffer buf(kern->allocator(), 4 * sizeof(int32_t));
+  Tensor t = buf.as(DType::i32, {4});
+  std::unique_ptr<Readback> rb = kern->make_readback(4 * sizeof(int32_t));
+  EXPECT_EQ(rb->capacity(), 4 * sizeof(int32_t));
+  EXPECT_THROW(rb->wait(), Error);
+  std::vector<int32_t> host{1, 2, 3, 4}, later{5, 6, 7, 8};
+  kern->upload(host.data(), t);
+  rb->start(t);
+  kern->upload(later.data(), t);
+  const auto* got = static_cast<const int32_t*>(rb->wait());
+  EXPECT_EQ(std::vector<int32_t>(got, got + 4), host);
+  Buffer big(kern->allocator(), 5 * sizeof(int32_t));
+  EXPECT_THROW(rb->start(big.as(DType::i32, {5})), Error);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -140,6 +141,34 @@ TEST_P(Parity, Bf16WeightsGiveTheSameGreedyTokens) {
     }
     EXPECT_EQ(generated, ref.greedy[p]) << "prompt " << p;
   }
+}
+
+// Decode with each step's token taken on the device from the previous step's argmax
+// (StepBatch::token_source; the host passes a placeholder id 0): bitwise the logits of the steps
+// the host feeds, and the reference's greedy tokens.
+TEST_P(Parity, DeviceFedTokensEqualHostFed) {
+  const Reference ref = load_reference(GetParam());
+  Runner host(GetParam(), std::nullopt, 16), device(GetParam(), std::nullopt, 16);
+  Buffer ids_buffer(device.kernels().allocator(), sizeof(int32_t));
+  Tensor ids = ids_buffer.as(DType::i32, {1});
+  Seq hs, ds;
+  std::vector<float> lh = host.step({{&hs, ref.prompts[0], Logits::last}});
+  std::vector<float> ld = device.step({{&ds, ref.prompts[0], Logits::last}});
+  std::vector<int32_t> generated;
+  for (size_t t = 0; t < ref.greedy[0].size(); ++t) {
+    const int32_t next = Runner::argmax(lh.data(), host.vocab());
+    generated.push_back(next);
+    lh = host.step({{&hs, {next}, Logits::last}});
+    // The other run picks its token with the backend's argmax and feeds it on the device.
+    Buffer lbuf(device.kernels().allocator(), ld.size() * sizeof(float));
+    Tensor l = lbuf.as(DType::f32, {1, int64_t(ld.size())});
+    device.kernels().upload(ld.data(), l);
+    device.kernels().argmax(l, ids);
+    ld = device.step({{&ds, {0}, Logits::last}}, &ids);
+    ASSERT_EQ(lh.size(), ld.size());
+    ASSERT_EQ(std::memcmp(lh.data(), ld.data(), lh.size() * sizeof(float)), 0) << "step " << t;
+  }
+  EXPECT_EQ(generated, ref.greedy[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,

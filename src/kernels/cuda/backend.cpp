@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -94,6 +95,61 @@ void CudaKernels::copy(const Tensor& src, Tensor& dst) {
 void CudaKernels::synchronize() {
   settle();
   stream_.synchronize();
+}
+
+cudaStream_t CudaKernels::settled_stream() {
+  settle();
+  RILL_ENSURE(!stream_.capturing(), "[readback] not allowed while a step graph is being captured");
+  return stream_.get();
+}
+
+namespace {
+// Pinned host bytes and a side stream: start() makes the side stream wait for the ops queued so
+// far (an event) and copies there, so the main stream goes straight on to the next step's upload
+// and launch instead of queueing them behind the copy.
+class CudaReadback final : public Readback {
+ public:
+  CudaReadback(CudaKernels& kernels, size_t bytes)
+      : kernels_(kernels), bytes_(std::max<size_t>(bytes, 1)), side_(Stream::create()),
+        queued_(Event::create(false)), arrived_(Event::create(false)) {
+    RILL_CUDA_CHECK(cudaHostAlloc(&host_, bytes_, cudaHostAllocDefault));
+  }
+  ~CudaReadback() override {
+    if (started_) cudaEventSynchronize(arrived_.get());
+    cudaFreeHost(host_);
+  }
+  void start(const Tensor& src) override {
+    RILL_ENSURE(src.device() == Device::cuda && src.is_contiguous(), "[readback] {} must be a contiguous CUDA tensor",
+                src.describe());
+    RILL_ENSURE(src.nbytes() <= bytes_, "[readback] {} is {} bytes, more than the {} it was made for",
+                src.describe(), src.nbytes(), bytes_);
+    // The previous copy may still be in flight into the same bytes: the side stream runs in order.
+    queued_.record(kernels_.settled_stream());
+    RILL_CUDA_CHECK(cudaStreamWaitEvent(side_.get(), queued_.get(), 0));
+    if (src.nbytes() > 0)
+      RILL_CUDA_CHECK(cudaMemcpyAsync(host_, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, side_.get()));
+    arrived_.record(side_.get());
+    started_ = true;
+  }
+  const void* wait() override {
+    RILL_ENSURE(started_, "[readback] wait() without start()");
+    arrived_.synchronize();
+    return host_;
+  }
+  size_t capacity() const override { return bytes_; }
+
+ private:
+  CudaKernels& kernels_;
+  size_t bytes_;
+  void* host_ = nullptr;
+  Stream side_;
+  Event queued_, arrived_;
+  bool started_ = false;
+};
+}  // namespace
+
+std::unique_ptr<Readback> CudaKernels::make_readback(size_t bytes) {
+  return std::make_unique<CudaReadback>(*this, bytes);
 }
 
 void CudaKernels::set_batch_invariant(bool on) {

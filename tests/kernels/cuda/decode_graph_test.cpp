@@ -100,5 +100,39 @@ TEST_F(DecodeGraph, FollowsEagerAcrossBucketsAndWidths) {
   }
 }
 
+// Greedy decode of 3 rows (bucket 4) through graphs with each step's ids fed on the device from
+// the previous step's argmax (StepBatch::token_source; the host passes placeholder ids 0): bitwise
+// the logits of the same graphs fed by the host.
+TEST_F(DecodeGraph, DeviceFedTokensEqualHostFed) {
+  const Reference ref = load_reference("qwen3-tiny");
+  Runner host("qwen3-tiny", std::nullopt, 16, true, 64, /*cuda_graphs=*/true);
+  Runner device("qwen3-tiny", std::nullopt, 16, true, 64, /*cuda_graphs=*/true);
+  const int64_t V = host.vocab();
+  constexpr size_t kRows = 3;
+  Buffer ids_buffer(device.kernels().allocator(), kRows * sizeof(int32_t));
+  Tensor ids = ids_buffer.as(DType::i32, {int64_t(kRows)});
+  Buffer logits_buffer(device.kernels().allocator(), kRows * size_t(V) * sizeof(float));
+  Tensor logits = logits_buffer.as(DType::f32, {int64_t(kRows), V});
+  std::vector<Seq> hs(kRows), ds(kRows);
+  std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> ph, pd;
+  for (size_t r = 0; r < kRows; ++r) {
+    ph.emplace_back(&hs[r], ref.prompts[r % ref.prompts.size()], Logits::last);
+    pd.emplace_back(&ds[r], ref.prompts[r % ref.prompts.size()], Logits::last);
+  }
+  std::vector<float> lh = host.step(ph), ld = device.step(pd);
+  for (int t = 0; t < 20; ++t) {
+    std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> nh, nd;
+    for (size_t r = 0; r < kRows; ++r) {
+      nh.emplace_back(&hs[r], std::vector<int32_t>{Runner::argmax(lh.data() + r * size_t(V), V)}, Logits::last);
+      nd.emplace_back(&ds[r], std::vector<int32_t>{0}, Logits::last);
+    }
+    device.kernels().upload(ld.data(), logits);
+    device.kernels().argmax(logits, ids);
+    lh = host.step(nh);
+    ld = device.step(nd, &ids);
+    ASSERT_TRUE(bitwise_equal(lh, ld)) << "step " << t;
+  }
+}
+
 }  // namespace
 }  // namespace rill

@@ -1,5 +1,6 @@
 // CUDA runtime pieces: the caching allocator (reuse, out-of-memory error naming the bytes),
 // upload/download round trip, shape errors, and graph capture/replay of backend ops (label cuda).
+#include <memory>
 #include <string>
 
 #include "core/error.h"
@@ -231,6 +232,48 @@ TEST(CudaRuntime, MatmulInsideGraphCapture) {
   dy2.poison();
   backend().matmul(dx.t, dw.t, nullptr, dy2.t);
   EXPECT_EQ(download_bf16(dy2), y);
+}
+
+// A readback waits for the ops queued before its start(), not for those queued after: two
+// alternating readbacks of a buffer that each step rewrites give every step's values, while the
+// next step is already queued; an oversized source, a capture and wait() before start() are
+// refused.
+TEST(CudaRuntime, ReadbackBehindQueuedWork) {
+  RILL_REQUIRE_GPU();
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int64_t n = 1 << 20;
+  std::unique_ptr<Readback> rb[2] = {backend().make_readback(2 * size_t(n)), backend().make_readback(2 * size_t(n))};
+  EXPECT_THROW(rb[0]->wait(), Error);
+  auto a = random_bf16_values(rng, size_t(n)), b = random_bf16_values(rng, size_t(n));
+  DevTensor da = upload_bf16(a, {n}), db = upload_bf16(b, {n}), acc[2] = {DevTensor(DType::bf16, {n}),
+                                                                            DevTensor(DType::bf16, {n})};
+  backend().copy(da.t, acc[0].t);
+  std::vector<float> expect(a.begin(), a.end());
+  std::vector<std::vector<float>> expected;
+  for (int step = 0; step < 6; ++step) {
+    // acc[next] = acc[cur] + b, then read acc[next] back while later steps are queued.
+    DevTensor& cur = acc[step % 2];
+    DevTensor& next = acc[(step + 1) % 2];
+    backend().add(cur.t, db.t, next.t);
+    for (size_t i = 0; i < expect.size(); ++i) expect[i] = round_bf16(expect[i] + b[i]);
+    expected.push_back(expect);
+    rb[step % 2]->start(next.t);
+    if (step == 0) continue;
+    // The previous step's values, read while this step's add may still run.
+    const auto* got = static_cast<const bf16_t*>(rb[(step - 1) % 2]->wait());
+    const std::vector<float>& want = expected[size_t(step - 1)];
+    for (int64_t i = 0; i < n; i += 997) ASSERT_EQ(bf16_to_f32(got[i]), want[size_t(i)]) << "step " << step - 1 << " i " << i;
+  }
+  const auto* last = static_cast<const bf16_t*>(rb[1]->wait());
+  for (int64_t i = 0; i < n; i += 997) ASSERT_EQ(bf16_to_f32(last[i]), expected[5][size_t(i)]) << i;
+  DevTensor big(DType::bf16, {n + 1});
+  EXPECT_THROW(rb[0]->start(big.t), Error);
+  backend().synchronize();
+  backend().begin_capture();
+  EXPECT_THROW(rb[0]->start(da.t), Error);
+  backend().abort_capture();
 }
 
 }  // namespace
