@@ -215,14 +215,6 @@ class Kernels {
   /// post_norm) into h; mlp_in = SwiGLU(h · gate_upᵀ (+ gate_up_bias)) (matmul_swiglu, gate_up its
   /// scratch); delta = mlp_in · downᵀ (+ down_bias). h and gate_up hold nothing afterwards. Backends
   /// may fuse the four (same bits: residual, mlp_in and delta); this default runs them in turn.
-  /// A hint for decode steps: the matmul after the next one (after o_proj_mlp's last, when o_proj_mlp
-  /// comes next) reads `w` ([N, K]; `swiglu`: the [gate; up] weight of a matmul_swiglu), so a backend
-  /// may start fetching w's first tiles while the next matmul's last ones stream — the weight stream
-  /// then need not pause between the two. `after_attention`: attention runs between them (its K/V
-  /// reads compete with such a fetch). Only time depends on it; the default ignores it.
-  virtual void prefetch_next_weight(const Tensor& w, bool swiglu = false, bool after_attention = false) {
-    (void)w, (void)swiglu, (void)after_attention;
-  }
   virtual void o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* o_bias, const Tensor& post_norm,
                           const NormParams& p, const Tensor& gate_up_w, const Tensor* gate_up_bias, const Tensor& down,
                           const Tensor* down_bias, Tensor& residual, Tensor& delta, Tensor& h, Tensor& gate_up,

@@ -216,14 +216,11 @@ Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits
       k.add_rms_norm(residual, delta, L.input_norm, norm_, h);
     }
     Tensor* const qkv_out[] = {&q2, &k2, &v2};
-    k.prefetch_next_weight(L.o, false, /*after_attention=*/true);
     k.matmul_outputs(h, L.qkv, opt(L.qkv_bias), qkv_out);
     if (family_ == Family::qwen3) k.norm_rope_store_kv(q, kk, v, L.q_norm, L.k_norm, norm_, ab, rope_, cache[i]);
     else k.rope_store_kv(q, kk, v, ab, rope_, cache[i]);
     ap.sliding_window = c.layer_types[i] == "sliding_attention" ? int32_t(c.sliding_window) : 0;
     k.attention(q, cache[i], ab, ap, attn);
-    // The projection after the MLP's down: the next layer's q/k/v, or the logits'.
-    k.prefetch_next_weight(i + 1 < layers_.size() ? layers_[i + 1].qkv : lm_head_);
     k.o_proj_mlp(attn2, L.o, opt(L.o_bias), L.post_norm, norm_, L.gate_up, opt(L.gate_up_bias), L.down,
                  opt(L.down_bias), residual, delta, h, gate_up, mlp_in);
   }

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <string>
-#include <utility>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -259,15 +258,7 @@ void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
     expect_dtype(*bias, DType::bf16, "matmul", "bias");
     RILL_ENSURE(bias->numel() == n, "[matmul] bias {} must have {} elements", bias->describe(), n);
   }
-  const NextWeightScope next(*this);
   matmul_->run(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(), m, n, k, deferral());
-}
-
-void CudaKernels::prefetch_next_weight(const Tensor& w, bool swiglu, bool after_attention) {
-  next_weight_ = {};
-  if (next_prefetch_ == 0 || (after_attention && next_prefetch_ < 2)) return;
-  if (w.device() != Device::cuda || w.dtype() != DType::bf16 || w.ndim() != 2 || !w.is_contiguous()) return;
-  next_weight_ = {w.data(), w.size(0), w.size(1), swiglu};
 }
 
 void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) {
@@ -290,7 +281,6 @@ void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor*
     ends[s] = end;
   }
   fused = fused && end == n && (!bias || (bias->dtype() == DType::bf16 && bias->numel() == n));
-  const NextWeightScope next(*this);
   if (fused && matmul_->run_outputs(x.data(), w.data(), bias ? bias->data() : nullptr, outs, ends, int(ys.size()), m,
                                     n, k, deferral()))
     return;
@@ -307,7 +297,6 @@ void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* 
   const int64_t m = k && x.size(-1) == k ? x.numel() / k : -1;
   const bool shapes = m >= 0 && w.size(0) == 2 * inter && y.size(-1) == inter && y.numel() == m * inter &&
                       (!bias || bias->numel() == 2 * inter);
-  const NextWeightScope next(*this);
   if (fuse_swiglu_ && on_device && bf16s && shapes && x.is_contiguous() && w.is_contiguous() && y.is_contiguous() &&
       matmul_->run_swiglu(x.data(), w.data(), bias ? bias->data() : nullptr, y.data(),
                           gate_up.device() == Device::cuda && gate_up.is_contiguous() &&
@@ -357,16 +346,8 @@ void CudaKernels::o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* 
     a.num_sms = info_.num_sms;
     if (try_launch_decode_mlp(a, stream_.get())) return;
   }
-  // The four ops, each matmul told the weight of the one after it (prefetch_next_weight): gate/up
-  // after o, down after gate/up, and after down whatever the caller's hint named.
-  const MatmulEngine::NextWeight after = std::exchange(next_weight_, {});
-  prefetch_next_weight(gate_up_w, true, false);
-  matmul(attn, o, o_bias, delta);
-  add_rms_norm(residual, delta, post_norm, p, h);
-  prefetch_next_weight(down, false, false);
-  matmul_swiglu(h, gate_up_w, gate_up_bias, gate_up, mlp_in);
-  next_weight_ = after;
-  matmul(mlp_in, down, down_bias, delta);
+  Kernels::o_proj_mlp(attn, o, o_bias, post_norm, p, gate_up_w, gate_up_bias, down, down_bias, residual, delta, h,
+                      gate_up, mlp_in);
 }
 
 void CudaKernels::rms_norm(const Tensor& x, const Tensor& w, const NormParams& p, Tensor& y) {

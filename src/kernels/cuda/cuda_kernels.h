@@ -7,7 +7,6 @@
 #pragma once
 
 #include <memory>
-#include <utility>
 
 #include "core/buffer.h"
 #include "kernels/cuda/caching_allocator.h"
@@ -115,10 +114,6 @@ class CudaKernels final : public Kernels {
   bool rope_pending() const { return rope_pending_; }
   /// How matmul_swiglu runs decode rows (RILL_DECODE_SWIGLU, MatmulEngine::run_swiglu's decode_mode).
   int decode_swiglu() const { return decode_swiglu_; }
-  /// Which prefetch_next_weight hints reach the decode GEMM (RILL_DECODE_NEXT_PREFETCH): 0 none, 1
-  /// those without attention between the two matmuls, 2 all.
-  void set_next_prefetch(int mode) { next_prefetch_ = mode; }
-  void prefetch_next_weight(const Tensor& w, bool swiglu, bool after_attention) override;
   /// Attention with a forced number of KV splits (tests and benchmarks; 0 = automatic).
   void set_attention_splits(int splits) { attention_splits_ = splits; }
   /// Batch-invariant attention's span in keys (a multiple of 64; 0 = the default for the head_dim).
@@ -179,16 +174,6 @@ class CudaKernels final : public Kernels {
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
   int decode_swiglu_ = 2;            // RILL_DECODE_SWIGLU
   bool fuse_decode_mlp_ = false;     // RILL_DECODE_MLP
-  int next_prefetch_ = 1;            // RILL_DECODE_NEXT_PREFETCH
-  MatmulEngine::NextWeight next_weight_;  // prefetch_next_weight's hint, for the next matmul
-  // Hands that hint to the matmul engine for one matmul, and drops what the matmul did not take.
-  struct NextWeightScope {
-    explicit NextWeightScope(CudaKernels& k) : kernels(k) {
-      k.matmul_->set_next_weight(std::exchange(k.next_weight_, {}));
-    }
-    ~NextWeightScope() { kernels.matmul_->set_next_weight({}); }
-    CudaKernels& kernels;
-  };
 };
 
 /// RILL_ATTENTION_SPAN_KEYS: the invariant attention's span (KV positions folded as one partial;
@@ -262,12 +247,6 @@ int parse_decode_trigger(const char* value);
 /// the grid's completion (MatmulEngine::run_swiglu; the bits do not change); anything else → an
 /// error naming the variable.
 int parse_decode_swiglu(const char* value);
-/// RILL_DECODE_NEXT_PREFETCH: null → 1; "0" → 0 (no hint reaches the decode GEMM); "1" → the hints of
-/// matmuls without attention between them (o → gate/up → down → the next q/k/v or the logits): the
-/// warpgroup decode GEMM's CTAs request the next launch's first weight tiles into L2 as they request
-/// their last; "2" → also q/k/v → o, across attention; anything else → an error naming the variable.
-/// Only time depends on it.
-int parse_decode_next_prefetch(const char* value);
 /// RILL_DECODE_MLP: null or "0" → 0 (the four ops: measured faster in the batch-1 decode graph);
 /// "1" → 1 (a batch-1 decode step's o projection and MLP run as one persistent kernel,
 /// CudaKernels::o_proj_mlp: a measurement knob, the bits do not change); anything else → an error

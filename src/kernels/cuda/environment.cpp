@@ -115,11 +115,6 @@ int parse_decode_swiglu(const char* value) {
   return parse_int_in_range("RILL_DECODE_SWIGLU", value, 2, 0, 3,
                             " (0 the SwiGLU kernel; 1-3 in the decode GEMM: split, fold, fold launching at exit)");
 }
-int parse_decode_next_prefetch(const char* value) {
-  return parse_int_in_range("RILL_DECODE_NEXT_PREFETCH", value, 1, 0, 2,
-                            " (0 off; 1 the next weight's first tiles into L2 between projections; 2 also across "
-                            "attention)");
-}
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
 bool parse_attention_cluster(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_CLUSTER", value) != 0; }
@@ -182,7 +177,6 @@ void CudaKernels::configure_from_environment() {
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
   decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU"));
-  next_prefetch_ = parse_decode_next_prefetch(std::getenv("RILL_DECODE_NEXT_PREFETCH"));
   fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
   // Off by default: batch-1 decode 181.5 against 204.3 tok/s with the four ops (bench/RESULTS.md run N).
   fuse_decode_mlp_ = parse_decode_mlp(std::getenv("RILL_DECODE_MLP")) == 1;

@@ -35,13 +35,6 @@ struct GemmKernelArgs {
   bool exit_trigger;    // warpgroup decode: no trigger at all — the next kernel launches as this grid completes
   bool split_schedule;
   bool defer_fold;  // warpgroup decode, split schedule: write the partials only (GemmArgs::defer)
-  // Warpgroup decode: the next launch's first weight tiles to request into L2 (GemmArgs::next_w):
-  // its CTAs [0, next_grid) start with item j = (range j / next_tiles, column tile j % next_tiles)
-  // at k tile range · next_tps, next_stages tiles each; 0 stages: none.
-  const bf16* next_w;
-  int64_t next_n, next_k;
-  bool next_glu;
-  int next_tiles, next_tps, next_ktiles, next_grid, next_stages;
 };
 
 // The address of product element (row, col) in the output holding column col.

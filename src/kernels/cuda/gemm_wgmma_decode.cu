@@ -48,7 +48,7 @@ int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
-                             const __grid_constant__ CUtensorMap tn, GemmKernelArgs a, int splits) {
+                             GemmKernelArgs a, int splits) {
 #if defined(RILL_WGMMA_DEVICE)
   using T = DecodeTile<kBN, kXRows>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -125,20 +125,6 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
       // weight stream; the backend's default). Early (RILL_DECODE_TRIGGER=early): after the wait.
       // At exit (GemmArgs::glu_schedule 2): none — the next kernel launches as this grid completes.
       if (!a.exit_trigger) pdl_trigger();
-      // The next launch's first weight tiles into L2 (GemmArgs::next_w), queued behind this CTA's
-      // last requests: those its CTAs blockIdx.x, + gridDim.x, ... request before their wait.
-      for (int j = blockIdx.x; j < a.next_grid; j += gridDim.x) {
-        const int tile = j % a.next_tiles, kb = j / a.next_tiles * a.next_tps;
-        const int ke = min(a.next_ktiles, kb + a.next_stages);
-        for (int t = kb; t < ke; ++t) {
-          if (a.next_glu) {
-            tma_prefetch_2d(&tn, t * kBK, tile * (kBN / 2));
-            tma_prefetch_2d(&tn, t * kBK, int(a.next_n / 2) + tile * (kBN / 2));
-          } else {
-            tma_prefetch_2d(&tn, t * kBK, tile * kBN);
-          }
-        }
-      }
     } else if (!a.late_trigger) {
       pdl_trigger();
     }
@@ -295,24 +281,7 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));
   GemmKernelArgs la = a;
   la.defer_fold = a.defer_fold && split;
-  // The next launch's first tiles (GemmArgs::next_w), as that launch will take them: the same
-  // 64-column tiles (32 gate + 32 up rows with SwiGLU, which runs the fold schedule: every range in
-  // turn from k 0), its split ranges (gemm_split) otherwise, as many CTAs as fit like this launch.
-  CUtensorMap tn = tw;
-  la.next_grid = la.next_stages = 0;
-  if (a.next_w && a.next_n > 0 && a.next_k > 0 && a.next_k % 8 == 0 && reinterpret_cast<uintptr_t>(a.next_w) % 16 == 0 &&
-      (!a.next_glu || a.next_n % kBN == 0)) {
-    tn = weight_tile_map(a.next_w, a.next_n, a.next_k, a.next_glu ? kBN / 2 : kBN);
-    const GemmSplit sp = gemm_split(a.next_n, a.next_k, num_sms);
-    la.next_tiles = int((a.next_n + kBN - 1) / kBN);
-    la.next_ktiles = int((a.next_k + kBK - 1) / kBK);
-    const bool next_split = !a.next_glu && sp.splits > 1;
-    la.next_tps = next_split ? int(sp.ks / kBK) : 0;
-    const int64_t next_items = int64_t(la.next_tiles) * (next_split ? sp.splits : 1);
-    la.next_grid = int(std::min<int64_t>(next_items, int64_t(resident) * std::max(num_sms, 1)));
-    la.next_stages = std::min(kStages, a.prewait_stages);
-  }
-  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw, tn, la, split ? a.splits : 1);
+  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw, la, split ? a.splits : 1);
   RILL_CUDA_CHECK_LAUNCH();
   return split;
 }

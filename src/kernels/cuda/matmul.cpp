@@ -288,17 +288,8 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
   return best->first;
 }
 
-void MatmulEngine::take_next_weight(GemmArgs& a) {
-  a.next_w = next_.w;
-  a.next_n = next_.n;
-  a.next_k = next_.k;
-  a.next_glu = next_.glu;
-  next_ = NextWeight{};
-}
-
 void MatmulEngine::launch_invariant(GemmArgs& a) {
   if (a.m <= decode_rows() && a.k % 8 == 0) a.config = decode_config(a);
-  take_next_weight(a);
   launch_gemm(a, stream_);
 }
 
@@ -361,7 +352,6 @@ bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, vo
   }
   a.y = y;
   a.glu_inter = inter;
-  take_next_weight(a);
   launch_gemm(a, stream_);
   return true;
 }

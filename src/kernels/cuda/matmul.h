@@ -90,14 +90,6 @@ class MatmulEngine {
   std::vector<MatmulChoice> candidates(const void* x, const void* w, const void* bias, void* y, int64_t m,
                                        int64_t n, int64_t k);
   void set_autotune(bool on) { autotune_ = on; }
-  /// The next matmul's weight (GemmArgs::next_w; Kernels::prefetch_next_weight): taken by the next
-  /// decode launch of the invariant GEMM; null w clears it.
-  struct NextWeight {
-    const void* w = nullptr;
-    int64_t n = 0, k = 0;
-    bool glu = false;
-  };
-  void set_next_weight(const NextWeight& next) { next_ = next; }
   /// The invariant GEMM's decode configuration for every shape (1, 5, 6 tiled; 7, 8 streaming; 9,
   /// 10 tiled through the bulk copy engine; 18, 19 warpgroup; same bits), or 0: timed per (N, K)
   /// on the first eager call (RILL_DECODE_GEMM_CONFIG). Applies to the M it takes (decode_config).
@@ -131,8 +123,6 @@ class MatmulEngine {
   }
 
  private:
-  void take_next_weight(GemmArgs& a);
-  NextWeight next_;
   struct Plan;
   Plan& plan_for(const MatmulShape& shape);
   void run_invariant(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n, int64_t k,

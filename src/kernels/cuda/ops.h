@@ -265,14 +265,6 @@ struct GemmArgs {
   /// describes them here; the op that reads the product folds them (PartialsIn). Otherwise *defer
   /// is left inactive and the outputs are written as usual.
   struct GemmPartials* defer = nullptr;
-  /// Decode launches of configurations 18, 19: the weight of the matmul after this one (a hint,
-  /// Kernels::prefetch_next_weight) — bf16 [next_n, next_k]; next_glu: a [gate; up] weight that runs
-  /// the SwiGLU fold schedule. As a CTA's producer requests its last weight tile it asks L2 for the
-  /// tiles the next launch's CTAs of its index request before their wait, so the weight stream does
-  /// not pause while this grid drains and the next one's CTAs take the SMs. Null: none.
-  const void* next_w = nullptr;
-  int64_t next_n = 0, next_k = 0;
-  bool next_glu = false;
 };
 /// Whether launch_gemm can fuse SwiGLU (GemmArgs::glu_inter) into an m × 2·inter × k GEMM here, and
 /// it pays: the warpgroup GEMM enabled, inter % 64 == 0, k % 8 == 0, and 128 × 128 output tiles

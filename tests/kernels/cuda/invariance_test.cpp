@@ -192,52 +192,6 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
   }
 }
 
-// The next launch's weight tiles requested into L2 by the warpgroup decode kernel (GemmArgs::next_w,
-// a hint) change no bit: configurations 18 and 19, split and fold schedules, next weights of ragged
-// and SwiGLU shapes, and hints the launch must ignore (K not a multiple of 8, a misaligned pointer).
-TEST(CudaInvariance, NextWeightPrefetchKeepsBits) {
-  RILL_REQUIRE_GPU();
-  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
-  uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  const int64_t n = 4096, k = 4096;
-  DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
-  struct Next {
-    int64_t n, k;
-    bool glu;
-    size_t offset;  // elements into the buffer (misalignment)
-  };
-  const Next nexts[] = {{1001, 2056, false, 0}, {6144, 4096, false, 0}, {24576, 4096, true, 0}, {512, 1003, false, 0},
-                        {512, 1024, false, 3}};
-  DevTensor pool(DType::bf16, {int64_t(24576) * 4096 + 8});  // (only prefetched: its contents do not matter)
-  for (int64_t m : {1, 5, 16}) {
-    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
-    for (bool workspace : {false, true}) {
-      auto run = [&](const Next* next) {
-        DevTensor dy(DType::bf16, {m, n});
-        dy.poison();
-        cuda::GemmArgs ga = workspace ? backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k)
-                                      : plain_gemm(dx.t.data(), dw.t.data(), nullptr, nullptr, m, n, k);
-        ga.y = dy.t.data();
-        ga.config = m <= 8 ? 18 : 19;
-        if (next) {
-          ga.next_w = static_cast<const uint16_t*>(pool.t.data()) + next->offset;
-          ga.next_n = next->n;
-          ga.next_k = next->k;
-          ga.next_glu = next->glu;
-        }
-        cuda::launch_gemm(ga, backend().stream());
-        return download_bf16(dy);
-      };
-      const std::vector<float> want = run(nullptr);
-      for (const Next& next : nexts)
-        EXPECT_EQ(differing_bits(want, run(&next)), 0u)
-            << "M=" << m << " workspace " << workspace << " next " << next.n << " x " << next.k << " glu " << next.glu;
-    }
-  }
-}
-
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
 // warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs, or one split range a CTA folded by
 // the reduction kernel) gives the bits of the mma.sync kernel's fold schedule (configuration 2):

@@ -110,10 +110,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
   EXPECT_EQ(cuda::parse_decode_swiglu("3"), 3);
   expect_rejects(cuda::parse_decode_swiglu, {"", "4", "-1", "on", "1x"}, "RILL_DECODE_SWIGLU");
-  EXPECT_EQ(cuda::parse_decode_next_prefetch(nullptr), 1);
-  EXPECT_EQ(cuda::parse_decode_next_prefetch("0"), 0);
-  EXPECT_EQ(cuda::parse_decode_next_prefetch("2"), 2);
-  expect_rejects(cuda::parse_decode_next_prefetch, {"", "3", "-1", "on", "1x"}, "RILL_DECODE_NEXT_PREFETCH");
   EXPECT_EQ(cuda::parse_decode_mlp(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_mlp("0"), 0);
   EXPECT_EQ(cuda::parse_decode_mlp("1"), 1);
