@@ -217,7 +217,7 @@ void add_bench_command(CLI::App& app) {
                 "takes them on the device and the host reads them one step behind)");
   cmd->add_flag("--host-times", args->host_times,
                 "Also print where a decode step's host time goes (batch build, forward: upload and launch, "
-                "argmax, download: mostly waiting for the device), medians in µs");
+                "argmax: queueing it and the ids' copy, ids: waiting for them), medians in µs");
   cmd->callback([args] { bench(*args); });
 }
 

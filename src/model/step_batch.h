@@ -27,7 +27,8 @@ struct StepBatch {
   std::vector<int32_t> state_slots;
   /// Optional: an i32 device tensor whose n values replace the first n ids of `tokens` on the
   /// device (n = its element count ≤ num_tokens()), e.g. the ids the previous decode step picked,
-  /// so the step can be queued before the host has read them. `tokens` still gives the count.
+  /// so the step can be queued before the host has read them. `tokens` still gives the count. The
+  /// ids must lie in the vocabulary: unlike `tokens`, forward() cannot check them on the host.
   Tensor token_source;
 
   int32_t num_rows() const { return int32_t(context_lens.size()); }
