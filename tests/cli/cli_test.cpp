@@ -90,15 +90,21 @@ TEST(Cli, BadBenchLists) {
 }
 
 TEST(Cli, BenchPrintsFiguresAndHostTimes) {
-  // One line a figure (scripts collect them); --host-times adds the decode step's host breakdown.
+  // One line a figure (scripts collect them); --host-times adds the decode step's host breakdown;
+  // the decode line names how steps were fed.
   Result r = run("bench --model " + kFixture + " --device cpu --prompt-len 8 --decode-tokens 3 --host-times");
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* key : {"prefill_tokens_per_s ", "decode_tokens_per_s ", "decode_host_us build "})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " missing from:\n" << r.out;
   EXPECT_NE(r.out.find("(medians of 3 steps)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ids fed on the device, read one step behind"), std::string::npos) << r.out;
   Result plain = run("bench --model " + kFixture + " --device cpu --prompt-len 8 --decode-tokens 2");
   ASSERT_EQ(plain.code, 0) << plain.err;
   EXPECT_EQ(plain.out.find("decode_host_us"), std::string::npos) << plain.out;
+  // --sync-steps: the loop that reads each step's ids before queueing the next.
+  Result sync = run("bench --model " + kFixture + " --device cpu --prompt-len 8 --decode-tokens 2 --sync-steps");
+  ASSERT_EQ(sync.code, 0) << sync.err;
+  EXPECT_NE(sync.out.find("each step's ids read before the next"), std::string::npos) << sync.out;
 }
 
 TEST(Cli, SeededSamplingIsReproducible) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/model_runner.h"
+#include "core/error.h"
 
 namespace rill {
 namespace {
@@ -169,6 +170,16 @@ TEST_P(Parity, DeviceFedTokensEqualHostFed) {
     ASSERT_EQ(std::memcmp(lh.data(), ld.data(), lh.size() * sizeof(float)), 0) << "step " << t;
   }
   EXPECT_EQ(generated, ref.greedy[0]);
+  // A token source that is not i32, or holds more ids than the step has tokens, is refused by name.
+  Buffer bad_buffer(device.kernels().allocator(), 2 * sizeof(float));
+  for (const Tensor& bad : {bad_buffer.as(DType::f32, {2}), bad_buffer.as(DType::i32, {2})}) {
+    try {
+      device.step({{&ds, {0}, Logits::last}}, &bad);
+      ADD_FAILURE() << "token_source " << bad.describe() << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("token_source"), std::string::npos) << e.what();
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
