@@ -4,7 +4,7 @@
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|figures|dense|
-#   serve|full|profile|attn|trace]
+#   serve|full|profile|attn|trace|ab|leave-out]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
@@ -28,7 +28,9 @@
 #   side by side — RILL_AB_ENVS="NAME=A NAME=B ..." each running the RILL_AB_TESTS gtest filter, then
 #   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (a setting starting
 #   with "--" is a rill bench flag instead, e.g. RILL_AB_ENVS="RILL_AB=default --sync-steps";
-#   RILL_SKIP_CTEST=1 skips ctest -L cuda).
+#   RILL_SKIP_CTEST=1 skips ctest -L cuda); leave-out: no tests — a second build with -DRILL_LEAVE_OUT=ON and
+#   `rill bench` (RILL_AB_ARGS) with each RILL_LEAVE_OUT of RILL_LEAVE_OUT_SETS (default "none n r ra nra":
+#   captured decode steps without those ops — wrong outputs, what the step costs without them), RILL_AB_REPS times.
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -75,6 +77,26 @@ if [[ "$mode" == trace ]]; then
   exit 0
 fi
 
+if [[ "$mode" == leave-out ]]; then
+  log "leave-out build (-DRILL_LEAVE_OUT=ON)"
+  if ! { cmake -S . -B build-leave -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
+           -DRILL_LEAVE_OUT=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
+         cmake --build build-leave -j"$(nproc)" --target rill; } > "$out/build_leave.log" 2>&1; then
+    tail -20 "$out/build_leave.log"
+    log "LEAVE-OUT BUILD FAILED"
+    exit 1
+  fi
+  build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
+  for ((rep = 1; rep <= ${RILL_AB_REPS:-2}; ++rep)); do
+    for set in ${RILL_LEAVE_OUT_SETS:-none n r ra nra}; do
+      RILL_LEAVE_OUT=$set timeout 150 build-leave/rill bench --device cuda --model /tmp/q8 \
+        ${RILL_AB_ARGS:---prompt-len 512,8192 --decode-tokens 64} 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" |
+        grep -E "decode_tokens_per_s" | sed "s/^/  [leave out $set] #$rep: /" | tee -a "$out/summary.txt"
+    done
+  done
+  log "done (leave-out)"
+  exit 0
+fi
 if [[ "$mode" == serve ]]; then log "serve phase: tests skipped (run by the dense phase)"; fi
 if [[ "$mode" == prefill || "$mode" == batches || "$mode" == attn ]]; then  # the warpgroup kernels' own tests first, with a short leash (a hang costs little)
   timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.Wgmma*:CudaInvariance.GemmConfigurationsAgree:CudaInvariance.MatmulRowAloneEqualsRowInBatches:CudaInvariance.Attention*:CudaAttention.*' \
@@ -112,7 +134,7 @@ serve() {  # label, args...
 dense=0; serving=0
 case "$mode" in
   dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;;
-  lite|decode|attn-decode|sweep|prefill|final|figures|batches|profile|attn|trace|ab) ;;
+  lite|decode|attn-decode|sweep|prefill|final|figures|batches|profile|attn|trace|ab|leave-out) ;;
   *) log "unknown mode $mode"; exit 2 ;;
 esac
 log "make-model qwen3-8b"

@@ -131,6 +131,7 @@ void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tenso
     rope_pending_ = true;
     return;
   }
+  if (left_out('r')) return;  // a measurement build (RILL_LEAVE_OUT)
   launch_rope(a, stream_.get());
 }
 
@@ -147,6 +148,7 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
               cache.k.describe());
   const int64_t hkv = cache.k.size(2);
   check_cache("attention", cache, hkv, d);
+  if (!rope_pending_ && left_out('a')) return;  // a measurement build (RILL_LEAVE_OUT)
   RILL_ENSURE(hkv > 0 && hq % hkv == 0, "[attention] {} query heads are not a multiple of {} kv heads", hq, hkv);
   RILL_ENSURE(d == 16 || d == 32 || d == 64 || d == 128 || d == 256,
               "[attention] head_dim {} is not supported (16, 32, 64, 128, 256)", d);

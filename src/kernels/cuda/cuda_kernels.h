@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "core/buffer.h"
 #include "kernels/cuda/caching_allocator.h"
@@ -174,6 +175,12 @@ class CudaKernels final : public Kernels {
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
   int decode_swiglu_ = 2;            // RILL_DECODE_SWIGLU
   bool fuse_decode_mlp_ = false;     // RILL_DECODE_MLP
+  // A measurement build's ops to leave out of captured steps (RILL_LEAVE_OUT; always empty otherwise).
+  std::string leave_out_;
+  // True when `op` ('n' add + RMSNorm, 'r' RoPE + K/V write, 'a' attention) is to be left out of
+  // the step being captured: only in a build configured with RILL_LEAVE_OUT=ON (wrong outputs, the
+  // same work otherwise; bench/RESULTS.md run W), never in another.
+  bool left_out(char op) const;
 };
 
 /// RILL_ATTENTION_SPAN_KEYS: the invariant attention's span (KV positions folded as one partial;
@@ -247,6 +254,11 @@ int parse_decode_trigger(const char* value);
 /// the grid's completion (MatmulEngine::run_swiglu; the bits do not change); anything else → an
 /// error naming the variable.
 int parse_decode_swiglu(const char* value);
+/// RILL_LEAVE_OUT (read only by a build configured with -DRILL_LEAVE_OUT=ON, for measurement): null,
+/// "" or "none" → "" (nothing); else letters of "nra" — the add + RMSNorm ('n'), RoPE + K/V write
+/// ('r') and attention ('a') ops whose launches captured decode steps skip (wrong outputs: what a
+/// step costs without them); anything else → an error naming the variable.
+std::string parse_leave_out(const char* value);
 /// RILL_DECODE_MLP: null or "0" → 0 (the four ops: measured faster in the batch-1 decode graph);
 /// "1" → 1 (a batch-1 decode step's o projection and MLP run as one persistent kernel,
 /// CudaKernels::o_proj_mlp: a measurement knob, the bits do not change); anything else → an error

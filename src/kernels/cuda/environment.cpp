@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/ops.h"
@@ -115,6 +116,13 @@ int parse_decode_swiglu(const char* value) {
   return parse_int_in_range("RILL_DECODE_SWIGLU", value, 2, 0, 3,
                             " (0 the SwiGLU kernel; 1-3 in the decode GEMM: split, fold, fold launching at exit)");
 }
+std::string parse_leave_out(const char* value) {
+  if (!value || std::string_view(value).empty() || std::string_view(value) == "none") return {};
+  const std::string_view v(value);
+  if (v.find_first_not_of("nra") != std::string_view::npos)
+    fail("RILL_LEAVE_OUT: must be none or letters of nra (n add + RMSNorm, r RoPE, a attention), got '{}'", v);
+  return std::string(v);
+}
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
 bool parse_attention_cluster(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_CLUSTER", value) != 0; }
@@ -199,6 +207,12 @@ void CudaKernels::configure_from_environment() {
   set_pdl_early_trigger(parse_pdl_trigger(std::getenv("RILL_PDL_TRIGGER")) == 1);
 #if defined(RILL_PDL_TRACE)
   pdl_trace_start();
+#endif
+#if defined(RILL_LEAVE_OUT)
+  leave_out_ = parse_leave_out(std::getenv("RILL_LEAVE_OUT"));
+  if (!leave_out_.empty())
+    logger().warn("RILL_LEAVE_OUT={}: captured decode steps skip these ops; every output is wrong (measurement only)",
+                  leave_out_);
 #endif
   if (const char* impl = std::getenv("RILL_INVARIANT_GEMM")) {
     const std::string_view v(impl);

@@ -110,6 +110,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
   EXPECT_EQ(cuda::parse_decode_swiglu("3"), 3);
   expect_rejects(cuda::parse_decode_swiglu, {"", "4", "-1", "on", "1x"}, "RILL_DECODE_SWIGLU");
+  EXPECT_EQ(cuda::parse_leave_out(nullptr), "");
+  EXPECT_EQ(cuda::parse_leave_out("none"), "");
+  EXPECT_EQ(cuda::parse_leave_out("nra"), "nra");
+  expect_rejects(cuda::parse_leave_out, {"x", "n,r", "all", "N"}, "RILL_LEAVE_OUT");
   EXPECT_EQ(cuda::parse_decode_mlp(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_mlp("0"), 0);
   EXPECT_EQ(cuda::parse_decode_mlp("1"), 1);
