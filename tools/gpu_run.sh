@@ -57,16 +57,20 @@ if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=O
 fi
 log "build ok"
 
-if [[ "$mode" == trace ]]; then
-  log "trace build (-DRILL_PDL_TRACE=ON)"
-  if ! { cmake -S . -B build-trace -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
-           -DRILL_PDL_TRACE=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
-         cmake --build build-trace -j"$(nproc)" --target rill; } > "$out/build_trace.log" 2>&1; then
-    tail -20 "$out/build_trace.log"
-    log "TRACE BUILD FAILED"
+# A measurement build of `rill` in build-NAME with the CMake option OPTION on (exits on failure), then the model.
+measurement_build() {  # NAME OPTION
+  log "$1 build (-D$2=ON)"
+  if ! { cmake -S . -B "build-$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
+           "-D$2=ON" -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
+         cmake --build "build-$1" -j"$(nproc)" --target rill; } > "$out/build_$1.log" 2>&1; then
+    tail -20 "$out/build_$1.log"
+    log "$1 BUILD FAILED"
     exit 1
   fi
   build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
+}
+if [[ "$mode" == trace ]]; then
+  measurement_build trace RILL_PDL_TRACE
   for ctx in ${RILL_TRACE_CTX:-512 8192}; do
     log "trace: batch-1 decode at context $ctx"
     RILL_PDL_TRACE=/tmp/trace_$ctx.csv build-trace/rill bench --device cuda --model /tmp/q8 --prompt-len "$ctx" \
@@ -78,15 +82,7 @@ if [[ "$mode" == trace ]]; then
 fi
 
 if [[ "$mode" == leave-out ]]; then
-  log "leave-out build (-DRILL_LEAVE_OUT=ON)"
-  if ! { cmake -S . -B build-leave -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
-           -DRILL_LEAVE_OUT=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
-         cmake --build build-leave -j"$(nproc)" --target rill; } > "$out/build_leave.log" 2>&1; then
-    tail -20 "$out/build_leave.log"
-    log "LEAVE-OUT BUILD FAILED"
-    exit 1
-  fi
-  build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
+  measurement_build leave RILL_LEAVE_OUT
   for ((rep = 1; rep <= ${RILL_AB_REPS:-2}; ++rep)); do
     for set in ${RILL_LEAVE_OUT_SETS:-none n r ra nra}; do
       RILL_LEAVE_OUT=$set timeout 150 build-leave/rill bench --device cuda --model /tmp/q8 \
