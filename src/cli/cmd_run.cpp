@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -85,13 +86,13 @@ struct TurnResult {
 };
 
 // Generates after `gen` has been fed the prompt (whose last logits are `logits`), streaming text.
-TurnResult generate(Session& s, Generator& gen, HostSampler& sampler, std::vector<float> logits, int32_t max_tokens,
+TurnResult generate(Session& s, Generator& gen, TokenPicker& picker, Tensor logits, int32_t max_tokens,
                     bool stream_text) {
   TurnResult r;
   std::optional<text::IncrementalDetokenizer> detok;
   if (s.tokenizer) detok.emplace(*s.tokenizer, /*skip_special_tokens=*/true);
   for (int32_t i = 0; i < max_tokens; ++i) {
-    int32_t next = sampler.sample(std::move(logits));
+    int32_t next = picker.pick(logits);
     bool stop = std::find(s.stop_ids.begin(), s.stop_ids.end(), next) != s.stop_ids.end();
     r.ids.push_back(next);
     if (detok) {
@@ -140,12 +141,13 @@ void run_once(const RunArgs& a) {
   SamplingOptions sampling = a.sampling;
   if (!a.seed_given) sampling.seed = std::random_device{}();
   Generator gen(*s.model, int32_t(context));
-  HostSampler sampler(sampling);
+  TokenPicker picker(s.model->kernels(), sampling);
   const bool text_out = s.tokenizer && !a.print_ids;
   auto t1 = Clock::now();
-  std::vector<float> logits = gen.feed(prompt);
+  Tensor logits = gen.feed(prompt);
+  s.model->kernels().synchronize();  // (the prompt's time: feed only queues it)
   auto t2 = Clock::now();
-  TurnResult r = generate(s, gen, sampler, std::move(logits), a.max_tokens, text_out);
+  TurnResult r = generate(s, gen, picker, logits, a.max_tokens, text_out);
   auto t3 = Clock::now();
   if (text_out) {
     std::printf("\n");
@@ -178,7 +180,7 @@ void run_chat(const RunArgs& a) {
   SamplingOptions sampling = a.sampling;
   if (!a.seed_given) sampling.seed = std::random_device{}();
   Generator gen(*s.model, context);
-  HostSampler sampler(sampling);
+  TokenPicker picker(s.model->kernels(), sampling);
   nlohmann::json messages = nlohmann::json::array();
   if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
   std::vector<int32_t> history;  // tokens whose KV the generator holds
@@ -198,9 +200,9 @@ void run_chat(const RunArgs& a) {
     if (common == prompt.size()) --common;  // at least one token must be fed to get logits
     gen.truncate(int32_t(common));
     std::vector<int32_t> rest(prompt.begin() + long(common), prompt.end());
-    std::vector<float> logits = gen.feed(rest);
+    Tensor logits = gen.feed(rest);
     int32_t budget = std::min<int32_t>(a.max_tokens, context - gen.length());
-    TurnResult r = generate(s, gen, sampler, std::move(logits), budget, true);
+    TurnResult r = generate(s, gen, picker, logits, budget, true);
     std::printf("\n");
     std::fflush(stdout);
     history = prompt;

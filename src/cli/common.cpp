@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "model/random_model.h"
@@ -78,19 +77,6 @@ std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab_size, cons
   }
   if (ids.empty()) fail("{}: no token ids given", flag);
   return ids;
-}
-
-std::vector<float> logits_to_host(Kernels& kernels, const Tensor& logits) {
-  std::vector<float> out(size_t(logits.numel()));
-  if (logits.dtype() == DType::f32) {
-    kernels.download(logits, out.data());
-    return out;
-  }
-  std::vector<uint16_t> raw(out.size());
-  kernels.download(logits, raw.data());
-  for (size_t i = 0; i < raw.size(); ++i)
-    out[i] = logits.dtype() == DType::bf16 ? bf16_to_f32(bf16_t{raw[i]}) : f16_to_f32(f16_t{raw[i]});
-  return out;
 }
 
 void Progress::update(double done, double total, const std::string& unit) {

@@ -29,9 +29,6 @@ std::filesystem::path resolve_model_dir(const std::string& given);
 /// Errors name `flag` and the offending value.
 std::vector<int32_t> parse_ids(const std::string& text, int64_t vocab_size, const std::string& flag);
 
-/// Copies logits [R, V] (any float dtype) to a host f32 vector.
-std::vector<float> logits_to_host(Kernels& kernels, const Tensor& logits);
-
 /// A single status line on stderr, redrawn in place when stderr is a terminal.
 class Progress {
  public:
