@@ -4,7 +4,7 @@
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|figures|dense|
-#   serve|full|profile|attn|trace|ab|leave-out]
+#   serve|serve-ab|full|profile|attn|trace|ab|leave-out]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
@@ -30,7 +30,9 @@
 #   with "--" is a rill bench flag instead, e.g. RILL_AB_ENVS="RILL_AB=default --sync-steps";
 #   RILL_SKIP_CTEST=1 skips ctest -L cuda); leave-out: no tests — a second build with -DRILL_LEAVE_OUT=ON and
 #   `rill bench` (RILL_AB_ARGS) with each RILL_LEAVE_OUT of RILL_LEAVE_OUT_SETS (default "none n r ra nra":
-#   captured decode steps without those ops — wrong outputs, what the step costs without them), RILL_AB_REPS times.
+#   captured decode steps without those ops — wrong outputs, what the step costs without them), RILL_AB_REPS times;
+#   serve-ab: quick (RILL_SKIP_CTEST=1: no ctest) + `rill bench-serve` on the cells of RILL_SERVE_CELLS with
+#   overlapped steps (the default) and with --sync-steps, alternating RILL_AB_REPS times.
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -130,7 +132,7 @@ serve() {  # label, args...
 dense=0; serving=0
 case "$mode" in
   dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;;
-  lite|decode|attn-decode|sweep|prefill|final|figures|batches|profile|attn|trace|ab|leave-out) ;;
+  lite|decode|attn-decode|sweep|prefill|final|figures|batches|profile|attn|trace|ab|leave-out|serve-ab) ;;
   *) log "unknown mode $mode"; exit 2 ;;
 esac
 log "make-model qwen3-8b"
@@ -309,6 +311,17 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
     done
   done
   log "done (ab)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == serve-ab ]]; then  # the serving engine with and without overlapped steps, alternating
+  bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
+  for ((rep = 1; rep <= ${RILL_AB_REPS:-2}; ++rep)); do
+    for flag in "" --sync-steps; do
+      serve "${flag:-overlapped} #$rep" --model /tmp/q8 \
+        --cells "${RILL_SERVE_CELLS:-1:1000:1000,16:1000:1000,64:1000:1000,256:512:128,64:512:128:0.9}" $flag
+    done
+  done
+  log "done (serve-ab)"
   exit $ctest_rc
 fi
 if [[ "$mode" == figures ]]; then  # RESULTS.md's dense-model figures, default mode, with host times

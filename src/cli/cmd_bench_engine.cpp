@@ -35,7 +35,7 @@ struct BenchServeArgs {
   size_t kv_memory = 0;
   int32_t max_batched_tokens = 4096, max_num_seqs = 0;
   uint64_t seed = 1;
-  bool no_prefix_cache = false;
+  bool no_prefix_cache = false, sync_steps = false;
   std::string scenario = "throughput";
   int32_t context = 50000, extend = 200;
   int32_t snapshot_interval = 0;
@@ -230,8 +230,9 @@ void run_cell(const BenchServeArgs& a, const Cell& cell, uint64_t seed, Engine& 
   std::printf("itl_p50_ms %.2f\nitl_p99_ms %.2f\n", 1e3 * percentile(itl, 0.5), 1e3 * percentile(itl, 0.99));
   std::printf("prefix_hit_tokens %lld of %lld prompt tokens\n", (long long)(s.prefix_hit_tokens - before.prefix_hit_tokens),
               (long long)(s.prompt_tokens - before.prompt_tokens));
-  std::printf("preemptions %lld steps %lld kv_blocks %d\n", (long long)(s.num_preemptions - before.num_preemptions),
-              (long long)(s.num_steps - before.num_steps), s.kv_blocks_total);
+  std::printf("preemptions %lld steps %lld (%lld overlapped) kv_blocks %d\n",
+              (long long)(s.num_preemptions - before.num_preemptions), (long long)(s.num_steps - before.num_steps),
+              (long long)(s.steps_overlapped - before.steps_overlapped), s.kv_blocks_total);
   std::fflush(stdout);
 }
 
@@ -258,6 +259,7 @@ void bench_serve(const BenchServeArgs& a) {
   o.max_num_seqs = a.max_num_seqs > 0 ? a.max_num_seqs : max_concurrency;
   o.max_waiting = std::max(1024, max_concurrency * 2);
   o.prefix_caching = !a.no_prefix_cache;
+  o.overlap_steps = !a.sync_steps;
   o.snapshot_interval_blocks = a.snapshot_interval;
   o.state_snapshot_bytes = a.state_snapshot_memory;
   Engine engine(std::move(kernels), std::move(model), o);
@@ -294,6 +296,9 @@ void add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--max-batched-tokens", args->max_batched_tokens, "New tokens per engine step")->capture_default_str();
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "Rows per step (default: --concurrency)");
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
+  cmd->add_flag("--sync-steps", args->sync_steps,
+                "Read each step's token ids before scheduling the next (default: launch the next step first, its "
+                "ids fed on the device)");
   cmd->add_option("--seed", args->seed, "Prompt and sampling seed")->capture_default_str();
   cmd->add_option("--scenario", args->scenario, "throughput (closed-loop clients) or multiturn (cached-turn TTFT)")
       ->capture_default_str();

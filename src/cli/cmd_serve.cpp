@@ -27,7 +27,7 @@ struct ServeArgs {
   int max_batched_tokens = 2048, max_state_slots = 0, max_sessions = 64;
   double session_pinned_fraction = 0.5;
   size_t state_snapshot_memory = 0;
-  bool no_prefix_cache = false, no_cuda_graphs = false;
+  bool no_prefix_cache = false, no_cuda_graphs = false, sync_steps = false;
   std::string batch_invariant;  // empty: the backend default (on; RILL_BATCH_INVARIANT=0 turns it off)
 };
 
@@ -65,6 +65,7 @@ void serve(const ServeArgs& a) {
   eo.max_model_len = a.max_model_len;
   eo.max_num_batched_tokens = a.max_batched_tokens;
   eo.prefix_caching = !a.no_prefix_cache;
+  eo.overlap_steps = !a.sync_steps;
   eo.max_state_slots = a.max_state_slots;
   eo.state_snapshot_bytes = a.state_snapshot_memory;
   eo.max_sessions = a.max_sessions;
@@ -126,6 +127,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-batched-tokens", args->max_batched_tokens, "New tokens per engine step (prefill chunk budget)")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
+  cmd->add_flag("--sync-steps", args->sync_steps,
+                "Read each step's token ids before scheduling the next (default: launch the next step first, its "
+                "ids fed on the device; models with recurrent state always read first)");
   cmd->add_option("--max-sessions", args->max_sessions,
                   "Sessions (request session_id) whose last prompt stays pinned in the cache; 0: none")
       ->capture_default_str();

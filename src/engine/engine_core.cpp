@@ -115,7 +115,8 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                                       ? options.snapshot_interval_blocks
                                       : std::max(1, options.max_num_batched_tokens / options.block_size)},
                  &sessions_),
-      executor_(model, *kv_, state_pool_.enabled()) {
+      executor_(model, *kv_, state_pool_.enabled()),
+      overlap_(options.overlap_steps && !state_pool_.enabled() && model.accepts_token_source()) {
   const ModelConfig& c = model.config();
   max_model_len_ = options.max_model_len > 0 ? options.max_model_len : int32_t(c.max_position_embeddings);
   if (max_model_len_ <= 0) max_model_len_ = INT32_MAX / 2;
@@ -128,10 +129,13 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
           : options.model_identity;
   ns_prefix_ = fmt::format("{}|kv:{}:{}x{}x{}:bs{}|", identity, dtype_name(spec.dtype), spec.num_layers,
                            spec.num_kv_heads, spec.head_dim, options.block_size);
-  logger().info("engine: {} KV blocks of {} tokens ({:.1f} MiB), max_model_len {}, prefix caching {}",
+  logger().info("engine: {} KV blocks of {} tokens ({:.1f} MiB), max_model_len {}, prefix caching {}, steps {}",
                 kv_->num_blocks(), options.block_size,
                 double(spec.bytes_per_block(options.block_size)) * kv_->num_blocks() / (1 << 20), max_model_len_,
-                options.prefix_caching ? "on" : "off");
+                options.prefix_caching ? "on" : "off",
+                overlap_                  ? "overlapped (each launched before the previous one's ids are read)"
+                : options.overlap_steps ? "one at a time (this model reads its ids from the host)"
+                                        : "one at a time");
   if (state_pool_.enabled())
     logger().info(
         "engine: hybrid model: {} state slots of {:.2f} MiB; prefix-cache state snapshots: {} of at most {} "
@@ -223,6 +227,7 @@ void EngineCore::add(Request request, RequestHandle stream, Clock::time_point su
 }
 
 void EngineCore::cancel(uint64_t id) {
+  if (inflight_) settle();  // no launched step may name a sequence this frees
   auto it = requests_.find(id);
   if (it == requests_.end()) return;  // already finished: its stream is complete
   RequestState& r = *it->second;
@@ -242,6 +247,9 @@ void EngineCore::cancel(uint64_t id) {
 }
 
 void EngineCore::fail_all(const std::string& message, FinishReason reason) {
+  // After a failed step its launch may be half made: nothing of it is read.
+  inflight_.reset();
+  executor_.abandon();
   for (auto& [id, state] : requests_) {
     for (auto& seq : state->sequences)
       if (seq->status != SequenceStatus::finished) scheduler_.remove(seq.get());
@@ -255,17 +263,53 @@ void EngineCore::fail_all(const std::string& message, FinishReason reason) {
 }
 
 bool EngineCore::step() {
-  if (scheduler_.idle()) return false;
+  if (scheduler_.idle()) {
+    if (!inflight_) return false;
+    settle();  // the last draws
+    return true;
+  }
   drop_evicted_snapshots();
   StepPlan plan = scheduler_.schedule();
   drop_evicted_snapshots();
-  RILL_CHECK(!plan.empty(), "scheduler made no progress with {} waiting and {} running sequences",
-             scheduler_.num_waiting(), scheduler_.num_running());
-  executor_.run(plan, result_);
-  commit(plan, result_);
+  if (plan.empty()) {
+    // Every running sequence waits for a draw of the step in flight (its last by length).
+    RILL_CHECK(inflight_, "scheduler made no progress with {} waiting and {} running sequences",
+               scheduler_.num_waiting(), scheduler_.num_running());
+    settle();
+    if (options_.check_invariants) check_invariants();
+    return true;
+  }
+  InFlight next{std::move(plan), StepResult{}};
+  executor_.launch(next.plan, next.result);
+  if (inflight_) {  // the previous step's draws, read while the device runs this one
+    settle();
+    ++counters_.steps_overlapped;
+  }
+  advance(next.plan, next.result);
+  inflight_ = std::move(next);
+  if (!overlap_ || !may_overlap(*inflight_)) settle();
   ++counters_.num_steps;
   if (options_.check_invariants) check_invariants();
   return true;
+}
+
+bool EngineCore::may_overlap(const InFlight& f) const {
+  for (const ScheduledRow& row : f.plan.rows)
+    if (row.sample && row.seq->status != SequenceStatus::finished &&
+        (row.seq->awaiting_fork || row.seq->request->uses_adjust))
+      return false;
+  return true;
+}
+
+void EngineCore::settle() {
+  RILL_CHECK(inflight_, "settle with no step in flight");
+  InFlight f = std::move(*inflight_);
+  inflight_.reset();
+  executor_.collect(f.result);
+  commit_draws(f.plan, f.result);
+  // Requests retired by the settle before this one may have had rows in this step: now unused.
+  retired_before_ = std::move(retired_);
+  retired_.clear();
 }
 
 Sequence* EngineCore::fork(Sequence& parent, int32_t index) {
@@ -293,8 +337,7 @@ Sequence* EngineCore::fork(Sequence& parent, int32_t index) {
   return out;
 }
 
-void EngineCore::commit(const StepPlan& plan, const StepResult& result) {
-  const Clock::time_point now = Clock::now();
+void EngineCore::advance(const StepPlan& plan, const StepResult& result) {
   for (Sequence* seq : plan.admitted)
     if (seq->index == 0 && seq->num_preemptions == 0 && seq->num_output() == 0) {
       counters_.prompt_tokens += seq->prompt_len;
@@ -303,11 +346,26 @@ void EngineCore::commit(const StepPlan& plan, const StepResult& result) {
   for (size_t i = 0; i < plan.rows.size(); ++i) {
     const ScheduledRow& row = plan.rows[i];
     Sequence& seq = *row.seq;
+    if (seq.status == SequenceStatus::finished) continue;  // a stop drawn in the step before; row wasted
     seq.num_computed += row.num_tokens;
     counters_.computed_tokens += row.num_tokens;
     kv_->commit(seq.table, seq.tokens, seq.num_computed, seq.request->ns_key);
     if (scheduler_.is_snapshot_boundary(seq, seq.num_computed)) save_snapshot(seq);
-    if (!row.sample) continue;
+    if (!row.sample || seq.awaiting_fork) continue;  // a fork is made on the host when its draws are read
+    // The draw goes at the end as a pending token, so the next step can feed it from the device —
+    // unless it is the sequence's last by length: then the sequence has no row until it is read.
+    seq.pending_draw = result.first[i];
+    const Request& req = seq.request->request;
+    if (seq.num_output() + 1 < req.max_tokens && seq.length() + 1 < max_model_len_) seq.tokens.push_back(kPendingToken);
+  }
+}
+
+void EngineCore::commit_draws(const StepPlan& plan, const StepResult& result) {
+  const Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < plan.rows.size(); ++i) {
+    const ScheduledRow& row = plan.rows[i];
+    Sequence& seq = *row.seq;
+    if (!row.sample || seq.status == SequenceStatus::finished) continue;  // ended while this step ran
     const int32_t first = result.first[i];
     if (seq.awaiting_fork) {
       seq.awaiting_fork = false;
@@ -328,7 +386,10 @@ void EngineCore::emit(Sequence& seq, const SampledToken& drawn, Clock::time_poin
   RequestState& r = *seq.request;
   const Request& req = r.request;
   if (seq.status == SequenceStatus::finished) return;  // cannot happen; defensive against double events
-  seq.append(drawn.token);
+  if (seq.pending_draw >= 0)
+    seq.fill_pending(drawn.token);
+  else
+    seq.append(drawn.token);
   ++counters_.generated_tokens;
   double itl_s = 0;
   if (!r.has_first_token) {
@@ -363,7 +424,8 @@ void EngineCore::emit(Sequence& seq, const SampledToken& drawn, Clock::time_poin
 
 void EngineCore::finish_sequence(Sequence& seq, FinishReason reason, TokenEvent& e) {
   RequestState& r = *seq.request;
-  if (seq.index == 0) pin_session(seq);
+  // (A sequence preempted while its last draw was in flight holds no blocks: the old pin stays.)
+  if (seq.index == 0 && !seq.table.empty()) pin_session(seq);
   scheduler_.remove(&seq);
   e.finish = reason;
   ++r.num_finished;
@@ -372,8 +434,10 @@ void EngineCore::finish_sequence(Sequence& seq, FinishReason reason, TokenEvent&
   r.stream->push(std::move(e));
   if (done) {
     ++counters_.requests_finished;
-    const uint64_t id = r.id;
-    requests_.erase(id);  // destroys r and its sequences
+    // Kept alive until no launched step names its sequences (settle), then destroyed.
+    auto it = requests_.find(r.id);
+    retired_.push_back(std::move(it->second));
+    requests_.erase(it);
   }
 }
 
@@ -440,7 +504,8 @@ void EngineCore::check_invariants() const {
         RILL_CHECK(seq->slot >= 0, "running sequence {} of a hybrid model holds no state slot", seq->id);
       if (seq->slot >= 0) slots.push_back(seq->slot);
       slots.insert(slots.end(), seq->fork_slots.begin(), seq->fork_slots.end());
-      RILL_CHECK(seq->num_computed < seq->length(), "live sequence {} has nothing to compute", seq->id);
+      RILL_CHECK(seq->num_computed < seq->length() || seq->pending_draw >= 0, "live sequence {} has nothing to compute",
+                 seq->id);
       RILL_CHECK(int64_t(seq->table.blocks.size()) * kv_->block_size() >= seq->num_computed,
                  "sequence {}: table too short for {} computed tokens", seq->id, seq->num_computed);
       if (seq->status == SequenceStatus::waiting) RILL_CHECK(seq->table.empty(), "waiting sequence {} holds blocks", seq->id);

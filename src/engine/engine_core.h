@@ -3,10 +3,21 @@
 // admits requests, and advances every live request by one step() at a time: schedule, run,
 // commit, publish events. No locks: Engine (engine.h) calls it from its own thread, and tests
 // drive it directly for deterministic step-by-step checks.
+//
+// Overlapped steps (EngineOptions::overlap_steps): step k is launched before step k - 1's draws
+// are read. Each drawing row of k - 1 left a kPendingToken at its sequence's end, so k schedules
+// it as a decode row whose id the executor gathers on the device; then k - 1's draws are read
+// and published (the host's read, events and bookkeeping run while the device computes k). The
+// costs are one step late: a sequence that drew a stop token in k - 1 also ran a row in k (its
+// draw dropped, its blocks freed when k - 1 is read, its request kept alive until k is read). A
+// step whose draws feed a fork (n > 1) or a penalty table is read before the next is scheduled,
+// and models that do not take device-fed ids (hybrid ones) never overlap. Outputs are the same
+// bits either way: the same rows see the same ids and positions.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -38,6 +49,9 @@ struct EngineOptions {
   std::string model_identity;
   /// RILL_CHECK the KV invariants after every step (tests; costs O(blocks) per step).
   bool check_invariants = false;
+  /// Launch each step before reading the previous one's draws (see above); off: every step is
+  /// read before the next is scheduled.
+  bool overlap_steps = true;
   // ---- Hybrid models (recurrent state; ignored for models without it).
   /// State slots, i.e. sequences that can run at once; 0: max_num_seqs.
   int32_t max_state_slots = 0;
@@ -79,7 +93,7 @@ class EngineCore {
   /// Ends every live request with an error event (after a failed step, or at shutdown).
   void fail_all(const std::string& message, FinishReason reason);
 
-  bool has_work() const { return !scheduler_.idle(); }
+  bool has_work() const { return !scheduler_.idle() || inflight_.has_value(); }
   /// One iteration: schedule, forward, sample, commit, publish. Returns false when idle.
   bool step();
 
@@ -94,9 +108,23 @@ class EngineCore {
   const SessionPins& sessions() const { return sessions_; }
   /// RILL_CHECKs the KV invariants against every live sequence's table.
   void check_invariants() const;
+  /// Whether steps overlap (the option, on a model that takes device-fed ids and has no state).
+  bool overlaps_steps() const { return overlap_; }
 
  private:
-  void commit(const StepPlan& plan, const StepResult& result);
+  struct InFlight {
+    StepPlan plan;
+    StepResult result;
+  };
+  /// Whether the next step may be scheduled before `f`'s draws are read: none feeds a fork or a
+  /// penalty table, which the next launch reads on the host (else f is read right after launch).
+  bool may_overlap(const InFlight& f) const;
+  /// After a launch: the rows' computed tokens (KV commit, snapshots, counters) and each drawing
+  /// row's pending token. Rows of sequences that ended meanwhile are skipped.
+  void advance(const StepPlan& plan, const StepResult& result);
+  /// Reads the in-flight step's draws and publishes them: forks, events, finishes.
+  void settle();
+  void commit_draws(const StepPlan& plan, const StepResult& result);
   void emit(Sequence& seq, const SampledToken& drawn, Clock::time_point now);
   void finish_sequence(Sequence& seq, FinishReason reason, TokenEvent& event);
   Sequence* fork(Sequence& parent, int32_t index);
@@ -121,7 +149,11 @@ class EngineCore {
   Executor executor_;
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
   uint64_t next_sequence_id_ = 0;
-  StepResult result_;
+  bool overlap_ = false;
+  std::optional<InFlight> inflight_;
+  // Finished requests kept alive while a launched step may still name their sequences: those
+  // retired by the current settle, and by the one before it (freed at the end of the next).
+  std::vector<std::unique_ptr<RequestState>> retired_, retired_before_;
   // Metrics (engine thread only).
   EngineStats counters_;
   LatencyWindow ttft_, itl_;

@@ -10,22 +10,59 @@ namespace rill {
 Executor::Executor(Model& model, KvCache& kv, bool stateful)
     : model_(model), kv_(kv), stateful_(stateful), sampler_(model.kernels()), builder_(kv.block_size()) {}
 
-void Executor::run(const StepPlan& plan, StepResult& result) {
+void Executor::launch(const StepPlan& plan, StepResult& result) {
   kv_.copy_blocks(plan.copies);
+  // Rows that feed a draw of the uncollected step first: their ids are the batch's first ids.
+  order_.clear();
+  feed_index_.clear();
+  for (size_t i = 0; i < plan.rows.size(); ++i) {
+    const ScheduledRow& row = plan.rows[i];
+    const Sequence& seq = *row.seq;
+    if (seq.tokens[size_t(row.start)] != kPendingToken) continue;
+    RILL_CHECK(row.num_tokens == 1 && row.start + 1 == seq.length() && seq.pending_draw >= 0,
+               "sequence {}: its pending token must be a row of its own (start {}, {} tokens, length {})", seq.id,
+               row.start, row.num_tokens, seq.length());
+    order_.push_back(i);
+    feed_index_.push_back(seq.pending_draw);
+  }
+  const size_t fed = order_.size();
+  for (size_t i = 0; i < plan.rows.size(); ++i)
+    if (plan.rows[i].seq->tokens[size_t(plan.rows[i].start)] != kPendingToken) order_.push_back(i);
+
   // The builder lives across steps: its vectors keep their capacity, so a step allocates nothing.
   builder_.reset();
-  for (const ScheduledRow& row : plan.rows) {
+  static constexpr int32_t kFedPlaceholder = 0;  // replaced on the device before the embedding reads it
+  for (size_t k = 0; k < order_.size(); ++k) {
+    const ScheduledRow& row = plan.rows[order_[k]];
     std::span<const int32_t> tokens(row.seq->tokens.data() + row.start, size_t(row.num_tokens));
+    if (k < fed) tokens = std::span<const int32_t>(&kFedPlaceholder, 1);
     builder_.add_row(tokens, row.start, row.seq->table.blocks, row.sample ? Logits::last : Logits::none);
     if (stateful_) builder_.state_slot(row.seq->slot);
+  }
+  if (fed > 0) {
+    Kernels& k = model_.kernels();
+    const Tensor drawn = sampler_.last_tokens();
+    for (int32_t d : feed_index_)
+      RILL_CHECK(d < drawn.numel(), "a pending draw {} past the {} draws of the previous step", d, drawn.numel());
+    const size_t bytes = fed * sizeof(int32_t);
+    if (feed_ids_.size() < bytes) {
+      feed_index_dev_ = Buffer(k.allocator(), std::max<size_t>(bytes * 2, 256));
+      feed_ids_ = Buffer(k.allocator(), std::max<size_t>(bytes * 2, 256));
+    }
+    Tensor index = feed_index_dev_.as(DType::i32, {int64_t(fed)});
+    k.upload(feed_index_.data(), index);
+    Tensor ids = feed_ids_.as(DType::i32, {int64_t(fed), 1});
+    k.gather_rows(drawn.view({drawn.numel(), 1}), index, ids);
+    builder_.tokens_from(ids.view({int64_t(fed)}));
   }
   const StepBatch& batch = builder_.finish();
   Tensor logits = model_.forward(batch, kv_.layers());
 
   sample_rows_.clear();
   result.first.assign(plan.rows.size(), -1);
+  result.tokens.clear();
   int32_t logit_row = 0;
-  for (size_t i = 0; i < plan.rows.size(); ++i) {
+  for (size_t i : order_) {
     const ScheduledRow& row = plan.rows[i];
     if (!row.sample) continue;
     const Sequence& seq = *row.seq;
@@ -45,7 +82,14 @@ void Executor::run(const StepPlan& plan, StepResult& result) {
   }
   RILL_CHECK(logit_row == int32_t(batch.logit_indices.size()), "logits rows {} != sampling rows {}",
              batch.logit_indices.size(), logit_row);
-  sampler_.sample(logits, sample_rows_, result.tokens);
+  sampler_.launch(logits, sample_rows_);
+}
+
+void Executor::collect(StepResult& result) { sampler_.collect(result.tokens); }
+
+void Executor::run(const StepPlan& plan, StepResult& result) {
+  launch(plan, result);
+  collect(result);
 }
 
 }  // namespace rill

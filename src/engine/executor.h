@@ -2,6 +2,12 @@
 // copy-on-write blocks, lays the rows out as a StepBatch, runs the forward, and draws the next
 // token of every sampling row (n of them for a request that forks its prompt into n sequences,
 // all reading the same logits row). It changes no sequence state: EngineCore commits the results.
+//
+// launch() queues the step and returns without waiting for the device; collect() reads its draws.
+// A row may feed the token its sequence drew in the step still uncollected (the sequence's last
+// token is kPendingToken, Sequence::pending_draw its draw there): those rows go first in the
+// batch and their ids are gathered on the device from that step's draws (StepBatch::token_source),
+// so the next step is queued before the host has read the previous one's ids.
 #pragma once
 
 #include <vector>
@@ -24,7 +30,14 @@ class Executor {
  public:
   /// `stateful`: the model keeps recurrent state; each row passes its sequence's state slot.
   Executor(Model& model, KvCache& kv, bool stateful);
+  /// Queues `plan` (at most one earlier launch uncollected); fills result.first.
+  void launch(const StepPlan& plan, StepResult& result);
+  /// Waits for the oldest uncollected launch's draws; fills result.tokens.
+  void collect(StepResult& result);
+  /// launch() then collect().
   void run(const StepPlan& plan, StepResult& result);
+  /// Forgets uncollected launches (after a failed step).
+  void abandon() { sampler_.abandon(); }
 
  private:
   Model& model_;
@@ -33,6 +46,9 @@ class Executor {
   Sampler sampler_;
   StepBatchBuilder builder_;
   std::vector<SampleRow> sample_rows_;
+  std::vector<size_t> order_;        // plan rows in batch order: the rows fed on the device first
+  std::vector<int32_t> feed_index_;  // per fed row: its sequence's draw in the previous launch
+  Buffer feed_index_dev_, feed_ids_;
 };
 
 }  // namespace rill

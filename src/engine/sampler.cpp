@@ -15,14 +15,37 @@ Tensor Sampler::device_tensor(Buffer& buffer, DType dtype, std::initializer_list
   return buffer.as(dtype, shape);
 }
 
+namespace {
+constexpr size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+// Byte offsets of a slot's logprobs and top ids for R rows, and its size.
+size_t logprobs_offset(int64_t R) { return align16(size_t(R) * sizeof(int32_t)); }
+size_t top_ids_offset(int64_t R) {
+  return align16(logprobs_offset(R) + size_t(R) * (1 + kMaxTopLogprobs) * sizeof(float));
+}
+size_t slot_bytes(int64_t R) { return top_ids_offset(R) + size_t(R) * kMaxTopLogprobs * sizeof(int32_t); }
+}  // namespace
+
 void Sampler::sample(const Tensor& logits, std::span<const SampleRow> rows, std::vector<SampledToken>& out) {
+  RILL_CHECK(pending_ == 0, "Sampler::sample with {} launches uncollected", pending_);
+  launch(logits, rows);
+  collect(out);
+}
+
+Tensor Sampler::last_tokens() const {
+  RILL_CHECK(slots_[next_ ^ 1u].rows > 0, "Sampler::last_tokens without a launch of at least one row");
+  const Slot& s = slots_[next_ ^ 1u];
+  return Tensor(s.out.data(), DType::i32, {s.rows}, s.out.device());
+}
+
+void Sampler::launch(const Tensor& logits, std::span<const SampleRow> rows) {
+  RILL_CHECK(pending_ < 2, "Sampler::launch with two launches uncollected");
   const int64_t R = int64_t(rows.size()), V = logits.size(1);
-  out.resize(rows.size());
-  if (R == 0) return;
+  Slot& slot = slots_[next_];
+  slot.rows = R;
+  slot.num_top.clear();
   host_params_.clear();
   host_adjust_.clear();
   bool want_logprobs = false;
-  int32_t max_top = 0;
   for (const SampleRow& row : rows) {
     const SamplingParams& s = *row.params;
     SamplingRowParams p;
@@ -43,9 +66,24 @@ void Sampler::sample(const Tensor& logits, std::span<const SampleRow> rows, std:
     p.num_top_logprobs = s.logprobs ? s.top_logprobs : 0;
     p.logprobs = s.logprobs ? 1 : 0;
     want_logprobs |= s.logprobs;
-    max_top = std::max(max_top, p.num_top_logprobs);
+    slot.num_top.push_back(s.logprobs ? p.num_top_logprobs : -1);
     host_params_.push_back(p);
   }
+  slot.logprobs = want_logprobs;
+  next_ ^= 1u;
+  ++pending_;
+  if (R == 0) return;
+  // The slot was collected (its last copy has arrived), so its buffers may be replaced. The shared
+  // inputs below may be replaced while the other slot's draw is still queued: every op, upload and
+  // free of this backend is ordered on one queue, so that draw has read them before they change.
+  const size_t bytes = slot_bytes(R);
+  if (slot.out.size() < bytes) {
+    slot.out = Buffer(kernels_.allocator(), std::max<size_t>(bytes * 3 / 2, 256));
+    slot.readback.reset();
+  }
+  if (!slot.readback) slot.readback = kernels_.make_readback(slot.out.size());
+  char* base = static_cast<char*>(slot.out.data());
+  const Device dev = slot.out.device();
   SampleArgs a;
   a.logits = logits;
   a.params = device_tensor(params_, DType::u8, {int64_t(R * int64_t(sizeof(SamplingRowParams)))});
@@ -55,29 +93,39 @@ void Sampler::sample(const Tensor& logits, std::span<const SampleRow> rows, std:
     kernels_.upload(host_adjust_.data(), a.adjust);
   }
   a.workspace = device_tensor(workspace_, DType::f32, {R, V});
-  a.tokens = device_tensor(tokens_, DType::i32, {R});
-  a.logprobs = device_tensor(logprobs_, DType::f32, {R, 1 + kMaxTopLogprobs});
-  a.top_ids = device_tensor(top_ids_, DType::i32, {R, kMaxTopLogprobs});
+  a.tokens = Tensor(base, DType::i32, {R}, dev);
+  a.logprobs = Tensor(base + logprobs_offset(R), DType::f32, {R, 1 + kMaxTopLogprobs}, dev);
+  a.top_ids = Tensor(base + top_ids_offset(R), DType::i32, {R, kMaxTopLogprobs}, dev);
   kernels_.sample(a);
-  host_tokens_.resize(size_t(R));
-  kernels_.download(a.tokens, host_tokens_.data());
-  if (want_logprobs) {
-    host_logprobs_.resize(size_t(R) * (1 + kMaxTopLogprobs));
-    kernels_.download(a.logprobs, host_logprobs_.data());
-    if (max_top > 0) {
-      host_top_ids_.resize(size_t(R) * kMaxTopLogprobs);
-      kernels_.download(a.top_ids, host_top_ids_.data());
-    }
-  }
+  // Only the ids come back unless a row asked for logprobs.
+  const int64_t copy = want_logprobs ? int64_t(bytes) : R * int64_t(sizeof(int32_t));
+  slot.readback->start(Tensor(base, DType::u8, {copy}, dev));
+}
+
+void Sampler::abandon() { pending_ = 0; }
+
+void Sampler::collect(std::vector<SampledToken>& out) {
+  RILL_CHECK(pending_ > 0, "Sampler::collect with nothing launched");
+  Slot& slot = slots_[pending_ == 2 ? next_ : next_ ^ 1u];
+  --pending_;
+  const int64_t R = slot.rows;
+  out.resize(size_t(R));
+  if (R == 0) return;
+  const char* bytes = static_cast<const char*>(slot.readback->wait());
+  const int32_t* tokens = reinterpret_cast<const int32_t*>(bytes);
+  const float* logprobs = reinterpret_cast<const float*>(bytes + logprobs_offset(R));
+  const int32_t* top_ids = reinterpret_cast<const int32_t*>(bytes + top_ids_offset(R));
   for (int64_t r = 0; r < R; ++r) {
     SampledToken& t = out[size_t(r)];
-    t.token = host_tokens_[size_t(r)];
+    t.token = tokens[r];
+    t.logprob = 0.f;
     t.top_logprobs.clear();
-    if (!rows[size_t(r)].params->logprobs) continue;
-    const float* lp = host_logprobs_.data() + r * (1 + kMaxTopLogprobs);
+    const int32_t num_top = slot.num_top[size_t(r)];
+    if (num_top < 0) continue;
+    const float* lp = logprobs + r * (1 + kMaxTopLogprobs);
     t.logprob = lp[0];
-    for (int32_t j = 0; j < host_params_[size_t(r)].num_top_logprobs; ++j) {
-      const int32_t id = host_top_ids_[size_t(r) * kMaxTopLogprobs + size_t(j)];
+    for (int32_t j = 0; j < num_top; ++j) {
+      const int32_t id = top_ids[r * kMaxTopLogprobs + j];
       if (id >= 0) t.top_logprobs.emplace_back(id, lp[1 + j]);
     }
   }

@@ -2,6 +2,9 @@
 // model's device through Kernels::sample(). It packs each row's SamplingRowParams and logit
 // adjustments, runs the op, and reads back tokens (and logprobs when asked). Buffers grow to the
 // largest step seen and are reused, so a steady-state step allocates nothing on the device.
+// launch() queues the draw and a copy of its results behind it without waiting; collect() waits for
+// that copy. Two sets of output buffers alternate, so the next step may be launched — its tokens
+// fed on the device from last_tokens() — before the previous step's results are collected.
 //
 // Semantics (per row, each row from its own inputs only):
 //  1. x = logits (f32). Logprobs are log_softmax(x) of these raw logits, as vLLM returns by
@@ -51,15 +54,38 @@ class Sampler {
   /// Draws rows.size() tokens from `logits` [L, V] (on the device). Results in `out`.
   void sample(const Tensor& logits, std::span<const SampleRow> rows, std::vector<SampledToken>& out);
 
+  /// Queues the draws of `rows` from `logits` and the copy of their results to the host; returns at
+  /// once. The rows' params and adjust tables are read here (they may change afterwards). At most
+  /// one launch may be uncollected when the next is made: the one before that must be collected.
+  void launch(const Tensor& logits, std::span<const SampleRow> rows);
+  /// Waits for the oldest uncollected launch's results and returns them in `out` (one per row).
+  void collect(std::vector<SampledToken>& out);
+  /// The drawn ids of the last launch, i32 [rows] on the device (valid until the launch after next).
+  Tensor last_tokens() const;
+  /// Forgets uncollected launches (after a failed step); their copies' bytes are never read.
+  void abandon();
+  /// Launches not yet collected (0, 1 or 2).
+  int pending() const { return int(pending_); }
+
  private:
+  // One launch's outputs: [R] i32 tokens, then (at kLogprobsOffset-aligned offsets) [R, 1 + K] f32
+  // logprobs and [R, K] i32 top ids, in one buffer so that one copy brings them back.
+  struct Slot {
+    Buffer out;
+    std::unique_ptr<Readback> readback;
+    int64_t rows = 0;
+    bool logprobs = false;        ///< the copy covers the logprobs and top ids too
+    std::vector<int32_t> num_top;  ///< per row: top logprobs asked (-1: no logprobs)
+  };
   Tensor device_tensor(Buffer& buffer, DType dtype, std::initializer_list<int64_t> shape);
 
   Kernels& kernels_;
-  Buffer params_, adjust_, workspace_, tokens_, logprobs_, top_ids_;
+  Buffer params_, adjust_, workspace_;
+  Slot slots_[2];
+  unsigned next_ = 0;     ///< the slot the next launch uses
+  unsigned pending_ = 0;  ///< launches made but not collected
   std::vector<SamplingRowParams> host_params_;
   std::vector<SamplingAdjust> host_adjust_;
-  std::vector<int32_t> host_tokens_, host_top_ids_;
-  std::vector<float> host_logprobs_;
 };
 
 }  // namespace rill

@@ -14,6 +14,12 @@ void Sequence::append(int32_t token) {
   a.in_context = 1;
 }
 
+void Sequence::fill_pending(int32_t token) {
+  pending_draw = -1;
+  if (!tokens.empty() && tokens.back() == kPendingToken) tokens.pop_back();
+  append(token);
+}
+
 uint64_t sequence_seed(uint64_t request_seed, int32_t index) {
   return index == 0 ? request_seed : sampling::mix64(request_seed ^ sampling::mix64(uint64_t(index)));
 }

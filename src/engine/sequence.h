@@ -22,6 +22,10 @@ struct RequestState;
 
 enum class SequenceStatus { waiting, running, finished };
 
+/// A sequence's last token while the step that draws it is still on the device (overlapped steps:
+/// EngineCore). Never a row's token outside its own one-token decode row (Executor).
+constexpr int32_t kPendingToken = -1;
+
 struct Sequence {
   uint64_t id = 0;  ///< engine-wide, increasing: lower id = earlier arrival = higher priority
   RequestState* request = nullptr;
@@ -38,6 +42,10 @@ struct Sequence {
   bool awaiting_fork = false;  ///< n > 1 and the prompt's first token has not been drawn yet
   uint64_t seed = 0;           ///< this sequence's random stream
   uint64_t scheduled_step = ~0ull;  ///< the step that last gave it a row
+  /// The index of this sequence's draw among the draws of the launched, uncollected step (-1:
+  /// none). While it is >= 0 the last token is kPendingToken, unless that draw is the sequence's
+  /// last by length (then nothing is appended and the sequence waits for it with no row).
+  int32_t pending_draw = -1;
   int32_t num_preemptions = 0;
   /// Logit adjustments (penalties, bias) by token, kept only when the request uses any.
   std::unordered_map<int32_t, SamplingAdjust> adjust;
@@ -48,6 +56,9 @@ struct Sequence {
   int32_t num_uncomputed() const { return length() - num_computed; }
   /// Appends a drawn token (and counts it for the penalties).
   void append(int32_t token);
+  /// The pending draw has arrived: it replaces the kPendingToken at the end, or is appended when
+  /// none was placed (and is counted for the penalties either way).
+  void fill_pending(int32_t token);
 };
 
 struct RequestState {

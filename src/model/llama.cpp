@@ -58,6 +58,7 @@ class LlamaModel final : public Model {
   const ModelConfig& config() const override { return config_; }
   Kernels& kernels() override { return kernels_; }
   size_t weight_bytes() const override { return weight_bytes_; }
+  bool accepts_token_source() const override { return true; }
 
   KvSpec kv_spec() const override {
     return KvSpec{int32_t(config_.num_hidden_layers), int32_t(config_.num_key_value_heads), int32_t(config_.head_dim),

@@ -40,6 +40,9 @@ class Model {
   virtual Kernels& kernels() = 0;
   /// Bytes of weights resident on the device.
   virtual size_t weight_bytes() const = 0;
+  /// Whether forward() takes its first ids from StepBatch::token_source (the ids a previous step
+  /// drew, left on the device); a model that does not refuses a batch that sets it.
+  virtual bool accepts_token_source() const { return false; }
 
   // ---- Recurrent state (hybrid models: the conv and recurrent state of linear-attention layers).
   // A slot holds one sequence's state; StepBatch::state_slots names each row's slot. The defaults

@@ -556,6 +556,8 @@ Tensor Qwen35Model::forward(const StepBatch& batch, std::span<KvLayer> cache) {
   const Dims& d = d_;
   const int64_t T = batch.num_tokens(), R = int64_t(batch.logit_indices.size());
   RILL_ENSURE(T > 0, "[forward] empty step");
+  RILL_ENSURE(!batch.token_source.defined(),
+              "[forward] token_source: this model reads a step's ids from the host (StepBatch::tokens)");
   RILL_ENSURE(cache.size() == num_full_, "[forward] {} KV layers given for {} full-attention layers", cache.size(),
               num_full_);
   for (int32_t id : batch.tokens)

@@ -69,6 +69,9 @@ std::string ServerMetrics::render(const EngineStats& s) const {
   gauge(out, "rill_requests_finished_total", "counter", "Requests finished by the engine.", double(s.requests_finished));
   gauge(out, "rill_requests_cancelled_total", "counter", "Requests cancelled.", double(s.requests_cancelled));
   gauge(out, "rill_num_preemptions_total", "counter", "Sequences preempted.", double(s.num_preemptions));
+  gauge(out, "rill_engine_steps_total", "counter", "Engine steps run.", double(s.num_steps));
+  gauge(out, "rill_engine_steps_overlapped_total", "counter",
+        "Engine steps launched before the previous step's token ids were read.", double(s.steps_overlapped));
   gauge(out, "rill_sessions_pinned", "gauge", "Sessions whose last prompt boundary is pinned in the prefix cache.",
         s.sessions_pinned);
   gauge(out, "rill_session_pinned_blocks", "gauge", "KV cache blocks pinned by sessions (counted in blocks_used).",

@@ -1,0 +1,171 @@
+// Overlapped engine steps (EngineOptions::overlap_steps): each step is launched before the previous
+// one's ids are read, the ids fed on the device. The same requests must give the same events bit
+// for bit as one step at a time, under stops, lengths, logprobs, forks, penalties, preemption,
+// prefix caching and cancellation; the only cost is one dropped row per sequence that stops.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine_test_util.h"
+#include "model/kv_buffers.h"
+#include "model/step_batch.h"
+
+namespace rill {
+namespace {
+
+using namespace rill::test;
+
+// The mixed requests (greedy and seeded sampling) with stop tokens and logprobs added on some;
+// `host_fed`: also penalties and a fork (n = 2), whose steps are read before the next is scheduled.
+std::vector<Request> overlap_requests(int count, uint32_t seed, bool host_fed) {
+  std::vector<Request> out = mixed_requests(count, 1000, seed, 100);
+  std::mt19937 rng(seed + 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    Request& r = out[i];
+    if (!host_fed) {
+      r.sampling.repetition_penalty = 1.f;
+      r.sampling.frequency_penalty = 0.f;
+      r.sampling.logit_bias.clear();
+    }
+    if (i % 3 == 0) {  // ids drawn often enough by the tiny random model that some requests stop on them
+      for (int k = 0; k < 40; ++k) r.stop_token_ids.push_back(int32_t(rng() % 1000u));
+    }
+    if (i % 5 == 1) {
+      r.sampling.logprobs = true;
+      r.sampling.top_logprobs = 3;
+    }
+    if (i == 4 && host_fed) r.sampling.n = 2;
+  }
+  return out;
+}
+
+std::vector<RequestResult> run_with(Model& model, EngineOptions o, bool overlap, const std::vector<Request>& requests,
+                                    EngineStats* stats = nullptr) {
+  o.overlap_steps = overlap;
+  EngineCore core(model, o);
+  EXPECT_EQ(core.overlaps_steps(), overlap);
+  std::vector<RequestResult> out = run_core(core, requests);
+  if (stats) *stats = core.stats();
+  return out;
+}
+
+void expect_same_events(const std::vector<RequestResult>& got, const std::vector<RequestResult>& want,
+                        const std::string& what) {
+  expect_same_tokens(got, want, what);
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << what << ": request " << i;
+    EXPECT_EQ(got[i].top_logprobs, want[i].top_logprobs) << what << ": request " << i;
+    EXPECT_EQ(got[i].cached_tokens, want[i].cached_tokens) << what << ": request " << i;
+  }
+}
+
+TEST(EngineOverlap, SameEventsAsOneStepAtATime) {
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  const std::vector<Request> requests = overlap_requests(24, 31, false);
+  const size_t block_bytes = m.model->kv_spec().bytes_per_block(16);
+  struct Case {
+    const char* what;
+    size_t kv_bytes;
+    bool prefix;
+    int32_t budget;
+  };
+  for (const Case& c : {Case{"roomy, prefix cache", size_t(8) << 20, true, 2048},
+                        Case{"roomy, no prefix cache", size_t(8) << 20, false, 2048},
+                        Case{"8 blocks (preemption), chunks of 64", 8 * block_bytes, true, 64}}) {
+    EngineOptions o = small_options(c.kv_bytes);
+    o.prefix_caching = c.prefix;
+    o.max_num_batched_tokens = c.budget;
+    EngineStats on, off;
+    const std::vector<RequestResult> want = run_with(*m.model, o, false, requests, &off);
+    const std::vector<RequestResult> got = run_with(*m.model, o, true, requests, &on);
+    expect_same_events(got, want, c.what);
+    EXPECT_EQ(off.steps_overlapped, 0) << c.what;
+    EXPECT_GT(on.steps_overlapped, on.num_steps / 3) << c.what;  // most steps overlap
+    EXPECT_EQ(on.generated_tokens, off.generated_tokens) << c.what;
+    if (c.budget == 64) EXPECT_GT(on.num_preemptions, 0) << c.what;
+  }
+  // Penalties and a fork among them: their steps are read first, and the events stay the same.
+  const std::vector<Request> mixed = overlap_requests(24, 32, true);
+  EngineStats on;
+  expect_same_events(run_with(*m.model, small_options(), true, mixed, &on),
+                     run_with(*m.model, small_options(), false, mixed), "penalties and a fork");
+  EXPECT_LT(on.steps_overlapped, on.num_steps);
+  int stopped = 0;
+  for (const RequestResult& r : run_with(*m.model, small_options(), true, requests))
+    for (FinishReason f : r.finish) stopped += f == FinishReason::stop;
+  EXPECT_GT(stopped, 0) << "no request stopped on a stop token: the case is not exercised";
+}
+
+// A sequence that draws a stop token has already been given a row in the step launched before the
+// draw was read: that row is computed and dropped (one token); one that ends by length never gets
+// a row past its last draw.
+TEST(EngineOverlap, OnlyAStopCostsOneDroppedRow) {
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  const Reference ref = load_reference("qwen3-tiny");
+  Request by_length = make_request(ref.prompts[1], 9);
+  Request by_stop = make_request(ref.prompts[1], 32);
+  by_stop.stop_token_ids = {ref.greedy[1][6]};
+  for (const Request& r : {by_length, by_stop}) {
+    EngineStats on, off;
+    const RequestResult want = run_with(*m.model, small_options(), false, {r}, &off)[0];
+    const RequestResult got = run_with(*m.model, small_options(), true, {r}, &on)[0];
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.finish, want.finish);
+    const bool stops = want.finish[0] == FinishReason::stop;
+    // The dropped row is a step of its own here (one sequence); it is not counted as computed.
+    EXPECT_EQ(on.num_steps, off.num_steps + (stops ? 1 : 0)) << (stops ? "stop" : "length");
+    EXPECT_EQ(on.computed_tokens, off.computed_tokens);
+    EXPECT_GT(on.steps_overlapped, 0);
+  }
+}
+
+TEST(EngineOverlap, CancelWhileAStepIsInFlight) {
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  std::mt19937 rng(12);
+  Request a = make_request(random_tokens(rng, 20, 1000), 30);
+  Request b = make_request(random_tokens(rng, 25, 1000), 30, 0.7f, 3);
+  EngineCore core(*m.model, small_options());
+  ASSERT_TRUE(core.overlaps_steps());
+  auto ha = std::make_shared<RequestStream>(2001), hb = std::make_shared<RequestStream>(2002);
+  core.add(a, ha, Clock::now());
+  core.add(b, hb, Clock::now());
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(core.step());
+  ASSERT_TRUE(core.has_work());
+  core.cancel(2001);  // a step naming it is in flight
+  core.check_invariants();
+  while (core.step()) {
+  }
+  EXPECT_EQ(core.kv_cache().pool().num_used(), 0);
+  EXPECT_EQ(core.num_live_requests(), 0);
+  RequestResult ra = collect(*ha), rb = collect(*hb);
+  EXPECT_EQ(ra.finish[0], FinishReason::cancelled);
+  EXPECT_FALSE(ra.tokens.empty() || ra.tokens[0].empty());  // it had tokens before the cancel
+  EXPECT_EQ(rb.tokens, run_alone(*m.model, {b})[0].tokens);
+}
+
+TEST(EngineOverlap, HybridModelsReadEachStepFirst) {
+  Loaded m = load_fixture(kFixtures + "qwen35-tiny");
+  EngineOptions o = small_options();
+  EngineCore core(*m.model, o);
+  EXPECT_FALSE(core.overlaps_steps());
+  // Its forward refuses device-fed ids, naming the field.
+  KvBuffers kv(*m.kernels, m.model->kv_spec(), 4, 16);
+  StepBatchBuilder builder(16);
+  const std::vector<int32_t> tokens = {5, 6, 7};
+  const std::vector<int32_t> table = {0};
+  builder.add_row(tokens, 0, table, Logits::last);
+  Buffer ids(m.kernels->allocator(), 3 * sizeof(int32_t));
+  builder.tokens_from(ids.as(DType::i32, {3}));
+  StepBatch batch = builder.build();
+  batch.state_slots = {0};
+  m.model->reserve_state_slots(1);
+  try {
+    m.model->forward(batch, kv.layers());
+    ADD_FAILURE() << "a hybrid model's forward took token_source";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token_source"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rill
