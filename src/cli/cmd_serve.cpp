@@ -65,7 +65,7 @@ void serve(const ServeArgs& a) {
   eo.max_model_len = a.max_model_len;
   eo.max_num_batched_tokens = a.max_batched_tokens;
   eo.prefix_caching = !a.no_prefix_cache;
-  eo.overlap_steps = !a.sync_steps;
+  if (a.sync_steps) eo.overlap_steps = EngineOptions::Overlap::off;
   eo.max_state_slots = a.max_state_slots;
   eo.state_snapshot_bytes = a.state_snapshot_memory;
   eo.max_sessions = a.max_sessions;

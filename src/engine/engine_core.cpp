@@ -116,7 +116,9 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                                       : std::max(1, options.max_num_batched_tokens / options.block_size)},
                  &sessions_),
       executor_(model, *kv_, state_pool_.enabled()),
-      overlap_(options.overlap_steps && !state_pool_.enabled() && model.accepts_token_source()) {
+      overlap_(options.overlap_steps != EngineOptions::Overlap::off && !state_pool_.enabled() &&
+               model.accepts_token_source() &&
+               (options.overlap_steps == EngineOptions::Overlap::on || model.kernels().device() != Device::cpu)) {
   const ModelConfig& c = model.config();
   max_model_len_ = options.max_model_len > 0 ? options.max_model_len : int32_t(c.max_position_embeddings);
   if (max_model_len_ <= 0) max_model_len_ = INT32_MAX / 2;
@@ -134,8 +136,10 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                 double(spec.bytes_per_block(options.block_size)) * kv_->num_blocks() / (1 << 20), max_model_len_,
                 options.prefix_caching ? "on" : "off",
                 overlap_                  ? "overlapped (each launched before the previous one's ids are read)"
-                : options.overlap_steps ? "one at a time (this model reads its ids from the host)"
-                                        : "one at a time");
+                : options.overlap_steps == EngineOptions::Overlap::off ? "one at a time"
+                : state_pool_.enabled() || !model.accepts_token_source()
+                    ? "one at a time (this model reads its ids from the host)"
+                    : "one at a time (the CPU computes a step as it is launched)");
   if (state_pool_.enabled())
     logger().info(
         "engine: hybrid model: {} state slots of {:.2f} MiB; prefix-cache state snapshots: {} of at most {} "
@@ -279,6 +283,9 @@ bool EngineCore::step() {
     if (options_.check_invariants) check_invariants();
     return true;
   }
+  // A step with prompt chunks (hundreds of eager launches, no graph) is launched after the previous
+  // step is read: its launch can wait for queue space, which would hold that step's events back.
+  if (inflight_ && plan.num_tokens != int32_t(plan.rows.size())) settle();
   InFlight next{std::move(plan), StepResult{}};
   executor_.launch(next.plan, next.result);
   if (inflight_) {  // the previous step's draws, read while the device runs this one

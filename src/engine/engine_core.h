@@ -7,8 +7,10 @@
 // Overlapped steps (EngineOptions::overlap_steps): step k is launched before step k - 1's draws
 // are read. Each drawing row of k - 1 left a kPendingToken at its sequence's end, so k schedules
 // it as a decode row whose id the executor gathers on the device; then k - 1's draws are read
-// and published (the host's read, events and bookkeeping run while the device computes k). The
-// costs are one step late: a sequence that drew a stop token in k - 1 also ran a row in k (its
+// and published (the host's read, events and bookkeeping run while the device computes k). Only
+// steps of one-token rows are launched that way: a step with prompt chunks queues hundreds of
+// launches that can wait for queue space behind k - 1, so k - 1 is read first (its events would
+// otherwise wait for that). The costs are one step late: a sequence that drew a stop token in k - 1 also ran a row in k (its
 // draw dropped, its blocks freed when k - 1 is read, its request kept alive until k is read). A
 // step whose draws feed a fork (n > 1) or a penalty table is read before the next is scheduled,
 // and models that do not take device-fed ids (hybrid ones) never overlap. Outputs are the same
@@ -49,9 +51,10 @@ struct EngineOptions {
   std::string model_identity;
   /// RILL_CHECK the KV invariants after every step (tests; costs O(blocks) per step).
   bool check_invariants = false;
-  /// Launch each step before reading the previous one's draws (see above); off: every step is
-  /// read before the next is scheduled.
-  bool overlap_steps = true;
+  /// Launch each decode step before reading the previous one's draws (see above). automatic: on
+  /// where the device runs ops asynchronously (CUDA); the CPU backend computes a step inside its
+  /// launch, where overlap would only publish every token one step late.
+  enum class Overlap { automatic, on, off } overlap_steps = Overlap::automatic;
   // ---- Hybrid models (recurrent state; ignored for models without it).
   /// State slots, i.e. sequences that can run at once; 0: max_num_seqs.
   int32_t max_state_slots = 0;

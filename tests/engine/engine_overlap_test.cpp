@@ -41,7 +41,7 @@ std::vector<Request> overlap_requests(int count, uint32_t seed, bool host_fed) {
 
 std::vector<RequestResult> run_with(Model& model, EngineOptions o, bool overlap, const std::vector<Request>& requests,
                                     EngineStats* stats = nullptr) {
-  o.overlap_steps = overlap;
+  o.overlap_steps = overlap ? EngineOptions::Overlap::on : EngineOptions::Overlap::off;
   EngineCore core(model, o);
   EXPECT_EQ(core.overlaps_steps(), overlap);
   std::vector<RequestResult> out = run_core(core, requests);
@@ -119,12 +119,23 @@ TEST(EngineOverlap, OnlyAStopCostsOneDroppedRow) {
   }
 }
 
+// The CPU backend computes a step inside its launch: overlap would only publish tokens a step late.
+TEST(EngineOverlap, AutomaticIsOffOnTheCpu) {
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  EngineOptions o = small_options();
+  o.overlap_steps = EngineOptions::Overlap::automatic;
+  EngineCore core(*m.model, o);
+  EXPECT_FALSE(core.overlaps_steps());
+}
+
 TEST(EngineOverlap, CancelWhileAStepIsInFlight) {
   Loaded m = load_fixture(kFixtures + "qwen3-tiny");
   std::mt19937 rng(12);
   Request a = make_request(random_tokens(rng, 20, 1000), 30);
   Request b = make_request(random_tokens(rng, 25, 1000), 30, 0.7f, 3);
-  EngineCore core(*m.model, small_options());
+  EngineOptions o = small_options();
+  o.overlap_steps = EngineOptions::Overlap::on;
+  EngineCore core(*m.model, o);
   ASSERT_TRUE(core.overlaps_steps());
   auto ha = std::make_shared<RequestStream>(2001), hb = std::make_shared<RequestStream>(2002);
   core.add(a, ha, Clock::now());
@@ -146,6 +157,7 @@ TEST(EngineOverlap, CancelWhileAStepIsInFlight) {
 TEST(EngineOverlap, HybridModelsReadEachStepFirst) {
   Loaded m = load_fixture(kFixtures + "qwen35-tiny");
   EngineOptions o = small_options();
+  o.overlap_steps = EngineOptions::Overlap::on;  // asked for, and still refused
   EngineCore core(*m.model, o);
   EXPECT_FALSE(core.overlaps_steps());
   // Its forward refuses device-fed ids, naming the field.
