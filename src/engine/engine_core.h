@@ -10,11 +10,11 @@
 // and published (the host's read, events and bookkeeping run while the device computes k). Only
 // steps of one-token rows are launched that way: a step with prompt chunks queues hundreds of
 // launches that can wait for queue space behind k - 1, so k - 1 is read first (its events would
-// otherwise wait for that). The costs are one step late: a sequence that drew a stop token in k - 1 also ran a row in k (its
-// draw dropped, its blocks freed when k - 1 is read, its request kept alive until k is read). A
-// step whose draws feed a fork (n > 1) or a penalty table is read before the next is scheduled,
-// and models that do not take device-fed ids (hybrid ones) never overlap. Outputs are the same
-// bits either way: the same rows see the same ids and positions.
+// otherwise wait for that). The cost is one step late: a sequence that drew a stop token in k - 1
+// also ran a row in k (its draw dropped, its blocks freed when k - 1 is read, its request kept
+// alive until k is read). A step whose draws feed a fork (n > 1) or a penalty table is read right
+// after its launch, and models that do not take device-fed ids (hybrid ones) never overlap.
+// Outputs are the same bits either way: the same rows see the same ids and positions.
 #pragma once
 
 #include <cstdint>
