@@ -302,9 +302,7 @@ bool EngineCore::step() {
 
 bool EngineCore::may_overlap(const InFlight& f) const {
   for (const ScheduledRow& row : f.plan.rows)
-    if (row.sample && row.seq->status != SequenceStatus::finished &&
-        (row.seq->awaiting_fork || row.seq->request->uses_adjust))
-      return false;
+    if (row.sample && row.seq->status != SequenceStatus::finished && row.seq->awaiting_fork) return false;
   return true;
 }
 

@@ -12,8 +12,9 @@
 // launches that can wait for queue space behind k - 1, so k - 1 is read first (its events would
 // otherwise wait for that). The cost is one step late: a sequence that drew a stop token in k - 1
 // also ran a row in k (its draw dropped, its blocks freed when k - 1 is read, its request kept
-// alive until k is read). A step whose draws feed a fork (n > 1) or a penalty table is read right
-// after its launch, and models that do not take device-fed ids (hybrid ones) never overlap.
+// alive until k is read). Penalties count a pending draw on the device (SamplingRowParams::pending).
+// A step whose draws feed a fork (n > 1) is read right after its launch, and models that do not
+// take device-fed ids (hybrid ones) never overlap.
 // Outputs are the same bits either way: the same rows see the same ids and positions.
 #pragma once
 
@@ -119,8 +120,8 @@ class EngineCore {
     StepPlan plan;
     StepResult result;
   };
-  /// Whether the next step may be scheduled before `f`'s draws are read: none feeds a fork or a
-  /// penalty table, which the next launch reads on the host (else f is read right after launch).
+  /// Whether the next step may be scheduled before `f`'s draws are read: none feeds a fork, which
+  /// is made on the host (else f is read right after its launch).
   bool may_overlap(const InFlight& f) const;
   /// After a launch: the rows' computed tokens (KV commit, snapshots, counters) and each drawing
   /// row's pending token. Rows of sequences that ended meanwhile are skipped.

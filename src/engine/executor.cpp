@@ -39,6 +39,7 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
     builder_.add_row(tokens, row.start, row.seq->table.blocks, row.sample ? Logits::last : Logits::none);
     if (stateful_) builder_.state_slot(row.seq->slot);
   }
+  Tensor fed_ids;  // the fed rows' ids: their sequences' pending draws
   if (fed > 0) {
     Kernels& k = model_.kernels();
     const Tensor drawn = sampler_.last_tokens();
@@ -53,7 +54,8 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
     k.upload(feed_index_.data(), index);
     Tensor ids = feed_ids_.as(DType::i32, {int64_t(fed), 1});
     k.gather_rows(drawn.view({drawn.numel(), 1}), index, ids);
-    builder_.tokens_from(ids.view({int64_t(fed)}));
+    fed_ids = ids.view({int64_t(fed)});
+    builder_.tokens_from(fed_ids);
   }
   const StepBatch& batch = builder_.finish();
   Tensor logits = model_.forward(batch, kv_.layers());
@@ -62,7 +64,8 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
   result.first.assign(plan.rows.size(), -1);
   result.tokens.clear();
   int32_t logit_row = 0;
-  for (size_t i : order_) {
+  for (size_t k = 0; k < order_.size(); ++k) {
+    const size_t i = order_[k];
     const ScheduledRow& row = plan.rows[i];
     if (!row.sample) continue;
     const Sequence& seq = *row.seq;
@@ -76,13 +79,16 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
       s.step = uint64_t(seq.num_output());
       s.logit_row = logit_row;
       s.adjust = req.uses_adjust ? &seq.adjust : nullptr;
+      // A fed row's draw is not in the adjust table yet (the host has not read it): its penalties
+      // take it from the fed ids on the device.
+      if (req.uses_adjust && k < fed) s.pending = int32_t(k);
       sample_rows_.push_back(s);
     }
     ++logit_row;
   }
   RILL_CHECK(logit_row == int32_t(batch.logit_indices.size()), "logits rows {} != sampling rows {}",
              batch.logit_indices.size(), logit_row);
-  sampler_.launch(logits, sample_rows_);
+  sampler_.launch(logits, sample_rows_, fed_ids);
 }
 
 void Executor::collect(StepResult& result) { sampler_.collect(result.tokens); }

@@ -37,7 +37,7 @@ Tensor Sampler::last_tokens() const {
   return Tensor(s.out.data(), DType::i32, {s.rows}, s.out.device());
 }
 
-void Sampler::launch(const Tensor& logits, std::span<const SampleRow> rows) {
+void Sampler::launch(const Tensor& logits, std::span<const SampleRow> rows, const Tensor& pending_tokens) {
   RILL_CHECK(pending_ < 2, "Sampler::launch with two launches uncollected");
   const int64_t R = int64_t(rows.size()), V = logits.size(1);
   Slot& slot = slots_[next_];
@@ -65,6 +65,9 @@ void Sampler::launch(const Tensor& logits, std::span<const SampleRow> rows) {
     p.adjust_end = int32_t(host_adjust_.size());
     p.num_top_logprobs = s.logprobs ? s.top_logprobs : 0;
     p.logprobs = s.logprobs ? 1 : 0;
+    p.pending = row.pending;
+    RILL_CHECK(row.pending < 0 || row.pending < pending_tokens.numel(), "sample row pending {} of {} pending ids",
+               row.pending, pending_tokens.defined() ? pending_tokens.numel() : 0);
     want_logprobs |= s.logprobs;
     slot.num_top.push_back(s.logprobs ? p.num_top_logprobs : -1);
     host_params_.push_back(p);
@@ -96,6 +99,7 @@ void Sampler::launch(const Tensor& logits, std::span<const SampleRow> rows) {
   a.tokens = Tensor(base, DType::i32, {R}, dev);
   a.logprobs = Tensor(base + logprobs_offset(R), DType::f32, {R, 1 + kMaxTopLogprobs}, dev);
   a.top_ids = Tensor(base + top_ids_offset(R), DType::i32, {R, kMaxTopLogprobs}, dev);
+  a.pending_tokens = pending_tokens;
   kernels_.sample(a);
   // Only the ids come back unless a row asked for logprobs.
   const int64_t copy = want_logprobs ? int64_t(bytes) : R * int64_t(sizeof(int32_t));

@@ -40,6 +40,9 @@ struct SampleRow {
   uint64_t step = 0;  ///< index of the token being drawn (the sequence's output length)
   int32_t logit_row = 0;
   const std::unordered_map<int32_t, SamplingAdjust>* adjust = nullptr;  ///< may be null
+  /// >= 0: the sequence's last draw is not in `adjust` yet; it is pending_tokens[pending] on the
+  /// device (launch()'s argument) and counts as an output token (SamplingRowParams::pending).
+  int32_t pending = -1;
 };
 
 struct SampledToken {
@@ -57,7 +60,7 @@ class Sampler {
   /// Queues the draws of `rows` from `logits` and the copy of their results to the host; returns at
   /// once. The rows' params and adjust tables are read here (they may change afterwards). At most
   /// one launch may be uncollected when the next is made: the one before that must be collected.
-  void launch(const Tensor& logits, std::span<const SampleRow> rows);
+  void launch(const Tensor& logits, std::span<const SampleRow> rows, const Tensor& pending_tokens = Tensor());
   /// Waits for the oldest uncollected launch's results and returns them in `out` (one per row).
   void collect(std::vector<SampledToken>& out);
   /// The drawn ids of the last launch, i32 [rows] on the device (valid until the launch after next).

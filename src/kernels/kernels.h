@@ -76,6 +76,11 @@ struct SamplingRowParams {
   int32_t adjust_end = 0;
   int32_t num_top_logprobs = 0;    ///< alternatives to report, 0..kMaxTopLogprobs
   int32_t logprobs = 0;            ///< 1: report logprobs (else the logprobs row is left unset)
+  /// >= 0: the row's sequence has drawn one more token than its adjust entries count, the id
+  /// SampleArgs::pending_tokens[pending] (left on the device by the step before): it is adjusted as
+  /// an output token — its entry with output_count + 1 and in_context 1, or, without an entry, as
+  /// one {count 1, in_context 1, bias 0} — exactly as if the host had appended it.
+  int32_t pending = -1;
 };
 
 /// A token whose logit a row changes before sampling; tokens unique within a row.
@@ -97,6 +102,7 @@ struct SampleArgs {
   Tensor tokens;     ///< out i32 [R]: the chosen token
   Tensor logprobs;   ///< out f32 [R, 1 + kMaxTopLogprobs]: chosen token's, then the alternatives'
   Tensor top_ids;    ///< out i32 [R, kMaxTopLogprobs]: alternatives, best first (lowest id on ties)
+  Tensor pending_tokens;  ///< i32 [n], optional: the ids SamplingRowParams::pending indexes
 };
 
 /// Per-row recurrent state of a step (linear-attention layers): rows' new tokens laid end to end

@@ -21,7 +21,7 @@ struct SampleOut {
   std::vector<float> logprobs;
 };
 SampleOut run_sample(Kernels& k, const std::vector<float>& logits, int64_t V, const std::vector<SamplingRowParams>& p,
-                     const std::vector<SamplingAdjust>& adjust) {
+                     const std::vector<SamplingAdjust>& adjust, const std::vector<int32_t>& pending = {}) {
   const int64_t L = int64_t(logits.size()) / V, R = int64_t(p.size());
   Allocator& alloc = k.allocator();
   Buffer bl(alloc, logits.size() * 4), bp(alloc, p.size() * sizeof(SamplingRowParams)),
@@ -40,6 +40,11 @@ SampleOut run_sample(Kernels& k, const std::vector<float>& logits, int64_t V, co
   a.tokens = bt.as(DType::i32, {R});
   a.logprobs = blp.as(DType::f32, {R, 1 + kMaxTopLogprobs});
   a.top_ids = bti.as(DType::i32, {R, kMaxTopLogprobs});
+  Buffer bpend(alloc, std::max<size_t>(1, pending.size()) * 4);
+  if (!pending.empty()) {
+    a.pending_tokens = bpend.as(DType::i32, {int64_t(pending.size())});
+    k.upload(pending.data(), a.pending_tokens);
+  }
   k.sample(a);
   SampleOut o;
   o.tokens.resize(size_t(R));
@@ -148,6 +153,60 @@ TEST(CudaSampler, GreedyPenaltiesAndLogprobsEqualTheCpuOp) {
   EXPECT_EQ(g.tokens, c.tokens);
   EXPECT_EQ(g.top_ids, c.top_ids);
   for (size_t i = 0; i < g.logprobs.size(); ++i) EXPECT_NEAR(g.logprobs[i], c.logprobs[i], 2e-4) << i;
+}
+
+// A pending draw (SamplingRowParams::pending) is adjusted as the host's appended token would be:
+// on the GPU equal to the CPU op, and equal to the table with the token counted in.
+TEST(CudaSampler, PendingDrawEqualsTheCpuOpAndTheCountedTable) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = make_cuda_kernels(0);
+  auto cpu = make_cpu_kernels();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 3.f);
+  const int64_t V = 151936;
+  std::vector<float> logits(size_t(2 * V));
+  for (float& x : logits) x = d(rng);
+  // Token 5 has an entry (counted twice), token 900 has none; both logit rows' maxima are pending.
+  auto top = [&](int row) {
+    return int32_t(std::max_element(logits.begin() + row * V, logits.begin() + (row + 1) * V) - logits.begin() - row * V);
+  };
+  const std::vector<int32_t> pending = {5, 900, top(0), top(1)};
+  std::vector<SamplingAdjust> base{{5, 2, 0, 0.5f}, {77, 0, 1, 3.f}};
+  std::vector<SamplingRowParams> rows;
+  std::vector<SamplingAdjust> counted_all;
+  std::vector<SamplingRowParams> counted_rows;
+  for (int i = 0; i < 8; ++i) {
+    SamplingRowParams r;
+    r.logit_row = i % 2;
+    r.temperature = i < 4 ? 0.f : 0.8f;
+    r.repetition_penalty = 1.3f;
+    r.presence_penalty = 1.5f;
+    r.frequency_penalty = 2.f;
+    r.adjust_end = int32_t(base.size());
+    r.pending = i % 4;
+    r.seed = uint64_t(i);
+    rows.push_back(r);
+    // The same row with the pending token appended on the host, as Sequence::append does.
+    std::vector<SamplingAdjust> t = base;
+    const int32_t tok = pending[size_t(i % 4)];
+    auto it = std::find_if(t.begin(), t.end(), [&](const SamplingAdjust& a) { return a.token == tok; });
+    if (it == t.end()) t.push_back({tok, 1, 1, 0.f});
+    else it->output_count += 1, it->in_context = 1;
+    SamplingRowParams c = r;
+    c.pending = -1;
+    c.adjust_begin = int32_t(counted_all.size());
+    counted_all.insert(counted_all.end(), t.begin(), t.end());
+    c.adjust_end = int32_t(counted_all.size());
+    counted_rows.push_back(c);
+  }
+  const SampleOut g = run_sample(*gpu, logits, V, rows, base, pending);
+  const SampleOut c = run_sample(*cpu, logits, V, rows, base, pending);
+  const SampleOut gc = run_sample(*gpu, logits, V, counted_rows, counted_all);
+  EXPECT_EQ(g.tokens, c.tokens);
+  EXPECT_EQ(g.tokens, gc.tokens);
+  // The penalties moved the greedy rows off their pending maxima (the check can fail).
+  EXPECT_NE(g.tokens[2], top(0));
+  EXPECT_NE(g.tokens[3], top(1));
 }
 
 TEST(CudaEngine, LogitsBitwiseAloneVsBatchOf64) {

@@ -16,7 +16,7 @@ namespace {
 using namespace rill::test;
 
 // The mixed requests (greedy and seeded sampling) with stop tokens and logprobs added on some;
-// `host_fed`: also penalties and a fork (n = 2), whose steps are read before the next is scheduled.
+// `host_fed`: also penalties, bias and a fork (n = 2).
 std::vector<Request> overlap_requests(int count, uint32_t seed, bool host_fed) {
   std::vector<Request> out = mixed_requests(count, 1000, seed, 100);
   std::mt19937 rng(seed + 1);
@@ -35,6 +35,10 @@ std::vector<Request> overlap_requests(int count, uint32_t seed, bool host_fed) {
       r.sampling.top_logprobs = 3;
     }
     if (i == 4 && host_fed) r.sampling.n = 2;
+    if (i % 4 == 2 && host_fed) {  // greedy with strong penalties: the last draw decides the next pick
+      r.sampling.presence_penalty = 2.f;
+      r.sampling.frequency_penalty = 2.f;
+    }
   }
   return out;
 }
@@ -84,12 +88,13 @@ TEST(EngineOverlap, SameEventsAsOneStepAtATime) {
     EXPECT_EQ(on.generated_tokens, off.generated_tokens) << c.what;
     if (c.budget == 64) EXPECT_GT(on.num_preemptions, 0) << c.what;
   }
-  // Penalties and a fork among them: their steps are read first, and the events stay the same.
+  // Penalties (the pending draw counted on the device) and a fork (its first draw read at once).
   const std::vector<Request> mixed = overlap_requests(24, 32, true);
   EngineStats on;
   expect_same_events(run_with(*m.model, small_options(), true, mixed, &on),
                      run_with(*m.model, small_options(), false, mixed), "penalties and a fork");
   EXPECT_LT(on.steps_overlapped, on.num_steps);
+  EXPECT_GT(on.steps_overlapped, on.num_steps / 3);
   int stopped = 0;
   for (const RequestResult& r : run_with(*m.model, small_options(), true, requests))
     for (FinishReason f : r.finish) stopped += f == FinishReason::stop;
@@ -126,6 +131,27 @@ TEST(EngineOverlap, AutomaticIsOffOnTheCpu) {
   o.overlap_steps = EngineOptions::Overlap::automatic;
   EngineCore core(*m.model, o);
   EXPECT_FALSE(core.overlaps_steps());
+}
+
+// A bias makes greedy decoding repeat token 500 until its frequency penalty outweighs the bias: the
+// run ends at the same step only if every penalty counted the draw still in flight (the device's
+// pending id); counted a step late, 500 comes once more.
+TEST(EngineOverlap, PenaltiesCountTheDrawInFlight) {
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  const Reference ref = load_reference("qwen3-tiny");
+  Request r = make_request(ref.prompts[2], 40);
+  r.sampling.logit_bias = {{500, 30.f}};
+  r.sampling.frequency_penalty = 2.f;
+  EngineStats on;
+  const RequestResult want = run_with(*m.model, small_options(), false, {r})[0];
+  const RequestResult got = run_with(*m.model, small_options(), true, {r}, &on)[0];
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_GT(on.steps_overlapped, 30);
+  const std::vector<int32_t>& t = want.tokens[0];
+  size_t run = 0;
+  while (run < t.size() && t[run] == 500) ++run;
+  EXPECT_GE(run, 3u);          // the bias wins at first...
+  EXPECT_LT(run, t.size());    // ...and the penalty later
 }
 
 TEST(EngineOverlap, CancelWhileAStepIsInFlight) {

@@ -69,7 +69,7 @@ class SampleOp : public ::testing::Test {
 
   // Runs sample() on host tensors (the CPU backend's device).
   void run(const std::vector<float>& logits, int64_t V, const std::vector<SamplingRowParams>& params,
-           const std::vector<SamplingAdjust>& adjust) {
+           const std::vector<SamplingAdjust>& adjust, const std::vector<int32_t>& pending = {}) {
     const int64_t L = int64_t(logits.size()) / V, R = int64_t(params.size());
     logits_ = logits;
     params_ = params;
@@ -87,6 +87,8 @@ class SampleOp : public ::testing::Test {
     a.tokens = Tensor(tokens_.data(), DType::i32, {R});
     a.logprobs = Tensor(logprobs_.data(), DType::f32, {R, 1 + kMaxTopLogprobs});
     a.top_ids = Tensor(top_ids_.data(), DType::i32, {R, kMaxTopLogprobs});
+    pending_ = pending;
+    if (!pending_.empty()) a.pending_tokens = Tensor(pending_.data(), DType::i32, {int64_t(pending_.size())});
     kernels_->sample(a);
   }
 
@@ -125,7 +127,7 @@ class SampleOp : public ::testing::Test {
   std::vector<float> logits_, workspace_, logprobs_;
   std::vector<SamplingRowParams> params_;
   std::vector<SamplingAdjust> adjust_;
-  std::vector<int32_t> tokens_, top_ids_;
+  std::vector<int32_t> tokens_, top_ids_, pending_;
 };
 
 const std::vector<float> kLogits{2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f, 1.0f, 0.25f};
@@ -215,6 +217,62 @@ TEST_F(SampleOp, PenaltiesAndBias) {
       {7, 0, 0, -INFINITY}  // banned
   };
   expect_distribution(kLogits, p, adjust);
+}
+
+// A pending draw (SamplingRowParams::pending: an id the host has not read yet) is adjusted exactly
+// as if it had been appended to the row's table: its entry counted once more and in context, or an
+// entry {count 1, in context, no bias} of its own. Greedy rows leave the adjusted logits in the
+// workspace: they must be the same bits.
+TEST_F(SampleOp, PendingDrawCountsAsAnOutputToken) {
+  const int64_t V = int64_t(kLogits.size());
+  const std::vector<SamplingAdjust> base{{0, 2, 1, 0.f}, {5, 0, 1, 0.f}, {4, 0, 0, 1.25f}};
+  const std::vector<int32_t> pending{0, 3, 5, 4};
+  for (float temperature : {0.f, 0.9f}) {
+    std::vector<SamplingRowParams> with, counted;
+    std::vector<SamplingAdjust> counted_all;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      SamplingRowParams p;
+      p.temperature = temperature;
+      p.repetition_penalty = 1.5f;
+      p.presence_penalty = 0.4f;
+      p.frequency_penalty = 0.3f;
+      p.seed = 21;
+      p.step = i;
+      p.adjust_end = int32_t(base.size());
+      p.pending = int32_t(i);
+      with.push_back(p);
+      std::vector<SamplingAdjust> t = base;
+      auto it = std::find_if(t.begin(), t.end(), [&](const SamplingAdjust& a) { return a.token == pending[i]; });
+      if (it == t.end()) t.push_back({pending[i], 1, 1, 0.f});
+      else it->output_count += 1, it->in_context = 1;
+      p.pending = -1;
+      p.adjust_begin = int32_t(counted_all.size());
+      counted_all.insert(counted_all.end(), t.begin(), t.end());
+      p.adjust_end = int32_t(counted_all.size());
+      counted.push_back(p);
+    }
+    run(kLogits, V, with, base, pending);
+    const std::vector<int32_t> got = tokens_;
+    const std::vector<float> got_w = workspace_;
+    run(kLogits, V, counted, counted_all);
+    EXPECT_EQ(got, tokens_) << "temperature " << temperature;
+    if (temperature == 0.f) EXPECT_EQ(0, std::memcmp(got_w.data(), workspace_.data(), got_w.size() * 4));
+  }
+  // Token 0 (raw 2.0, counted twice: 1.55) drops below token 1's 1.5 once counted a third time (1.35).
+  SamplingRowParams p;
+  p.temperature = 0.f;
+  p.frequency_penalty = 0.2f;
+  p.presence_penalty = 0.05f;
+  run(kLogits, V, {p}, {});
+  p.adjust_end = int32_t(base.size());
+  run(kLogits, V, {p}, base);
+  EXPECT_EQ(tokens_[0], 0);
+  p.pending = 0;
+  run(kLogits, V, {p}, base, pending);
+  EXPECT_EQ(tokens_[0], 1);
+  // An index past pending_tokens is refused, naming the field.
+  p.pending = 9;
+  EXPECT_THROW(run(kLogits, V, {p}, base, pending), Error);
 }
 
 TEST_F(SampleOp, SeededDrawsDoNotDependOnOtherRows) {

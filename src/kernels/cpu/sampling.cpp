@@ -142,7 +142,12 @@ void CpuKernels::sample(const SampleArgs& a) {
   std::vector<SamplingRowParams> params(static_cast<size_t>(R));
   if (R) std::memcpy(params.data(), a.params.data(), size_t(R) * sizeof(SamplingRowParams));
   const auto* adjust = static_cast<const SamplingAdjust*>(a.adjust.defined() ? a.adjust.data() : nullptr);
+  const int64_t P = a.pending_tokens.defined() ? a.pending_tokens.numel() : 0;
+  RILL_ENSURE(P == 0 || a.pending_tokens.dtype() == DType::i32, "[{}] pending_tokens {} must be i32", op,
+              a.pending_tokens.describe());
+  const int32_t* pending = P ? a.pending_tokens.data_as<const int32_t>() : nullptr;
   for (const SamplingRowParams& p : params) {
+    RILL_ENSURE(p.pending < P, "[{}] pending {} outside the {} pending_tokens", op, p.pending, P);
     RILL_ENSURE(p.logit_row >= 0 && p.logit_row < L, "[{}] logit_row {} outside [0, {})", op, p.logit_row, L);
     RILL_ENSURE(p.adjust_begin >= 0 && p.adjust_begin <= p.adjust_end && p.adjust_end <= E,
                 "[{}] adjust range [{}, {}) outside [0, {})", op, p.adjust_begin, p.adjust_end, E);
@@ -177,12 +182,19 @@ void CpuKernels::sample(const SampleArgs& a) {
           }
         }
       }
+      // A pending draw counts as one more output token: its entry's count + 1, or an entry of its own.
+      const int32_t t = p.pending >= 0 ? pending[p.pending] : -1;
+      bool t_seen = false;
       for (int32_t e = p.adjust_begin; e < p.adjust_end; ++e) {
         const SamplingAdjust& d = adjust[e];
         if (d.token < 0 || d.token >= V) continue;
-        w[d.token] = sampling::adjust_logit(w[d.token], d.output_count, d.in_context, d.bias, p.repetition_penalty,
-                                            p.presence_penalty, p.frequency_penalty);
+        const bool is_t = d.token == t;
+        t_seen |= is_t;
+        w[d.token] = sampling::adjust_logit(w[d.token], d.output_count + (is_t ? 1 : 0), is_t ? 1 : d.in_context,
+                                            d.bias, p.repetition_penalty, p.presence_penalty, p.frequency_penalty);
       }
+      if (t >= 0 && t < V && !t_seen)
+        w[t] = sampling::adjust_logit(w[t], 1, 1, 0.f, p.repetition_penalty, p.presence_penalty, p.frequency_penalty);
       const int32_t chosen = p.temperature > 0.f ? draw(p, w, V, scratch) : argmax_row(w, V);
       a.tokens.data_as<int32_t>()[r] = chosen;
       if (p.logprobs) lp[0] = load(raw, a.logits.dtype(), chosen) - lse;

@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ 
                                                           const SamplingRowParams* __restrict__ params,
                                                           const SamplingAdjust* __restrict__ adjust,
                                                           float* __restrict__ workspace, int32_t* __restrict__ tokens,
-                                                          float* __restrict__ logprobs, int32_t* __restrict__ top_ids) {
+                                                          float* __restrict__ logprobs, int32_t* __restrict__ top_ids,
+                                                          const int32_t* __restrict__ pending, int32_t num_pending) {
   __shared__ Shared s;
   pdl_wait();
   pdl_trigger();
@@ -160,7 +161,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ 
   float* w = workspace + r * V;
   float* lp = logprobs + r * (1 + kMaxTopLogprobs);
   int32_t* top = top_ids + r * kMaxTopLogprobs;
-  if (!(p.temperature > 0.f) && !p.logprobs && p.adjust_begin >= p.adjust_end) {
+  const bool has_pending = p.pending >= 0 && p.pending < num_pending;
+  if (!(p.temperature > 0.f) && !p.logprobs && p.adjust_begin >= p.adjust_end && !has_pending) {
     // Plain greedy: the argmax of the raw row (what the general path computes on its copy).
     const int32_t chosen = raw_argmax(raw, V, s);
     if (threadIdx.x == 0) tokens[r] = chosen;
@@ -202,13 +204,21 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ 
     }
   }
   __syncthreads();
-  // Penalties and bias (tokens are unique within a row: no two threads touch one entry).
+  // Penalties and bias (tokens are unique within a row: no two threads touch one entry). A pending
+  // draw counts as one more output token: its entry's count + 1, or an entry of its own.
+  const int32_t t = has_pending ? pending[p.pending] : -1;
+  int t_seen = 0;
   for (int32_t e = p.adjust_begin + int32_t(threadIdx.x); e < p.adjust_end; e += kThreads) {
     const SamplingAdjust d = adjust[e];
     if (d.token < 0 || d.token >= V) continue;
-    w[d.token] = sampling::adjust_logit(w[d.token], d.output_count, d.in_context, d.bias, p.repetition_penalty,
-                                        p.presence_penalty, p.frequency_penalty);
+    const bool is_t = d.token == t;
+    t_seen |= is_t;
+    w[d.token] = sampling::adjust_logit(w[d.token], d.output_count + (is_t ? 1 : 0), is_t ? 1 : d.in_context, d.bias,
+                                        p.repetition_penalty, p.presence_penalty, p.frequency_penalty);
   }
+  t_seen = __syncthreads_or(t_seen);
+  if (threadIdx.x == 0 && t >= 0 && t < V && !t_seen)
+    w[t] = sampling::adjust_logit(w[t], 1, 1, 0.f, p.repetition_penalty, p.presence_penalty, p.frequency_penalty);
   __syncthreads();
   int32_t chosen;
   if (!(p.temperature > 0.f)) {
@@ -308,14 +318,21 @@ void CudaKernels::sample(const SampleArgs& a) {
   // Row ranges (logit_row, adjust range, top-N) are trusted: the engine's Sampler builds them.
   const auto* params = static_cast<const SamplingRowParams*>(a.params.data());
   const auto* adjust = static_cast<const SamplingAdjust*>(a.adjust.defined() ? a.adjust.data() : nullptr);
+  const bool has_pending = a.pending_tokens.defined() && a.pending_tokens.numel() > 0;
+  require(!has_pending || (a.pending_tokens.dtype() == DType::i32 && a.pending_tokens.device() == Device::cuda &&
+                           a.pending_tokens.numel() <= INT32_MAX),
+          "[sample] pending_tokens must be i32 on the CUDA device");
+  const int32_t* pending = has_pending ? a.pending_tokens.data_as<const int32_t>() : nullptr;
+  const int32_t num_pending = has_pending ? int32_t(a.pending_tokens.numel()) : 0;
   if (a.logits.dtype() == DType::bf16)
     launch_pdl(sample_kernel<__nv_bfloat16>, dim3(unsigned(R)), dim3(kThreads), 0, stream(),
                static_cast<const __nv_bfloat16*>(a.logits.data()), V, params, adjust, a.workspace.data_as<float>(),
-               a.tokens.data_as<int32_t>(), a.logprobs.data_as<float>(), a.top_ids.data_as<int32_t>());
+               a.tokens.data_as<int32_t>(), a.logprobs.data_as<float>(), a.top_ids.data_as<int32_t>(), pending,
+               num_pending);
   else
     launch_pdl(sample_kernel<float>, dim3(unsigned(R)), dim3(kThreads), 0, stream(), a.logits.data_as<const float>(),
                V, params, adjust, a.workspace.data_as<float>(), a.tokens.data_as<int32_t>(),
-               a.logprobs.data_as<float>(), a.top_ids.data_as<int32_t>());
+               a.logprobs.data_as<float>(), a.top_ids.data_as<int32_t>(), pending, num_pending);
 }
 
 }  // namespace rill::cuda
