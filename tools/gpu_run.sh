@@ -32,7 +32,8 @@
 #   `rill bench` (RILL_AB_ARGS) with each RILL_LEAVE_OUT of RILL_LEAVE_OUT_SETS (default "none n r ra nra":
 #   captured decode steps without those ops — wrong outputs, what the step costs without them), RILL_AB_REPS times;
 #   serve-ab: quick (RILL_SKIP_CTEST=1: no ctest) + `rill bench-serve` on the cells of RILL_SERVE_CELLS with
-#   overlapped steps (the default) and with --sync-steps, alternating RILL_AB_REPS times.
+#   overlapped steps (the default) and with --sync-steps, alternating RILL_AB_REPS times (RILL_SERVE_SHAPE: a
+#   model of that make-model shape instead of the qwen3-8b one).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -314,10 +315,19 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
   exit $ctest_rc
 fi
 if [[ "$mode" == serve-ab ]]; then  # the serving engine with and without overlapped steps, alternating
-  bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
+  model=/tmp/q8
+  if [[ -n "${RILL_SERVE_SHAPE:-}" ]]; then  # another shape instead of the 8B's figures
+    rm -rf /tmp/q8
+    model=/tmp/serve-model
+    log "make-model $RILL_SERVE_SHAPE"
+    build-gpu/rill make-model --shape "$RILL_SERVE_SHAPE" --out $model > /dev/null 2>>"$out/bench_stderr.log" ||
+      log "make-model failed"
+  else
+    bench "invariant b1" --model /tmp/q8 --prompt-len 512,8192 --decode-tokens 64
+  fi
   for ((rep = 1; rep <= ${RILL_AB_REPS:-2}; ++rep)); do
     for flag in "" --sync-steps; do
-      serve "${flag:-overlapped} #$rep" --model /tmp/q8 \
+      serve "${flag:-overlapped} #$rep" --model $model \
         --cells "${RILL_SERVE_CELLS:-1:1000:1000,16:1000:1000,64:1000:1000,256:512:128,64:512:128:0.9}" $flag
     done
   done

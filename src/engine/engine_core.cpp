@@ -116,9 +116,9 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                                       : std::max(1, options.max_num_batched_tokens / options.block_size)},
                  &sessions_),
       executor_(model, *kv_, state_pool_.enabled()),
-      overlap_(options.overlap_steps != EngineOptions::Overlap::off && !state_pool_.enabled() &&
-               model.accepts_token_source() &&
-               (options.overlap_steps == EngineOptions::Overlap::on || model.kernels().device() != Device::cpu)) {
+      overlap_(options.overlap_steps != EngineOptions::Overlap::off && model.accepts_token_source() &&
+               (options.overlap_steps == EngineOptions::Overlap::on ||
+                (model.kernels().device() != Device::cpu && !model.forward_waits_for_device()))) {
   const ModelConfig& c = model.config();
   max_model_len_ = options.max_model_len > 0 ? options.max_model_len : int32_t(c.max_position_embeddings);
   if (max_model_len_ <= 0) max_model_len_ = INT32_MAX / 2;
@@ -137,9 +137,9 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                 options.prefix_caching ? "on" : "off",
                 overlap_                  ? "overlapped (each launched before the previous one's ids are read)"
                 : options.overlap_steps == EngineOptions::Overlap::off ? "one at a time"
-                : state_pool_.enabled() || !model.accepts_token_source()
-                    ? "one at a time (this model reads its ids from the host)"
-                    : "one at a time (the CPU computes a step as it is launched)");
+                : !model.accepts_token_source() ? "one at a time (this model reads its ids from the host)"
+                : model.forward_waits_for_device() ? "one at a time (this model's forward waits for the device)"
+                                                   : "one at a time (the CPU computes a step as it is launched)");
   if (state_pool_.enabled())
     logger().info(
         "engine: hybrid model: {} state slots of {:.2f} MiB; prefix-cache state snapshots: {} of at most {} "

@@ -43,6 +43,9 @@ class Model {
   /// Whether forward() takes its first ids from StepBatch::token_source (the ids a previous step
   /// drew, left on the device); a model that does not refuses a batch that sets it.
   virtual bool accepts_token_source() const { return false; }
+  /// Whether forward() waits for the device (host-side MoE routing reads the router's output):
+  /// its steps cannot be queued behind the previous one, so the engine does not overlap them.
+  virtual bool forward_waits_for_device() const { return false; }
 
   // ---- Recurrent state (hybrid models: the conv and recurrent state of linear-attention layers).
   // A slot holds one sequence's state; StepBatch::state_slots names each row's slot. The defaults

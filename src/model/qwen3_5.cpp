@@ -196,6 +196,8 @@ class Qwen35Model final : public Model {
   const ModelConfig& config() const override { return config_; }
   Kernels& kernels() override { return kernels_; }
   size_t weight_bytes() const override { return weight_bytes_; }
+  bool accepts_token_source() const override { return true; }  // upload_step_inputs copies them
+  bool forward_waits_for_device() const override { return d_.moe.E > 0; }  // the MoE routes on the host
   KvSpec kv_spec() const override {
     return KvSpec{int32_t(num_full_), int32_t(d_.Hkv), int32_t(d_.D), kernels_.activation_dtype()};
   }
@@ -556,8 +558,6 @@ Tensor Qwen35Model::forward(const StepBatch& batch, std::span<KvLayer> cache) {
   const Dims& d = d_;
   const int64_t T = batch.num_tokens(), R = int64_t(batch.logit_indices.size());
   RILL_ENSURE(T > 0, "[forward] empty step");
-  RILL_ENSURE(!batch.token_source.defined(),
-              "[forward] token_source: this model reads a step's ids from the host (StepBatch::tokens)");
   RILL_ENSURE(cache.size() == num_full_, "[forward] {} KV layers given for {} full-attention layers", cache.size(),
               num_full_);
   for (int32_t id : batch.tokens)

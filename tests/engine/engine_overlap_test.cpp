@@ -7,8 +7,6 @@
 #include <random>
 
 #include "engine_test_util.h"
-#include "model/kv_buffers.h"
-#include "model/step_batch.h"
 
 namespace rill {
 namespace {
@@ -180,28 +178,23 @@ TEST(EngineOverlap, CancelWhileAStepIsInFlight) {
   EXPECT_EQ(rb.tokens, run_alone(*m.model, {b})[0].tokens);
 }
 
-TEST(EngineOverlap, HybridModelsReadEachStepFirst) {
-  Loaded m = load_fixture(kFixtures + "qwen35-tiny");
-  EngineOptions o = small_options();
-  o.overlap_steps = EngineOptions::Overlap::on;  // asked for, and still refused
-  EngineCore core(*m.model, o);
-  EXPECT_FALSE(core.overlaps_steps());
-  // Its forward refuses device-fed ids, naming the field.
-  KvBuffers kv(*m.kernels, m.model->kv_spec(), 4, 16);
-  StepBatchBuilder builder(16);
-  const std::vector<int32_t> tokens = {5, 6, 7};
-  const std::vector<int32_t> table = {0};
-  builder.add_row(tokens, 0, table, Logits::last);
-  Buffer ids(m.kernels->allocator(), 3 * sizeof(int32_t));
-  builder.tokens_from(ids.as(DType::i32, {3}));
-  StepBatch batch = builder.build();
-  batch.state_slots = {0};
-  m.model->reserve_state_slots(1);
-  try {
-    m.model->forward(batch, kv.layers());
-    ADD_FAILURE() << "a hybrid model's forward took token_source";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("token_source"), std::string::npos) << e.what();
+// Hybrid models (recurrent state slots, snapshots at block boundaries) overlap too: the state a
+// step writes is queued before the next step reads it, and snapshots are taken after the step that
+// reaches their boundary and before the next is launched.
+TEST(EngineOverlap, HybridModelsSameEventsAsOneStepAtATime) {
+  for (const char* name : {"qwen35-tiny", "qwen35-moe-tiny"}) {
+    Loaded m = load_fixture(kFixtures + name);
+    std::vector<Request> requests = overlap_requests(10, 41, true);
+    EngineOptions o = small_options(size_t(4) << 20);
+    o.max_num_batched_tokens = 64;
+    o.snapshot_interval_blocks = 2;
+    o.max_state_slots = 8;
+    EngineStats on, off;
+    const std::vector<RequestResult> want = run_with(*m.model, o, false, requests, &off);
+    const std::vector<RequestResult> got = run_with(*m.model, o, true, requests, &on);
+    expect_same_events(got, want, name);
+    EXPECT_GT(on.steps_overlapped, on.num_steps / 3) << name;
+    EXPECT_EQ(on.state_snapshots_saved, off.state_snapshots_saved) << name;
   }
 }
 
