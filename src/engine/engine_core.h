@@ -13,9 +13,10 @@
 // otherwise wait for that). The cost is one step late: a sequence that drew a stop token in k - 1
 // also ran a row in k (its draw dropped, its blocks freed when k - 1 is read, its request kept
 // alive until k is read). Penalties count a pending draw on the device (SamplingRowParams::pending).
-// A step whose draws feed a fork (n > 1) is read right after its launch, and models that do not
-// take device-fed ids (hybrid ones) never overlap.
-// Outputs are the same bits either way: the same rows see the same ids and positions.
+// A step whose draws feed a fork (n > 1) is read right after its launch. Hybrid models overlap too
+// (a step's state writes and snapshot copies are queued before the next step); models whose
+// forward waits for the device (host MoE routing) do not, unless asked. Outputs are the same bits
+// either way: the same rows see the same ids and positions.
 #pragma once
 
 #include <cstdint>
