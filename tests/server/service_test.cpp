@@ -482,6 +482,9 @@ TEST_F(ServiceTest, MetricsCountInterTokenLatencyPerToken) {
   EXPECT_NE(m.find(fmt::format("rill_inter_token_latency_seconds_bucket{{le=\"0.01\"}} 0\n")), std::string::npos) << m;
   EXPECT_NE(m.find(fmt::format("rill_inter_token_latency_seconds_count {}\n", num_tokens - 1)), std::string::npos) << m;
   EXPECT_NE(m.find("rill_time_to_first_token_seconds_count 1\n"), std::string::npos) << m;
+  // Engine steps, and those launched before the previous step's ids were read.
+  EXPECT_NE(m.find("# TYPE rill_engine_steps_total counter\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("# TYPE rill_engine_steps_overlapped_total counter\n"), std::string::npos) << m;
 }
 
 }  // namespace
