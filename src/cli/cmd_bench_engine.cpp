@@ -300,8 +300,8 @@ void add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "Rows per step (default: --concurrency)");
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
   cmd->add_flag("--sync-steps", args->sync_steps,
-                "Read each step's token ids before scheduling the next (default: launch the next step first, its "
-                "ids fed on the device)");
+                "Read each step's token ids before scheduling the next (default on a GPU: launch the next decode "
+                "step first, its ids fed on the device)");
   cmd->add_option("--seed", args->seed, "Prompt and sampling seed")->capture_default_str();
   cmd->add_option("--scenario", args->scenario, "throughput (closed-loop clients) or multiturn (cached-turn TTFT)")
       ->capture_default_str();

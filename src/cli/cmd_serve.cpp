@@ -128,8 +128,8 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
   cmd->add_flag("--sync-steps", args->sync_steps,
-                "Read each step's token ids before scheduling the next (default: launch the next step first, its "
-                "ids fed on the device; models with recurrent state always read first)");
+                "Read each step's token ids before scheduling the next (default on a GPU: launch the next decode "
+                "step first, its ids fed on the device; on the CPU steps are always read first)");
   cmd->add_option("--max-sessions", args->max_sessions,
                   "Sessions (request session_id) whose last prompt stays pinned in the cache; 0: none")
       ->capture_default_str();
