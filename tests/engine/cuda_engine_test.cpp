@@ -126,15 +126,22 @@ TEST(CudaSampler, DistributionsMatchTheReference) {
   }
 }
 
+// `rows` rows of logits over the 8B shape's vocabulary, N(0, 3) from `seed`.
+constexpr int64_t kSampleVocab = 151936;
+std::vector<float> random_logits(int rows, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, 3.f);
+  std::vector<float> logits(size_t(rows) * size_t(kSampleVocab));
+  for (float& x : logits) x = d(rng);
+  return logits;
+}
+
 TEST(CudaSampler, GreedyPenaltiesAndLogprobsEqualTheCpuOp) {
   SKIP_WITHOUT_GPU();
   auto gpu = make_cuda_kernels(0);
   auto cpu = make_cpu_kernels();
-  std::mt19937 rng(4);
-  std::normal_distribution<float> d(0.f, 3.f);
-  const int64_t V = 151936;
-  std::vector<float> logits(size_t(3 * V));
-  for (float& x : logits) x = d(rng);
+  const int64_t V = kSampleVocab;
+  const std::vector<float> logits = random_logits(3, 4);
   std::vector<SamplingRowParams> rows(6);
   std::vector<SamplingAdjust> adjust{{5, 2, 1, 0.f}, {77, 0, 1, 3.f}, {1000, 1, 1, -INFINITY}};
   for (int r = 0; r < 6; ++r) {
@@ -161,11 +168,8 @@ TEST(CudaSampler, PendingDrawEqualsTheCpuOpAndTheCountedTable) {
   SKIP_WITHOUT_GPU();
   auto gpu = make_cuda_kernels(0);
   auto cpu = make_cpu_kernels();
-  std::mt19937 rng(5);
-  std::normal_distribution<float> d(0.f, 3.f);
-  const int64_t V = 151936;
-  std::vector<float> logits(size_t(2 * V));
-  for (float& x : logits) x = d(rng);
+  const int64_t V = kSampleVocab;
+  const std::vector<float> logits = random_logits(2, 5);
   // Token 5 has an entry (counted twice), token 900 has none; both logit rows' maxima are pending.
   auto top = [&](int row) {
     return int32_t(std::max_element(logits.begin() + row * V, logits.begin() + (row + 1) * V) - logits.begin() - row * V);
