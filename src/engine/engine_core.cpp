@@ -285,7 +285,17 @@ bool EngineCore::step() {
   }
   // A step with prompt chunks (hundreds of eager launches, no graph) is launched after the previous
   // step is read: its launch can wait for queue space, which would hold that step's events back.
-  if (inflight_ && plan.num_tokens != int32_t(plan.rows.size())) settle();
+  if (inflight_ && plan.num_tokens != int32_t(plan.rows.size())) {
+    settle();
+    // A sequence that drew a stop there has ended and freed its blocks: its row is dropped.
+    std::erase_if(plan.rows, [](const ScheduledRow& r) { return r.seq->status == SequenceStatus::finished; });
+    plan.num_tokens = 0;
+    for (const ScheduledRow& r : plan.rows) plan.num_tokens += r.num_tokens;
+    if (plan.rows.empty()) {
+      if (options_.check_invariants) check_invariants();
+      return true;
+    }
+  }
   InFlight next{std::move(plan), StepResult{}};
   executor_.launch(next.plan, next.result);
   if (inflight_) {  // the previous step's draws, read while the device runs this one

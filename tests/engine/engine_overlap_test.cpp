@@ -152,6 +152,26 @@ TEST(EngineOverlap, PenaltiesCountTheDrawInFlight) {
   EXPECT_LT(run, t.size());    // ...and the penalty later
 }
 
+// A step with prompt chunks is launched only after the previous step is read; a sequence that drew
+// its stop token there has a row in the step already planned, and must not run it: its blocks are
+// gone. Here one request decodes to a stop while another's long prompt is prefilled in chunks.
+TEST(EngineOverlap, StopReadBeforeAChunkedStepDropsItsRow) {
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  const Reference ref = load_reference("qwen3-tiny");
+  std::mt19937 rng(13);
+  Request stops = make_request(ref.prompts[1], 32);
+  stops.stop_token_ids = {ref.greedy[1][3]};
+  Request chunked = make_request(random_tokens(rng, 200, 1000), 8);
+  EngineOptions o = small_options();
+  o.max_num_batched_tokens = 32;  // the 200-token prompt takes 7 steps, each beside the decode row
+  EngineStats on;
+  const std::vector<RequestResult> want = run_with(*m.model, o, false, {stops, chunked});
+  const std::vector<RequestResult> got = run_with(*m.model, o, true, {stops, chunked}, &on);
+  expect_same_events(got, want, "a stop beside prompt chunks");
+  EXPECT_EQ(want[0].finish[0], FinishReason::stop);
+  EXPECT_LE(want[0].tokens[0].size(), 4u);  // it stopped while the other prompt was still in chunks
+}
+
 TEST(EngineOverlap, CancelWhileAStepIsInFlight) {
   Loaded m = load_fixture(kFixtures + "qwen3-tiny");
   std::mt19937 rng(12);
