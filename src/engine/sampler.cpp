@@ -67,7 +67,8 @@ void Sampler::launch(const Tensor& logits, std::span<const SampleRow> rows, cons
     p.logprobs = s.logprobs ? 1 : 0;
     p.pending = row.pending;
     RILL_CHECK(row.pending < 0 || (pending_tokens.defined() && row.pending < pending_tokens.numel()),
-               "sample row pending {} of {} pending ids", row.pending, pending_tokens.defined() ? pending_tokens.numel() : 0);
+               "sample row pending {} of {} pending ids", row.pending,
+               pending_tokens.defined() ? pending_tokens.numel() : 0);
     want_logprobs |= s.logprobs;
     slot.num_top.push_back(s.logprobs ? p.num_top_logprobs : -1);
     host_params_.push_back(p);

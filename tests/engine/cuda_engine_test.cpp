@@ -172,7 +172,8 @@ TEST(CudaSampler, PendingDrawEqualsTheCpuOpAndTheCountedTable) {
   const std::vector<float> logits = random_logits(2, 5);
   // Token 5 has an entry (counted twice), token 900 has none; both logit rows' maxima are pending.
   auto top = [&](int row) {
-    return int32_t(std::max_element(logits.begin() + row * V, logits.begin() + (row + 1) * V) - logits.begin() - row * V);
+    const auto first = logits.begin() + row * V;
+    return int32_t(std::max_element(first, first + V) - first);
   };
   const std::vector<int32_t> pending = {5, 900, top(0), top(1)};
   std::vector<SamplingAdjust> base{{5, 2, 0, 0.5f}, {77, 0, 1, 3.f}};
