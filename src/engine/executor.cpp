@@ -93,9 +93,4 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
 
 void Executor::collect(StepResult& result) { sampler_.collect(result.tokens); }
 
-void Executor::run(const StepPlan& plan, StepResult& result) {
-  launch(plan, result);
-  collect(result);
-}
-
 }  // namespace rill

@@ -34,8 +34,6 @@ class Executor {
   void launch(const StepPlan& plan, StepResult& result);
   /// Waits for the oldest uncollected launch's draws; fills result.tokens.
   void collect(StepResult& result);
-  /// launch() then collect().
-  void run(const StepPlan& plan, StepResult& result);
   /// Forgets uncollected launches (after a failed step).
   void abandon() { sampler_.abandon(); }
 
