@@ -232,6 +232,10 @@ int parse_attention_warps(const char* value);
 /// requests queue ahead of the latency-bound kernels before the GEMM; the bits do not change);
 /// anything else → an error naming the variable.
 int parse_decode_prewait(const char* value);
+/// RILL_DECODE_L2_PROMOTION: null → 0 (none); 0, 64, 128 or 256 → the L2 promotion (bytes) of the
+/// warpgroup decode GEMM's weight copies (a measurement knob; the bits do not change); anything
+/// else → an error naming the variable.
+int parse_decode_l2_promotion(const char* value);
 /// RILL_DECODE_CTAS: null → 0 (as many CTAs an SM as fit); 1..3 → at most that many resident CTAs an
 /// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
 /// error naming the variable.

@@ -100,6 +100,14 @@ int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_
 int parse_decode_prewait(const char* value) {
   return parse_int_in_range("RILL_DECODE_PREWAIT", value, 5, 0, 8, " (weight stages requested before the wait)");
 }
+int parse_decode_l2_promotion(const char* value) {
+  if (!value) return 0;
+  const auto bytes = exact_int(value);
+  if (bytes && (*bytes == 0 || *bytes == 64 || *bytes == 128 || *bytes == 256)) return *bytes;
+  fail("RILL_DECODE_L2_PROMOTION: must be 0, 64, 128 or 256 (bytes the decode GEMM's weight copies promote into "
+       "L2), got '{}'",
+       value);
+}
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
 }
@@ -177,6 +185,10 @@ void CudaKernels::configure_from_environment() {
   // measured 213.9 / 186.5 against 4's 217.1 / 188.5 at 512 / 8192 (run O): too many queued weight
   // requests ahead of the small kernels' loads.
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
+  // No L2 promotion by default: batch-1 decode 229.2 / 229.1 against 225.6 / 226.0 tok/s with 256 bytes
+  // (the prefill GEMM's maps) at 512 keys, 206.6 / 206.7 against 205.9 / 205.7 at 8192 (bench/RESULTS.md
+  // run Y); 128 bytes measured the same as none.
+  set_decode_l2_promotion(parse_decode_l2_promotion(std::getenv("RILL_DECODE_L2_PROMOTION")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).

@@ -111,7 +111,7 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_by
 int64_t decode_glu_slots(int64_t m, int num_sms);
 /// A bf16 weight [rows, k] read in box_rows × 64-k boxes with the 128-byte swizzle (the warpgroup
 /// kernels' w tiles; gemm_wgmma.cu).
-CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows);
+CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows, int promotion_bytes = 256);
 /// The decode kernels' launch policy (gemm_wgmma_decode.cu; the backend sets them at start): whether the
 /// next kernel may launch only once a CTA requested its last weight tile, and the resident CTAs an
 /// SM (0: as many as fit).

@@ -372,17 +372,22 @@ __global__ void wgmma_probe_kernel(int* out) {
 }
 
 // A 2-D bf16 tensor [rows, k] (row stride k) read in box_rows × 64-k boxes with the 128-byte swizzle.
-CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows) {
+CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows,
+                     CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(k) * 2};
   const cuuint32_t box[2] = {cuuint32_t(kBK), cuuint32_t(box_rows)};
-  return swizzled_bf16_map(p, 2, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "matmul");
+  return swizzled_bf16_map(p, 2, dims, strides, box, promotion, "matmul");
 }
 
 }  // namespace
 
-CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows) {
-  return tile_map(w, rows, k, box_rows);
+CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows, int promotion_bytes) {
+  const CUtensorMapL2promotion promotion = promotion_bytes >= 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                           : promotion_bytes >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                           : promotion_bytes >= 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                                                                    : CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  return tile_map(w, rows, k, box_rows, promotion);
 }
 
 bool gemm_wgmma_available() {

@@ -44,6 +44,7 @@ constexpr int kBK = kPipeBK;
 
 int g_decode_prewait = -1;     // set_decode_prewait_stages
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
+int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
 
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
@@ -271,7 +272,7 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
                 "output");
   // (weight_tile_map: any bf16 [rows, k] in box_rows × 64-k boxes, x's too.)
   const CUtensorMap tx = weight_tile_map(a.x, a.m, a.k, kXRows);
-  const CUtensorMap tw = weight_tile_map(a.w, a.n, a.k, kGlu ? kBN / 2 : kBN);
+  const CUtensorMap tw = weight_tile_map(a.w, a.n, a.k, kGlu ? kBN / 2 : kBN, g_decode_l2_promotion);
   const int64_t tiles = (a.n + kBN - 1) / kBN;
   // Split schedule when the partials and the per-tile counters fit; else one CTA walks every range.
   const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
@@ -333,4 +334,5 @@ void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = sta
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
+void set_decode_l2_promotion(int bytes) { gemm_detail::g_decode_l2_promotion = bytes; }
 }  // namespace rill::cuda

@@ -92,6 +92,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
   EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
   expect_rejects(cuda::parse_decode_prewait, {"", "9", "-1", "4x"}, "RILL_DECODE_PREWAIT");
+  EXPECT_EQ(cuda::parse_decode_l2_promotion(nullptr), 0);
+  EXPECT_EQ(cuda::parse_decode_l2_promotion("128"), 128);
+  EXPECT_EQ(cuda::parse_decode_l2_promotion("256"), 256);
+  expect_rejects(cuda::parse_decode_l2_promotion, {"", "32", "512", "-1", "128B"}, "RILL_DECODE_L2_PROMOTION");
   EXPECT_EQ(cuda::parse_decode_ctas(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_ctas("1"), 1);
   EXPECT_EQ(cuda::parse_decode_ctas("3"), 3);
