@@ -28,8 +28,6 @@ class CudaKernels final : public Kernels {
   Device device() const override { return Device::cuda; }
   DType activation_dtype() const override { return DType::bf16; }
   Allocator& allocator() override { return allocator_; }
-  /// Lets the matmul engine keep w's decode tiles (MatmulEngine::set_decode_tiles; RILL_DECODE_TILES).
-  void register_weight(const Tensor& w) override;
   void upload(const void* host, Tensor dst) override;
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, Tensor& dst) override;
@@ -238,9 +236,6 @@ int parse_decode_prewait(const char* value);
 /// warpgroup decode GEMM's weight copies (a measurement knob; the bits do not change); anything
 /// else → an error naming the variable.
 int parse_decode_l2_promotion(const char* value);
-/// RILL_DECODE_TILES: null or "0" → 0; "1" → 1 (the warpgroup decode GEMM reads registered weights
-/// from a copy in decode tiles: MatmulEngine::set_decode_tiles; same bits); anything else → an error.
-int parse_decode_tiles(const char* value);
 /// RILL_DECODE_CTAS: null → 0 (as many CTAs an SM as fit); 1..3 → at most that many resident CTAs an
 /// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
 /// error naming the variable.

@@ -108,7 +108,6 @@ int parse_decode_l2_promotion(const char* value) {
        "L2), got '{}'",
        value);
 }
-int parse_decode_tiles(const char* value) { return parse_wgmma_switch("RILL_DECODE_TILES", value) == 1; }
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
 }
@@ -190,7 +189,6 @@ void CudaKernels::configure_from_environment() {
   // (the prefill GEMM's maps) at 512 keys, 206.6 / 206.7 against 205.9 / 205.7 at 8192 (bench/RESULTS.md
   // run Y); 128 bytes measured the same as none.
   set_decode_l2_promotion(parse_decode_l2_promotion(std::getenv("RILL_DECODE_L2_PROMOTION")));
-  matmul_->set_decode_tiles(parse_decode_tiles(std::getenv("RILL_DECODE_TILES")) == 1);
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).

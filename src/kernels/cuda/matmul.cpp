@@ -58,58 +58,7 @@ MatmulEngine::MatmulEngine(cublasLtHandle_t lt, cudaStream_t stream, void* lt_wo
       splitk_bytes_(splitk_bytes),
       num_sms_(num_sms) {}
 
-MatmulEngine::~MatmulEngine() {
-  for (auto& [w, t] : tiles_)
-    if (t) cudaFree(t);
-}
-
-void MatmulEngine::register_weight(const void* w, int64_t n, int64_t k) {
-  forget_weights(w, 1);
-  weights_[w] = {n, k};
-}
-
-void MatmulEngine::forget_weights(const void* p, size_t bytes) {
-  if (weights_.empty()) return;
-  const char* begin = static_cast<const char*>(p);
-  for (auto it = weights_.lower_bound(p); it != weights_.end() && static_cast<const char*>(it->first) < begin + bytes;) {
-    if (auto t = tiles_.find(it->first); t != tiles_.end()) {
-      if (t->second) {
-        RILL_CUDA_CHECK(cudaStreamSynchronize(stream_));  // (queued decode GEMMs may still read it)
-        RILL_CUDA_CHECK(cudaFree(t->second));
-        tile_bytes_ -= size_t(it->second.first * it->second.second) * 2;
-      }
-      tiles_.erase(t);
-    }
-    it = weights_.erase(it);
-  }
-}
-
-// A registered weight's decode tiles, made now where they are missing and no graph is being recorded;
-// null where the setting is off, the weight is not registered or its shape does not tile.
-const void* MatmulEngine::decode_tiles_for(const void* w, int64_t n, int64_t k) {
-  if (!decode_tiles_on_) return nullptr;
-  auto reg = weights_.find(w);
-  if (reg == weights_.end() || reg->second != std::pair{n, k} || !decode_tiles_fit(n, k)) return nullptr;
-  if (auto t = tiles_.find(w); t != tiles_.end()) return t->second;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  RILL_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
-  if (status != cudaStreamCaptureStatusNone) return nullptr;
-  const size_t bytes = size_t(n * k) * 2;
-  void* tiles = nullptr;
-  if (cudaMalloc(&tiles, bytes) != cudaSuccess) {
-    (void)cudaGetLastError();
-    if (!tiles_warned_)
-      logger().warn("decode tiles: no room for a {} MB copy of a [{}, {}] weight; such weights are read as they are",
-                    bytes >> 20, n, k);
-    tiles_warned_ = true;
-    tiles_[w] = nullptr;
-    return nullptr;
-  }
-  launch_decode_tiles(w, tiles, n, k, stream_);
-  tiles_[w] = tiles;
-  tile_bytes_ += bytes;
-  return tiles;
-}
+MatmulEngine::~MatmulEngine() = default;
 
 bool MatmulEngine::matvec_ok(const MatmulShape& s) const { return s.m <= 8 && s.k % 8 == 0 && s.align >= 16; }
 
@@ -341,7 +290,6 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
 
 void MatmulEngine::launch_invariant(GemmArgs& a) {
   if (a.m <= decode_rows() && a.k % 8 == 0) a.config = decode_config(a);
-  if (a.config == 18 || a.config == 19) a.w_tiles = decode_tiles_for(a.w, a.n, a.k);
   launch_gemm(a, stream_);
 }
 
@@ -399,7 +347,6 @@ bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, vo
     if (config != 18 && (config != 19 || decode_mode == 1)) return false;
     a.config = m <= 8 ? 18 : 19;
     a.glu_schedule = decode_mode == 1 ? 0 : decode_mode - 1;
-    a.w_tiles = decode_tiles_for(a.w, a.n, a.k);
   } else if (!gemm_swiglu_fits(m, inter, k, num_sms_)) {
     return false;
   }
