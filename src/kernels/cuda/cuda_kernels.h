@@ -236,8 +236,6 @@ int parse_decode_prewait(const char* value);
 /// warpgroup decode GEMM's weight copies (a measurement knob; the bits do not change); anything
 /// else → an error naming the variable.
 int parse_decode_l2_promotion(const char* value);
-/// RILL_GEMM_L2_PROMOTION: the same for the warpgroup GEMM of prefill-sized M (null → 256).
-int parse_gemm_l2_promotion(const char* value);
 /// RILL_DECODE_CTAS: null → 0 (as many CTAs an SM as fit); 1..3 → at most that many resident CTAs an
 /// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
 /// error naming the variable.

@@ -100,19 +100,13 @@ int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_
 int parse_decode_prewait(const char* value) {
   return parse_int_in_range("RILL_DECODE_PREWAIT", value, 5, 0, 8, " (weight stages requested before the wait)");
 }
-namespace {
-int parse_l2_promotion(std::string_view name, const char* value, int fallback, std::string_view what) {
-  if (!value) return fallback;
+int parse_decode_l2_promotion(const char* value) {
+  if (!value) return 0;
   const auto bytes = exact_int(value);
   if (bytes && (*bytes == 0 || *bytes == 64 || *bytes == 128 || *bytes == 256)) return *bytes;
-  fail("{}: must be 0, 64, 128 or 256 (bytes {} promote into L2), got '{}'", name, what, value);
-}
-}  // namespace
-int parse_decode_l2_promotion(const char* value) {
-  return parse_l2_promotion("RILL_DECODE_L2_PROMOTION", value, 0, "the decode GEMM's weight copies");
-}
-int parse_gemm_l2_promotion(const char* value) {
-  return parse_l2_promotion("RILL_GEMM_L2_PROMOTION", value, 256, "the prefill GEMM's tile copies");
+  fail("RILL_DECODE_L2_PROMOTION: must be 0, 64, 128 or 256 (bytes the decode GEMM's weight copies promote into "
+       "L2), got '{}'",
+       value);
 }
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
@@ -195,7 +189,6 @@ void CudaKernels::configure_from_environment() {
   // (the prefill GEMM's maps) at 512 keys, 206.6 / 206.7 against 205.9 / 205.7 at 8192 (bench/RESULTS.md
   // run Y); 128 bytes measured the same as none.
   set_decode_l2_promotion(parse_decode_l2_promotion(std::getenv("RILL_DECODE_L2_PROMOTION")));
-  set_gemm_l2_promotion(parse_gemm_l2_promotion(std::getenv("RILL_GEMM_L2_PROMOTION")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).

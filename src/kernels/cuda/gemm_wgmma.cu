@@ -382,15 +382,12 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows,
 
 }  // namespace
 
-CUtensorMapL2promotion l2_promotion(int bytes) {
-  return bytes >= 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
-         : bytes >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-         : bytes >= 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
-                        : CU_TENSOR_MAP_L2_PROMOTION_NONE;
-}
-
 CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows, int promotion_bytes) {
-  return tile_map(w, rows, k, box_rows, l2_promotion(promotion_bytes));
+  const CUtensorMapL2promotion promotion = promotion_bytes >= 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                           : promotion_bytes >= 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                           : promotion_bytes >= 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                                                                    : CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  return tile_map(w, rows, k, box_rows, promotion);
 }
 
 bool gemm_wgmma_available() {
@@ -412,8 +409,6 @@ bool gemm_wgmma_available() {
   return available;
 }
 
-int g_gemm_l2_promotion = 256;  // set_gemm_l2_promotion: bytes
-
 namespace {
 
 template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false>
@@ -426,9 +421,7 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   }();
   (void)attr_set;
   // (kGlu: a stage's w tile is two 64-row boxes, gate's and up's.)
-  const CUtensorMapL2promotion promotion = l2_promotion(g_gemm_l2_promotion);
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM, promotion),
-                    tw = tile_map(a.w, a.n, a.k, kGlu ? kN / 2 : kN, promotion);
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kGlu ? kN / 2 : kN);
   const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kN - 1) / kN);
   const int64_t ctas = kSplit ? tiles * a.splits : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
   launch_pdl(kernel, dim3(unsigned(ctas)), dim3(kThreads), smem_bytes(kStages, kN), stream, tx, tw, a);
@@ -469,7 +462,3 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
 }
 
 }  // namespace rill::cuda::gemm_detail
-
-namespace rill::cuda {
-void set_gemm_l2_promotion(int bytes) { gemm_detail::g_gemm_l2_promotion = bytes; }
-}  // namespace rill::cuda

@@ -308,8 +308,6 @@ void set_decode_prewait_stages(int stages);
 /// The L2 promotion, in bytes (0, 64, 128, 256), of the warpgroup decode GEMM's weight tensor copies
 /// (RILL_DECODE_L2_PROMOTION). Same bits either way.
 void set_decode_l2_promotion(int bytes);
-/// The same for the warpgroup GEMM of prefill-sized M (x and w; RILL_GEMM_L2_PROMOTION, default 256).
-void set_gemm_l2_promotion(int bytes);
 /// When a CTA of the warpgroup decode GEMM lets the next kernel launch: right after its wait
 /// (false: RILL_DECODE_TRIGGER=early) or once it has requested its last weight tile (true, the
 /// backend's default).

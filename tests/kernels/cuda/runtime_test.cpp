@@ -96,9 +96,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_l2_promotion("128"), 128);
   EXPECT_EQ(cuda::parse_decode_l2_promotion("256"), 256);
   expect_rejects(cuda::parse_decode_l2_promotion, {"", "32", "512", "-1", "128B"}, "RILL_DECODE_L2_PROMOTION");
-  EXPECT_EQ(cuda::parse_gemm_l2_promotion(nullptr), 256);
-  EXPECT_EQ(cuda::parse_gemm_l2_promotion("0"), 0);
-  expect_rejects(cuda::parse_gemm_l2_promotion, {"", "1", "256B"}, "RILL_GEMM_L2_PROMOTION");
   EXPECT_EQ(cuda::parse_decode_ctas(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_ctas("1"), 1);
   EXPECT_EQ(cuda::parse_decode_ctas("3"), 3);
