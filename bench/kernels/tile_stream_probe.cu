@@ -11,10 +11,13 @@
 //              same bytes land in shared memory as from rowmajor;
 //   bulk     — the tiled buffer, one 8 KB bulk copy a stage (no swizzle: a timing reference).
 // Each shape is timed alone with the L2 flushed (median of 15), then a chain of 8 layers' four
-// projections launched back to back (the decode step's order and shapes, split as gemm_split
-// splits them), in GB/s, next to the device-to-device copy rate measured in the same run.
-// Built and run by tools/gpu_run.sh (RILL_TILE_PROBE=1): nvcc -O3 -arch=sm_90a -I src. Not part
-// of the library or of any test: a measurement (bench/RESULTS.md).
+// projections (the decode step's order and shapes, split as gemm_split splits them) launched back
+// to back, with programmatic launches, and as one persistent grid with a device-counter barrier
+// between projections, in GB/s, next to the device-to-device copy rate measured in the same run;
+// also the row-major maps' L2 promotion (none, 64, 128, 256 bytes).
+// Built by hand (any machine with nvcc): nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
+// -I src bench/kernels/tile_stream_probe.cu -o tile_stream_probe; run alone on an H100 / H200 (~2 s,
+// ~6 GB). Not part of the library or of any test: a measurement (bench/RESULTS.md, run Y).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -53,8 +56,8 @@ struct Job {
 
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          rill::cuda::smem_addr(dst)),
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(rill::cuda::smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(rill::cuda::smem_addr(bar)), "l"(policy)
       : "memory");
 }
@@ -319,7 +322,8 @@ int main() {
     CK(cudaMalloc(&a, cb));
     CK(cudaMalloc(&b, cb));
     const double us = median_us([&] { CK(cudaMemcpyAsync(b, a, cb, cudaMemcpyDeviceToDevice)); }, flush, flush_bytes);
-    std::printf("copy 1 GiB D2D: %.0f GB/s (read+write); %d CTAs an SM, %d slots\n", 2.0 * cb / us / 1e3, per_sm, slots);
+    std::printf("copy 1 GiB D2D: %.0f GB/s (read+write); %d CTAs an SM, %d slots\n", 2.0 * cb / us / 1e3, per_sm,
+                slots);
     CK(cudaFree(a));
     CK(cudaFree(b));
   }
@@ -332,7 +336,8 @@ int main() {
   const size_t big_bytes = size_t(lm.n) * lm.k * 2;
   CK(cudaMalloc(&big, big_bytes));
   CK(cudaMemset(big, 0x5a, big_bytes));
-  std::printf("| shape | MB | rowmajor us | GB/s | tiled us | GB/s | bulk us | GB/s |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| shape | MB | rowmajor us | GB/s | tiled us | GB/s | bulk us | GB/s |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Shape& s : {qkv, o, gu, down, lm}) {
     const double mb = double(s.n) * s.k * 2 / 1e6;
     std::printf("| %s | %.1f", s.name, mb);
