@@ -84,7 +84,9 @@ TEST(EngineOverlap, SameEventsAsOneStepAtATime) {
     EXPECT_EQ(off.steps_overlapped, 0) << c.what;
     EXPECT_GT(on.steps_overlapped, on.num_steps / 3) << c.what;  // most steps overlap
     EXPECT_EQ(on.generated_tokens, off.generated_tokens) << c.what;
-    if (c.budget == 64) EXPECT_GT(on.num_preemptions, 0) << c.what;
+    if (c.budget == 64) {
+      EXPECT_GT(on.num_preemptions, 0) << c.what;
+    }
   }
   // Penalties (the pending draw counted on the device) and a fork (its first draw read at once).
   const std::vector<Request> mixed = overlap_requests(24, 32, true);
