@@ -108,6 +108,14 @@ int parse_decode_l2_promotion(const char* value) {
        "L2), got '{}'",
        value);
 }
+int parse_decode_few_item_stages(const char* value) {
+  if (!value) return 0;
+  const auto stages = exact_int(value);
+  if (stages && (*stages == 0 || *stages == 9 || *stages == 12)) return *stages;
+  fail("RILL_DECODE_FEW_ITEM_STAGES: must be 0, 9 or 12 (stages a CTA of the decode GEMM's launches with few work "
+       "items), got '{}'",
+       value);
+}
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
 }
@@ -189,6 +197,7 @@ void CudaKernels::configure_from_environment() {
   // (the prefill GEMM's maps) at 512 keys, 206.6 / 206.7 against 205.9 / 205.7 at 8192 (bench/RESULTS.md
   // run Y); 128 bytes measured the same as none.
   set_decode_l2_promotion(parse_decode_l2_promotion(std::getenv("RILL_DECODE_L2_PROMOTION")));
+  set_decode_few_item_stages(parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).

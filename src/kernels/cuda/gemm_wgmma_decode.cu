@@ -45,6 +45,7 @@ constexpr int kBK = kPipeBK;
 int g_decode_prewait = -1;     // set_decode_prewait_stages
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
+int g_decode_few_item_stages = 0;  // set_decode_few_item_stages
 
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
@@ -313,7 +314,19 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   // only an output row past M, which is never stored.
   // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
   // (Variant 2 always folds: its fold is the SwiGLU.)
-  if (variant == 0) return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
+  if (variant == 0) {
+    // Fewer work items than two CTAs an SM (the 8B shape's o and down: 256): CTAs sized so that at
+    // most two fit an SM, with more stages each (set_decode_few_item_stages; same bits).
+    const int64_t tiles = (a.n + 63) / 64;
+    const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
+                       size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
+    const bool few = tiles * (split ? a.splits : 1) <= 2 * int64_t(std::max(num_sms, 1));
+    if (few && g_decode_few_item_stages == 9)
+      return launch_decode_variant<64, 8, 9>(a, ws_bytes, num_counters, num_sms, stream);
+    if (few && g_decode_few_item_stages == 12)
+      return launch_decode_variant<64, 8, 12>(a, ws_bytes, num_counters, num_sms, stream);
+    return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
+  }
   a.defer_fold = false;
   if (variant == 2) {  // SwiGLU: the x stage of 8, 16 or 32 rows holding M (launch_gemm checked M ≤ 32)
     if (a.m <= 8) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
@@ -335,4 +348,5 @@ void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = l
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
 void set_decode_l2_promotion(int bytes) { gemm_detail::g_decode_l2_promotion = bytes; }
+void set_decode_few_item_stages(int stages) { gemm_detail::g_decode_few_item_stages = stages; }
 }  // namespace rill::cuda
