@@ -109,7 +109,7 @@ int parse_decode_l2_promotion(const char* value) {
        value);
 }
 int parse_decode_few_item_stages(const char* value) {
-  if (!value) return 0;
+  if (!value) return 9;
   const auto stages = exact_int(value);
   if (stages && (*stages == 0 || *stages == 9 || *stages == 12)) return *stages;
   fail("RILL_DECODE_FEW_ITEM_STAGES: must be 0, 9 or 12 (stages a CTA of the decode GEMM's launches with few work "
@@ -197,6 +197,8 @@ void CudaKernels::configure_from_environment() {
   // (the prefill GEMM's maps) at 512 keys, 206.6 / 206.7 against 205.9 / 205.7 at 8192 (bench/RESULTS.md
   // run Y); 128 bytes measured the same as none.
   set_decode_l2_promotion(parse_decode_l2_promotion(std::getenv("RILL_DECODE_L2_PROMOTION")));
+  // 9 by default: batch-1 decode at 512 keys 230.81 / 230.83 tok/s against 227.23 / 226.77 with the 8-stage CTAs
+  // (three an SM) and 229.43 / 229.57 with 12 stages (bench/RESULTS.md run Y5).
   set_decode_few_item_stages(parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));

@@ -45,7 +45,7 @@ constexpr int kBK = kPipeBK;
 int g_decode_prewait = -1;     // set_decode_prewait_stages
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
-int g_decode_few_item_stages = 0;  // set_decode_few_item_stages
+int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
 
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)

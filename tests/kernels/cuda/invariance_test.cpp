@@ -156,6 +156,49 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
 // The warpgroup decode kernel for M 9..64 (configuration 19: x stages of 16, 32 or 64 rows, the
 // smallest holding M, or the 64-row stage at every M as RILL_DECODE_X_ROWS=64 runs it), in its fold
 // and split schedules, gives the bits of the mma.sync kernel's fold schedule (configuration 2).
+// Configuration 18's launches with at most two work items an SM (the 8B shape's o and down at 1-8
+// rows) run on CTAs of 9 or 12 stages, two an SM, by default 9 (set_decode_few_item_stages): the
+// bits of the 8-stage CTAs, split schedule (the engine's workspace) and fold schedule (none).
+TEST(CudaInvariance, FewItemStagesKeepBits) {
+  RILL_REQUIRE_GPU();
+  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const std::pair<int64_t, int64_t> shapes[] = {{4096, 4096}, {4096, 12288}, {1000, 2056}};
+  for (auto [n, k] : shapes) {
+    SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
+    for (int64_t m : {1, 3, 8}) {
+      DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
+      for (bool workspace : {true, false}) {
+        std::vector<float> got[3];
+        const int stages[3] = {0, 9, 12};
+        for (int v = 0; v < 3; ++v) {
+          cuda::set_decode_few_item_stages(stages[v]);
+          DevTensor dy(DType::bf16, {m, n});
+          dy.poison();
+          const void* x = dx.t.data();
+          cuda::GemmArgs ga = workspace ? backend().matmul_engine().gemm_args(x, dw.t.data(), db.t.data(), m, n, k)
+                                        : plain_gemm(x, dw.t.data(), db.t.data(), nullptr, m, n, k);
+          ga.y = dy.t.data();
+          ga.config = 18;
+          cuda::launch_gemm(ga, backend().stream());
+          got[v] = download_bf16(dy);
+        }
+        const char* env = std::getenv("RILL_DECODE_FEW_ITEM_STAGES");
+        cuda::set_decode_few_item_stages(cuda::parse_decode_few_item_stages(env));
+        for (int v = 1; v < 3; ++v) {
+          for (float x : got[v]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " stages " << stages[v];
+          EXPECT_EQ(differing_bits(got[0], got[v]), 0u) << "M=" << m << " stages " << stages[v] << " workspace "
+                                                        << workspace;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";

@@ -96,7 +96,8 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_l2_promotion("128"), 128);
   EXPECT_EQ(cuda::parse_decode_l2_promotion("256"), 256);
   expect_rejects(cuda::parse_decode_l2_promotion, {"", "32", "512", "-1", "128B"}, "RILL_DECODE_L2_PROMOTION");
-  EXPECT_EQ(cuda::parse_decode_few_item_stages(nullptr), 0);
+  EXPECT_EQ(cuda::parse_decode_few_item_stages(nullptr), 9);
+  EXPECT_EQ(cuda::parse_decode_few_item_stages("0"), 0);
   EXPECT_EQ(cuda::parse_decode_few_item_stages("12"), 12);
   expect_rejects(cuda::parse_decode_few_item_stages, {"", "8", "10", "9x"}, "RILL_DECODE_FEW_ITEM_STAGES");
   EXPECT_EQ(cuda::parse_decode_ctas(nullptr), 0);
