@@ -9,7 +9,8 @@
 //   line<R>     — the same bytes, but each instruction reads 512 contiguous bytes of one row
 //   bulk<R,S>   — a warp owns 8 rows; 8 lanes each issue one bulk copy (R bytes of its row) into
 //                 a per-warp ring of S shared-memory stages completing on an mbarrier
-// Built and run by tools/gpu_run.sh (mode decode, RILL_READ_PROBE=1): nvcc -O3 -arch=sm_90a -I src.
+// Built and run by tools/gpu_run.sh (mode decode, RILL_READ_PROBE=1): nvcc -O3 -arch=sm_90a -I src. Its loads
+// carry the evict-first L2 policy, as the library's weight streams do (since run G).
 // Not part of the library or of any test: a measurement (bench/RESULTS.md, run G).
 #include <cuda_runtime.h>
 
@@ -19,18 +20,12 @@
 #include <vector>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "probe_util.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 
 namespace {
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+using rill::probe::median_us;
 
 __device__ __forceinline__ uint32_t fold(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
 
@@ -41,12 +36,13 @@ __device__ __forceinline__ void sink(uint32_t v, uint32_t* out) {
 
 __global__ void __launch_bounds__(256) contig_kernel(const uint4* p, int64_t n16, uint32_t* out) {
   uint32_t acc = 0;
+  const uint64_t policy = rill::cuda::l2_evict_first_policy();  // as the library's weight streams
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += 4 * stride) {
     uint4 v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u)
-      v[u] = i + u * stride < n16 ? rill::cuda::load_stream16(p + i + u * stride) : make_uint4(0, 0, 0, 0);
+      v[u] = i + u * stride < n16 ? rill::cuda::load_stream16(p + i + u * stride, policy) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < 4; ++u) acc ^= fold(v[u]);
   }
@@ -65,15 +61,16 @@ __global__ void __launch_bounds__(256, 2) rows_kernel(const char* w, int64_t n, 
     if (kLine) return w + (row0 + i % 8) * row_bytes + b + (i / 8) * 512 + 16 * lane;
     return w + (row0 + g) * row_bytes + b + 64 * i + 16 * t;
   };
+  const uint64_t policy = rill::cuda::l2_evict_first_policy();  // as the library's weight streams
   uint4 cur[kLoads], nxt[kLoads];
 #pragma unroll
-  for (int i = 0; i < kLoads; ++i) cur[i] = rill::cuda::load_stream16(addr(0, i));
+  for (int i = 0; i < kLoads; ++i) cur[i] = rill::cuda::load_stream16(addr(0, i), policy);
   uint32_t acc = 0;
   for (int64_t b = 0; b < row_bytes; b += kRunBytes) {
     const bool more = b + kRunBytes < row_bytes;
     if (more) {
 #pragma unroll
-      for (int i = 0; i < kLoads; ++i) nxt[i] = rill::cuda::load_stream16(addr(b + kRunBytes, i));
+      for (int i = 0; i < kLoads; ++i) nxt[i] = rill::cuda::load_stream16(addr(b + kRunBytes, i), policy);
     }
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) acc ^= fold(cur[i]);
@@ -124,33 +121,6 @@ __global__ void __launch_bounds__(32 * kWarps) bulk_kernel(const char* w, int64_
     if (b + kStages < batches) issue(b + kStages);
   }
   sink(acc, out);
-}
-
-struct Timer {
-  cudaEvent_t a, b;
-  Timer() {
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-  }
-};
-
-template <class F>
-double median_us(F launch, void* flush, size_t flush_bytes) {
-  Timer tm;
-  std::vector<float> v;
-  for (int r = 0; r < 16; ++r) {
-    CK(cudaMemset(flush, r, flush_bytes));
-    CK(cudaEventRecord(tm.a));
-    launch();
-    CK(cudaEventRecord(tm.b));
-    CK(cudaEventSynchronize(tm.b));
-    CK(cudaGetLastError());
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, tm.a, tm.b));
-    if (r > 0) v.push_back(ms);
-  }
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2] * 1e3;
 }
 
 }  // namespace

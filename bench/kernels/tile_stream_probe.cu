@@ -30,18 +30,12 @@
 #include <vector>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "probe_util.cuh"
 #include "kernels/cuda/mbarrier.cuh"
 
 namespace {
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
+using rill::probe::median_us;
 
 constexpr int kStages = 8;
 constexpr int kTileBytes = 64 * 64 * 2;
@@ -65,6 +59,50 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
 __device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void grid_dep_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
+// The 1024-aligned stages and their barriers (thread 0 initialises them; every thread then syncs).
+__device__ __forceinline__ unsigned char* init_stages(unsigned char* smem_raw, uint64_t* full, uint64_t* empty) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) rill::cuda::mbar_init(&full[s], 1), rill::cuda::mbar_init(&empty[s], 1);
+    rill::cuda::mbar_init_fence();
+  }
+  __syncthreads();
+  return smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
+}
+
+// Work item `item` of a job: its column tile and k tiles [kb, ke).
+__device__ __forceinline__ void item_tiles(const Job& job, int item, int& tile, int& kb, int& ke) {
+  const bool split = job.splits > 1;
+  const int range = item / job.tiles;
+  tile = item % job.tiles;
+  kb = split ? range * job.tiles_per_split : 0;
+  ke = split ? min(job.ktiles, kb + job.tiles_per_split) : job.ktiles;
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Tile (tile, kt) of the job's weight into dst, in the layout's way.
+template <int kLayout>
+__device__ __forceinline__ void load_tile(unsigned char* dst, const CUtensorMap* map, const Job& job, int tile, int kt,
+                                          uint64_t* bar, uint64_t policy) {
+  if constexpr (kLayout == kRowMajor) {
+    rill::cuda::tma_load_2d_hint(dst, map, kt * 64, tile * 64, bar, policy);
+  } else if constexpr (kLayout == kTiled) {
+    rill::cuda::tma_load_2d_hint(dst, map, 0, (tile * job.ktiles + kt) * 64, bar, policy);
+  } else {
+    bulk_load(dst, job.w + (int64_t(tile) * job.ktiles + kt) * kTileBytes, kTileBytes, bar, policy);
+  }
+}
+
+// The consumer's side of one stage: wait for it, touch it, release it.
+__device__ __forceinline__ uint32_t take_stage(unsigned char* sw, uint64_t* full, uint64_t* empty, int& s,
+                                               unsigned& phase, int kt) {
+  rill::cuda::mbar_wait(&full[s], phase);
+  const uint32_t v = *reinterpret_cast<const uint32_t*>(sw + s * kTileBytes + (kt & 7) * 128);
+  rill::cuda::mbar_arrive(&empty[s]);
+  if (++s == kStages) s = 0, phase ^= 1u;
+  return v;
+}
+#endif
+
 // kPdl: launched with programmatic stream serialization, as the decode graph's GEMMs are — the
 // producer requests its first kPrewait tiles, then waits for the previous grid, and lets the next
 // grid launch once it has requested its last tile; the consumer waits for the previous grid first.
@@ -73,34 +111,20 @@ __global__ void __launch_bounds__(64) stream_kernel(const __grid_constant__ CUte
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
-  unsigned char* sw = smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) rill::cuda::mbar_init(&full[s], 1), rill::cuda::mbar_init(&empty[s], 1);
-    rill::cuda::mbar_init_fence();
-  }
-  __syncthreads();
+  unsigned char* sw = init_stages(smem_raw, full, empty);
   const int items = job.tiles * job.splits;
-  const bool split = job.splits > 1;
   if (threadIdx.x == 0) {
     const uint64_t policy = rill::cuda::l2_evict_first_policy();
     int s = 0, issued = 0;
     unsigned phase = 0;
     for (int item = blockIdx.x; item < items; item += gridDim.x) {
-      const int tile = item % job.tiles, range = item / job.tiles;
-      const int kb = split ? range * job.tiles_per_split : 0;
-      const int ke = split ? min(job.ktiles, kb + job.tiles_per_split) : job.ktiles;
+      int tile, kb, ke;
+      item_tiles(job, item, tile, kb, ke);
       for (int kt = kb; kt < ke; ++kt) {
         if (kPdl && issued++ == 5) grid_dep_wait();
         rill::cuda::mbar_wait(&empty[s], phase ^ 1u);
         rill::cuda::mbar_arrive_expect_tx(&full[s], kTileBytes);
-        unsigned char* dst = sw + s * kTileBytes;
-        if constexpr (kLayout == kRowMajor) {
-          rill::cuda::tma_load_2d_hint(dst, &map, kt * 64, tile * 64, &full[s], policy);
-        } else if constexpr (kLayout == kTiled) {
-          rill::cuda::tma_load_2d_hint(dst, &map, 0, (tile * job.ktiles + kt) * 64, &full[s], policy);
-        } else {
-          bulk_load(dst, job.w + (int64_t(tile) * job.ktiles + kt) * kTileBytes, kTileBytes, &full[s], policy);
-        }
+        load_tile<kLayout>(sw + s * kTileBytes, &map, job, tile, kt, &full[s], policy);
         if (++s == kStages) s = 0, phase ^= 1u;
       }
     }
@@ -114,15 +138,9 @@ __global__ void __launch_bounds__(64) stream_kernel(const __grid_constant__ CUte
     unsigned phase = 0;
     uint32_t acc = 0;
     for (int item = blockIdx.x; item < items; item += gridDim.x) {
-      const int range = item / job.tiles;
-      const int kb = split ? range * job.tiles_per_split : 0;
-      const int ke = split ? min(job.ktiles, kb + job.tiles_per_split) : job.ktiles;
-      for (int kt = kb; kt < ke; ++kt) {
-        rill::cuda::mbar_wait(&full[s], phase);
-        acc ^= *reinterpret_cast<const uint32_t*>(sw + s * kTileBytes + (kt & 7) * 128);
-        rill::cuda::mbar_arrive(&empty[s]);
-        if (++s == kStages) s = 0, phase ^= 1u;
-      }
+      int tile, kb, ke;
+      item_tiles(job, item, tile, kb, ke);
+      for (int kt = kb; kt < ke; ++kt) acc ^= take_stage(sw, full, empty, s, phase, kt);
     }
     if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
   }
@@ -147,33 +165,20 @@ __global__ void __launch_bounds__(64) chain_kernel(const CUtensorMap* maps, cons
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
-  unsigned char* sw = smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) rill::cuda::mbar_init(&full[s], 1), rill::cuda::mbar_init(&empty[s], 1);
-    rill::cuda::mbar_init_fence();
-  }
-  __syncthreads();
+  unsigned char* sw = init_stages(smem_raw, full, empty);
   if (threadIdx.x == 0) {
     const uint64_t policy = rill::cuda::l2_evict_first_policy();
     int s = 0;
     unsigned phase = 0;
     for (int p = 0; p < njobs; ++p) {
       const Job job = jobs[p];
-      const int items = job.tiles * job.splits;
-      const bool split = job.splits > 1;
-      for (int item = blockIdx.x; item < items; item += gridDim.x) {
-        const int tile = item % job.tiles, range = item / job.tiles;
-        const int kb = split ? range * job.tiles_per_split : 0;
-        const int ke = split ? min(job.ktiles, kb + job.tiles_per_split) : job.ktiles;
+      for (int item = blockIdx.x; item < job.tiles * job.splits; item += gridDim.x) {
+        int tile, kb, ke;
+        item_tiles(job, item, tile, kb, ke);
         for (int kt = kb; kt < ke; ++kt) {
           rill::cuda::mbar_wait(&empty[s], phase ^ 1u);
           rill::cuda::mbar_arrive_expect_tx(&full[s], kTileBytes);
-          unsigned char* dst = sw + s * kTileBytes;
-          if constexpr (kLayout == kRowMajor) {
-            rill::cuda::tma_load_2d_hint(dst, maps + p, kt * 64, tile * 64, &full[s], policy);
-          } else {
-            bulk_load(dst, job.w + (int64_t(tile) * job.ktiles + kt) * kTileBytes, kTileBytes, &full[s], policy);
-          }
+          load_tile<kLayout>(sw + s * kTileBytes, maps + p, job, tile, kt, &full[s], policy);
           if (++s == kStages) s = 0, phase ^= 1u;
         }
       }
@@ -189,18 +194,10 @@ __global__ void __launch_bounds__(64) chain_kernel(const CUtensorMap* maps, cons
         if (dep_load) acc ^= load_acquire(xrow + (blockIdx.x * 37 + p) % 4096);
       }
       const Job job = jobs[p];
-      const int items = job.tiles * job.splits;
-      const bool split = job.splits > 1;
-      for (int item = blockIdx.x; item < items; item += gridDim.x) {
-        const int range = item / job.tiles;
-        const int kb = split ? range * job.tiles_per_split : 0;
-        const int ke = split ? min(job.ktiles, kb + job.tiles_per_split) : job.ktiles;
-        for (int kt = kb; kt < ke; ++kt) {
-          rill::cuda::mbar_wait(&full[s], phase);
-          acc ^= *reinterpret_cast<const uint32_t*>(sw + s * kTileBytes + (kt & 7) * 128);
-          rill::cuda::mbar_arrive(&empty[s]);
-          if (++s == kStages) s = 0, phase ^= 1u;
-        }
+      for (int item = blockIdx.x; item < job.tiles * job.splits; item += gridDim.x) {
+        int tile, kb, ke;
+        item_tiles(job, item, tile, kb, ke);
+        for (int kt = kb; kt < ke; ++kt) acc ^= take_stage(sw, full, empty, s, phase, kt);
       }
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counters + p) : "memory");
     }
@@ -274,27 +271,6 @@ void launch(int layout, const Launch& l, uint32_t* out) {
   if (layout == kRowMajor) stream_kernel<kRowMajor><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
   if (layout == kTiled) stream_kernel<kTiled><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
   if (layout == kBulk) stream_kernel<kBulk><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
-}
-
-template <class F>
-double median_us(F run, void* flush, size_t flush_bytes, int reps = 15) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> v;
-  for (int r = 0; r <= reps; ++r) {
-    CK(cudaMemset(flush, r, flush_bytes));
-    CK(cudaEventRecord(a));
-    run();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    CK(cudaGetLastError());
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (r > 0) v.push_back(ms);
-  }
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2] * 1e3;
 }
 
 }  // namespace
