@@ -10,7 +10,7 @@
 //   bulk<R,S>   — a warp owns 8 rows; 8 lanes each issue one bulk copy (R bytes of its row) into
 //                 a per-warp ring of S shared-memory stages completing on an mbarrier
 // Built and run by tools/gpu_run.sh (mode decode, RILL_READ_PROBE=1): nvcc -O3 -arch=sm_90a -I src. Its loads
-// carry the evict-first L2 policy, as the library's weight streams do (since run G).
+// carry the evict-first L2 policy, as the library's weight streams do.
 // Not part of the library or of any test: a measurement (bench/RESULTS.md, run G).
 #include <cuda_runtime.h>
 
