@@ -258,6 +258,13 @@ int resident_per_sm() {
   return g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
 }
 
+// Whether a launch of `tiles` column tiles runs the split schedule: the partials and the per-tile
+// counters fit; else one CTA walks every range of its tile.
+bool split_schedule(const GemmKernelArgs& a, int64_t tiles, size_t ws_bytes, int64_t num_counters) {
+  return a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
+         size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
+}
+
 // Returns whether the split schedule ran (the partials are in a.ws).
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
@@ -275,9 +282,7 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   const CUtensorMap tx = weight_tile_map(a.x, a.m, a.k, kXRows);
   const CUtensorMap tw = weight_tile_map(a.w, a.n, a.k, kGlu ? kBN / 2 : kBN, g_decode_l2_promotion);
   const int64_t tiles = (a.n + kBN - 1) / kBN;
-  // Split schedule when the partials and the per-tile counters fit; else one CTA walks every range.
-  const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
-                     size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
+  const bool split = split_schedule(a, tiles, ws_bytes, num_counters);
   const int64_t items = tiles * (split ? a.splits : 1);
   // Persistent beyond one wave.
   const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));
@@ -318,9 +323,8 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
     // Fewer work items than two CTAs an SM (the 8B shape's o and down: 256): CTAs sized so that at
     // most two fit an SM, with more stages each (set_decode_few_item_stages; same bits).
     const int64_t tiles = (a.n + 63) / 64;
-    const bool split = a.splits > 1 && a.ws && a.counters && tiles <= num_counters &&
-                       size_t(a.splits) * size_t(a.m * a.n) * sizeof(float) <= ws_bytes;
-    const bool few = tiles * (split ? a.splits : 1) <= 2 * int64_t(std::max(num_sms, 1));
+    const bool few =
+        tiles * (split_schedule(a, tiles, ws_bytes, num_counters) ? a.splits : 1) <= 2 * int64_t(std::max(num_sms, 1));
     if (few && g_decode_few_item_stages == 9)
       return launch_decode_variant<64, 8, 9>(a, ws_bytes, num_counters, num_sms, stream);
     if (few && g_decode_few_item_stages == 12)
