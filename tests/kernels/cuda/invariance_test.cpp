@@ -156,6 +156,42 @@ TEST(CudaInvariance, StreamingDecodeGemmEqualsTiled) {
 // The warpgroup decode kernel for M 9..64 (configuration 19: x stages of 16, 32 or 64 rows, the
 // smallest holding M, or the 64-row stage at every M as RILL_DECODE_X_ROWS=64 runs it), in its fold
 // and split schedules, gives the bits of the mma.sync kernel's fold schedule (configuration 2).
+TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
+  RILL_REQUIRE_GPU();
+  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const std::pair<int64_t, int64_t> shapes[] = {{1001, 2056}, {6144, 4096}, {333, 12296}};
+  for (auto [n, k] : shapes) {
+    SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
+    for (int64_t m : {9, 16, 17, 32, 33, 64}) {
+      DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
+      std::vector<float> got[4];
+      for (int v = 0; v < 4; ++v) {
+        cuda::set_decode_min_x_rows(v == 3 ? 64 : 16);
+        DevTensor dy(DType::bf16, {m, n});
+        dy.poison();
+        cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), db.t.data(), dy.t.data(), m, n, k, v == 0 ? 2 : 19);
+        if (v >= 2) {  // with the workspace and counters: one range a CTA
+          ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), db.t.data(), m, n, k);
+          ga.y = dy.t.data();
+          ga.config = 19;
+        }
+        cuda::launch_gemm(ga, backend().stream());
+        got[v] = download_bf16(dy);
+      }
+      cuda::set_decode_min_x_rows(cuda::parse_decode_x_rows(std::getenv("RILL_DECODE_X_ROWS")));
+      for (int v = 1; v < 4; ++v) {
+        for (float x : got[v]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " variant " << v;
+        EXPECT_TRUE(same_bits(got[0].data(), got[v].data(), got[0].size())) << "M=" << m << " variant " << v;
+      }
+    }
+  }
+}
+
 // Configuration 18's launches with at most two work items an SM (the 8B shape's o and down at 1-8
 // rows) run on CTAs of 9 or 12 stages, two an SM, by default 9 (set_decode_few_item_stages): the
 // bits of the 8-stage CTAs, split schedule (the engine's workspace) and fold schedule (none).
@@ -194,42 +230,6 @@ TEST(CudaInvariance, FewItemStagesKeepBits) {
           EXPECT_EQ(differing_bits(got[0], got[v]), 0u) << "M=" << m << " stages " << stages[v] << " workspace "
                                                         << workspace;
         }
-      }
-    }
-  }
-}
-
-TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
-  RILL_REQUIRE_GPU();
-  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
-  uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  const std::pair<int64_t, int64_t> shapes[] = {{1001, 2056}, {6144, 4096}, {333, 12296}};
-  for (auto [n, k] : shapes) {
-    SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
-    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
-    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
-    for (int64_t m : {9, 16, 17, 32, 33, 64}) {
-      DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
-      std::vector<float> got[4];
-      for (int v = 0; v < 4; ++v) {
-        cuda::set_decode_min_x_rows(v == 3 ? 64 : 16);
-        DevTensor dy(DType::bf16, {m, n});
-        dy.poison();
-        cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), db.t.data(), dy.t.data(), m, n, k, v == 0 ? 2 : 19);
-        if (v >= 2) {  // with the workspace and counters: one range a CTA
-          ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), db.t.data(), m, n, k);
-          ga.y = dy.t.data();
-          ga.config = 19;
-        }
-        cuda::launch_gemm(ga, backend().stream());
-        got[v] = download_bf16(dy);
-      }
-      cuda::set_decode_min_x_rows(cuda::parse_decode_x_rows(std::getenv("RILL_DECODE_X_ROWS")));
-      for (int v = 1; v < 4; ++v) {
-        for (float x : got[v]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " variant " << v;
-        EXPECT_TRUE(same_bits(got[0].data(), got[v].data(), got[0].size())) << "M=" << m << " variant " << v;
       }
     }
   }
