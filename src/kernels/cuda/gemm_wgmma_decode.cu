@@ -319,12 +319,15 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   // only an output row past M, which is never stored.
   // Variant 2: 18 with SwiGLU (y [m, n / 2]; launch_gemm checked the shapes).
   // (Variant 2 always folds: its fold is the SwiGLU.)
+  // Fewer work items than two CTAs an SM (the 8B shape's o and down: 256 at batch 1-32): CTAs
+  // sized so that at most two fit an SM, with more stages each (set_decode_few_item_stages; same
+  // bits): sized three an SM, the block scheduler can stack them three deep where room freed first
+  // and leave other SMs with one (docs/design-notes.md).
+  const int64_t tiles = (a.n + 63) / 64;
+  const bool few = g_decode_few_item_stages != 0 &&
+                   tiles * (split_schedule(a, tiles, ws_bytes, num_counters) ? a.splits : 1) <=
+                       2 * int64_t(std::max(num_sms, 1));
   if (variant == 0) {
-    // Fewer work items than two CTAs an SM (the 8B shape's o and down: 256): CTAs sized so that at
-    // most two fit an SM, with more stages each (set_decode_few_item_stages; same bits).
-    const int64_t tiles = (a.n + 63) / 64;
-    const bool few =
-        tiles * (split_schedule(a, tiles, ws_bytes, num_counters) ? a.splits : 1) <= 2 * int64_t(std::max(num_sms, 1));
     if (few && g_decode_few_item_stages == 9)
       return launch_decode_variant<64, 8, 9>(a, ws_bytes, num_counters, num_sms, stream);
     if (few && g_decode_few_item_stages == 12)
@@ -339,6 +342,10 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   }
   a.defer_fold = k.defer_fold;
   const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
+  // Few items: 9 stages of 16 or 32 rows (two an SM, 91 / 109 KB) under either non-zero setting;
+  // 12 of these wider stages would fit only one. 64 rows already fit only two.
+  if (few && rows <= 16) return launch_decode_variant<64, 16, 9>(a, ws_bytes, num_counters, num_sms, stream);
+  if (few && rows <= 32) return launch_decode_variant<64, 32, 9>(a, ws_bytes, num_counters, num_sms, stream);
   if (rows <= 16) return launch_decode_variant<64, 16, 7>(a, ws_bytes, num_counters, num_sms, stream);
   if (rows <= 32) return launch_decode_variant<64, 32, 6>(a, ws_bytes, num_counters, num_sms, stream);
   return launch_decode_variant<64, 64, 6>(a, ws_bytes, num_counters, num_sms, stream);

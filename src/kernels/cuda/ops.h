@@ -308,9 +308,10 @@ void set_decode_prewait_stages(int stages);
 /// The L2 promotion, in bytes (0, 64, 128, 256), of the warpgroup decode GEMM's weight tensor copies
 /// (RILL_DECODE_L2_PROMOTION). Same bits either way.
 void set_decode_l2_promotion(int bytes);
-/// Configuration 18's launches with at most two work items an SM: 0 (the 8-stage CTAs, three an
-/// SM) or 9 / 12 stages a CTA, sized so that two fit an SM (RILL_DECODE_FEW_ITEM_STAGES; default 9).
-/// Same bits.
+/// The decode GEMM's launches with at most two work items an SM: 0 (the CTAs of the other launches,
+/// three an SM) or 9 / 12 stages a CTA of configuration 18, sized so that two fit an SM
+/// (RILL_DECODE_FEW_ITEM_STAGES; default 9); configuration 19's 16- and 32-row CTAs take 9 stages
+/// (two an SM) under either non-zero setting. Same bits.
 void set_decode_few_item_stages(int stages);
 /// When a CTA of the warpgroup decode GEMM lets the next kernel launch: right after its wait
 /// (false: RILL_DECODE_TRIGGER=early) or once it has requested its last weight tile (true, the

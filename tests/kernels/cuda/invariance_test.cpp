@@ -192,9 +192,10 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
   }
 }
 
-// Configuration 18's launches with at most two work items an SM (the 8B shape's o and down at 1-8
-// rows) run on CTAs of 9 or 12 stages, two an SM, by default 9 (set_decode_few_item_stages): the
-// bits of the 8-stage CTAs, split schedule (the engine's workspace) and fold schedule (none).
+// The decode GEMM's launches with at most two work items an SM (the 8B shape's o and down at 1-32
+// rows) run on CTAs sized so that two fit an SM — configuration 18 (M <= 8) on 9 or 12 stages, by
+// default 9, configuration 19 (16 or 32 rows) on 9 (set_decode_few_item_stages): the bits of the
+// three-an-SM CTAs, split schedule (the engine's workspace) and fold schedule (none).
 TEST(CudaInvariance, FewItemStagesKeepBits) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
@@ -206,7 +207,7 @@ TEST(CudaInvariance, FewItemStagesKeepBits) {
     SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
     DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
-    for (int64_t m : {1, 3, 8}) {
+    for (int64_t m : {1, 3, 8, 12, 16, 29, 32}) {  // configuration 18 to M = 8, then 19 (16 and 32 rows)
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
       for (bool workspace : {true, false}) {
         std::vector<float> got[3];
@@ -219,7 +220,7 @@ TEST(CudaInvariance, FewItemStagesKeepBits) {
           cuda::GemmArgs ga = workspace ? backend().matmul_engine().gemm_args(x, dw.t.data(), db.t.data(), m, n, k)
                                         : plain_gemm(x, dw.t.data(), db.t.data(), nullptr, m, n, k);
           ga.y = dy.t.data();
-          ga.config = 18;
+          ga.config = m <= 8 ? 18 : 19;
           cuda::launch_gemm(ga, backend().stream());
           got[v] = download_bf16(dy);
         }
