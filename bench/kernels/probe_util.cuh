@@ -1,6 +1,7 @@
-// bench/kernels/probe_util.cuh — what the standalone lab probes (read_probe.cu, tile_stream_probe.cu)
-// share: a CUDA call checked with its file and line, and the median time of a launch with the L2
-// flushed first. Header-only so that each probe still builds alone with one nvcc command.
+// bench/kernels/probe_util.cuh — what the standalone lab probes (read_probe.cu, tile_stream_probe.cu,
+// latency_probe.cu) share: a CUDA call checked with its file and line, the median time of a launch
+// with the L2 flushed first, and a 1-D bulk copy with an L2 policy. Header-only so that each probe
+// still builds alone with one nvcc command.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#include "kernels/cuda/mma.cuh"  // smem_addr
 
 #define CK(x)                                                                                  \
   do {                                                                                         \
@@ -20,6 +23,18 @@
   } while (0)
 
 namespace rill::probe {
+
+// bytes from global src to shared dst by the bulk copy engine, completing on bar with a transaction
+// count, under the L2 policy (sm_90).
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(rill::cuda::smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(rill::cuda::smem_addr(bar)), "l"(policy)
+      : "memory");
+#endif
+}
 
 // Median µs of `run` over `reps` timed runs (one untimed first), each after `flush` (larger than
 // L2) is overwritten, so weights come from HBM as in a decode step.

@@ -35,6 +35,7 @@
 
 namespace {
 
+using rill::probe::bulk_load;
 using rill::probe::median_us;
 
 constexpr int kStages = 8;
@@ -47,14 +48,6 @@ struct Job {
   const char* w;
   int tiles, ktiles, tiles_per_split, splits;
 };
-
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1], %2, [%3], %4;" ::"r"(rill::cuda::smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(rill::cuda::smem_addr(bar)), "l"(policy)
-      : "memory");
-}
 
 __device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void grid_dep_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
