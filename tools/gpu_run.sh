@@ -4,7 +4,7 @@
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|figures|dense|
-#   serve|serve-ab|full|profile|attn|trace|ab|leave-out]
+#   serve|serve-ab|full|profile|attn|trace|ab|leave-out|probes]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
@@ -31,6 +31,8 @@
 #   RILL_SKIP_CTEST=1 skips ctest -L cuda); leave-out: no tests — a second build with -DRILL_LEAVE_OUT=ON and
 #   `rill bench` (RILL_AB_ARGS) with each RILL_LEAVE_OUT of RILL_LEAVE_OUT_SETS (default "none n r ra nra":
 #   captured decode steps without those ops — wrong outputs, what the step costs without them), RILL_AB_REPS times;
+#   probes: no rill build, no tests — the lab probes of bench/kernels (RILL_PROBES, default "latency tile_stream
+#   read": latency_probe.cu, ...), each built with nvcc and run alone, their tables to OUTDIR;
 #   serve-ab: quick (RILL_SKIP_CTEST=1: no ctest) + `rill bench-serve` on the cells of RILL_SERVE_CELLS with
 #   overlapped steps (the default) and with --sync-steps, alternating RILL_AB_REPS times (RILL_SERVE_SHAPE: a
 #   model of that make-model shape instead of the qwen3-8b one).
@@ -49,6 +51,28 @@ export LD_LIBRARY_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee -a "$out/summary.txt"
 # A snapshot of the tree (git archive) carries its commit in a COMMIT file.
 log "commit $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+if [[ "$mode" == probes ]]; then  # the lab probes of bench/kernels alone: no rill build, no tests
+  nvcc_bin="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  probes="${RILL_PROBES:-latency tile_stream read}"
+  for p in $probes; do
+    "$nvcc_bin" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src "bench/kernels/${p}_probe.cu" \
+      -o "/tmp/${p}_probe" > "$out/build_${p}_probe.log" 2>&1 &
+  done
+  wait
+  for p in $probes; do
+    if [[ -x "/tmp/${p}_probe" ]]; then
+      log "probe $p"
+      timeout 120 "/tmp/${p}_probe" > "$out/${p}_probe.txt" 2>&1
+      log "probe $p rc=$?"
+      tail -25 "$out/${p}_probe.txt" | tee -a "$out/summary.txt"
+    else
+      log "probe $p BUILD FAILED"
+      tail -5 "$out/build_${p}_probe.log" | tee -a "$out/summary.txt"
+    fi
+  done
+  exit 0
+fi
 
 log "configure + build ($(nproc) cores)"
 if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
