@@ -198,7 +198,8 @@ void CudaKernels::configure_from_environment() {
   // run Y); 128 bytes measured the same as none.
   set_decode_l2_promotion(parse_decode_l2_promotion(std::getenv("RILL_DECODE_L2_PROMOTION")));
   // 9 by default: batch-1 decode at 512 keys 230.81 / 230.83 tok/s against 227.23 / 226.77 with the 8-stage CTAs
-  // (three an SM) and 229.43 / 229.57 with 12 stages (bench/RESULTS.md run Y5).
+  // (three an SM) and 229.43 / 229.57 with 12 stages (bench/RESULTS.md run Y5); batches 2-8 +3.2-5.3% and, with
+  // configuration 19's launches sized alike, 16 / 32 +3.0 / +2.5% against 0 (run Z).
   set_decode_few_item_stages(parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
