@@ -25,7 +25,8 @@
 #   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py);
 #   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
 #   decode figure with its host-time breakdown (--host-times); fits one 10-minute call; ab: settings
-#   side by side — RILL_AB_ENVS="NAME=A NAME=B ..." each running the RILL_AB_TESTS gtest filter, then
+#   side by side — RILL_AB_ENVS="NAME=A NAME=B,OTHER=C ..." (a setting's variables joined by commas)
+#   each running the RILL_AB_TESTS gtest filter, then
 #   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (a setting starting
 #   with "--" is a rill bench flag instead, e.g. RILL_AB_ENVS="RILL_AB=default --sync-steps";
 #   RILL_SKIP_CTEST=1 skips ctest -L cuda); leave-out: no tests — a second build with -DRILL_LEAVE_OUT=ON and
@@ -320,7 +321,8 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
   reps="${RILL_AB_REPS:-2}"
   for setting in ${RILL_AB_ENVS:?ab mode: RILL_AB_ENVS=\"A=1 A=2 ...\" (one NAME=VALUE a setting)}; do
     if [[ -n "${RILL_AB_TESTS:-}" && "$setting" != --* ]]; then
-      env "$setting" timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter="$RILL_AB_TESTS" \
+      read -ra envs <<< "${setting//,/ }"
+      env "${envs[@]}" timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter="$RILL_AB_TESTS" \
         > "$out/ab_tests_${setting//[^A-Za-z0-9]/_}.log" 2>&1
       log "ab tests [$setting] rc=$? $(grep -cE '^\[       OK' "$out/ab_tests_${setting//[^A-Za-z0-9]/_}.log") ok"
     fi
@@ -328,9 +330,9 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
   for ((rep = 1; rep <= reps; ++rep)); do
     for setting in $RILL_AB_ENVS; do
       # A setting starting with "--" is a rill bench flag rather than an environment variable.
-      flag=""; envset="$setting"
-      [[ "$setting" == --* ]] && flag="$setting" envset="RILL_AB_FLAG=1"
-      env "$envset" timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 \
+      flag=""; read -ra envs <<< "${setting//,/ }"
+      [[ "$setting" == --* ]] && flag="$setting" envs=(RILL_AB_FLAG=1)
+      env "${envs[@]}" timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 \
         ${RILL_AB_ARGS:---prompt-len 512,8192 --decode-tokens 64} $flag 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" |
         grep -E "decode_tokens_per_s|host_us" | sed "s/^/  [$setting] #$rep: /" | tee -a "$out/summary.txt"
     done

@@ -232,6 +232,11 @@ int parse_attention_warps(const char* value);
 /// requests queue ahead of the latency-bound kernels before the GEMM; the bits do not change);
 /// anything else → an error naming the variable.
 int parse_decode_prewait(const char* value);
+/// RILL_DECODE_PREWAIT_FILL: null → 0 (off); 0..12 → the warpgroup decode GEMM fills that many of its
+/// stages (at most all) before its wait, with at most RILL_DECODE_PREWAIT weight tiles in flight: the
+/// next tile once an earlier one landed (a measurement knob; the bits do not change); anything else
+/// → an error naming the variable.
+int parse_decode_prewait_fill(const char* value);
 /// RILL_DECODE_L2_PROMOTION: null → 0 (none); 0, 64, 128 or 256 → the L2 promotion (bytes) of the
 /// warpgroup decode GEMM's weight copies (a measurement knob; the bits do not change); anything
 /// else → an error naming the variable.

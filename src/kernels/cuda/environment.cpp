@@ -100,6 +100,10 @@ int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_
 int parse_decode_prewait(const char* value) {
   return parse_int_in_range("RILL_DECODE_PREWAIT", value, 5, 0, 8, " (weight stages requested before the wait)");
 }
+int parse_decode_prewait_fill(const char* value) {
+  return parse_int_in_range("RILL_DECODE_PREWAIT_FILL", value, 0, 0, 12,
+                            " (weight stages the decode GEMM fills before its wait, RILL_DECODE_PREWAIT in flight)");
+}
 int parse_decode_l2_promotion(const char* value) {
   if (!value) return 0;
   const auto bytes = exact_int(value);
@@ -193,6 +197,7 @@ void CudaKernels::configure_from_environment() {
   // measured 213.9 / 186.5 against 4's 217.1 / 188.5 at 512 / 8192 (run O): too many queued weight
   // requests ahead of the small kernels' loads.
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
+  set_decode_prewait_fill(parse_decode_prewait_fill(std::getenv("RILL_DECODE_PREWAIT_FILL")));
   // No L2 promotion by default: batch-1 decode 229.2 / 229.1 against 225.6 / 226.0 tok/s with 256 bytes
   // (the prefill GEMM's maps) at 512 keys, 206.6 / 206.7 against 205.9 / 205.7 at 8192 (bench/RESULTS.md
   // run Y); 128 bytes measured the same as none.

@@ -43,6 +43,7 @@ namespace {
 constexpr int kBK = kPipeBK;
 
 int g_decode_prewait = -1;     // set_decode_prewait_stages
+int g_decode_prewait_fill = 0;  // set_decode_prewait_fill
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
 int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
@@ -55,6 +56,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   using T = DecodeTile<kBN, kXRows>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
+  __shared__ uint64_t landed[kStages];  // the pre-wait fill's weight tiles (phase 0 only)
   __shared__ unsigned is_last;
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* sx = base;                         // kStages × 1 KB, then
@@ -85,7 +87,10 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     }
   };
 
-  if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp
+  if (threadIdx.x == 0) {
+    for (int p = 0; p < kStages; ++p) mbar_init(&landed[p], 1);
+    init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp (and the init fence)
+  }
   __syncthreads();
 
   if (wg == 0) {
@@ -100,18 +105,45 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
         item_range(item, n0, range, kt_begin, kt_end);
         int t = kt_begin;
         if (!waited) {  // the first item's weights: requested before waiting for the previous kernel
-          const int pro = min(min(kt_end - kt_begin, kStages), a.prewait_stages);
-          for (int p = 0; p < pro; ++p) {
-            mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
-            load_w(sw + p * T::kWBytes, (kt_begin + p) * kBK, n0, &full[p], evict_first);
+          const int avail = min(kt_end - kt_begin, kStages);
+          const int pro = min(avail, a.prewait_stages);
+          // The throttled fill (prewait_fill > prewait_stages): up to `fill` stages requested before
+          // the wait, but at most `pro` weight tiles in flight — tile p once tile p - pro has landed
+          // (on its own barrier: a stage's full barrier also waits for x, which the wait gates), so
+          // the shared memory fills while the previous kernel runs without queueing more requests
+          // ahead of its loads than `pro` stages do. After the wait each stage's x is requested
+          // (expect_tx, no arrival) and the stage's one arrival follows its weight tile's landing.
+          const int fill = max(pro, min(avail, a.prewait_fill));
+          if (fill > pro) {
+            for (int p = 0; p < fill; ++p) {
+              if (p >= pro) mbar_wait(&landed[p - pro], 0u);
+              mbar_arrive_expect_tx(&landed[p], T::kWBytes);
+              load_w(sw + p * T::kWBytes, (kt_begin + p) * kBK, n0, &landed[p], evict_first);
+            }
+          } else {
+            for (int p = 0; p < pro; ++p) {
+              mbar_arrive_expect_tx(&full[p], T::kXBytes + T::kWBytes);
+              load_w(sw + p * T::kWBytes, (kt_begin + p) * kBK, n0, &full[p], evict_first);
+            }
           }
           pdl_wait();
           if (!a.late_trigger) pdl_trigger();
           waited = true;
-          for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
-          t += pro;
-          s = pro % kStages;
-          phase = pro == kStages ? 1u : 0u;
+          if (fill > pro) {
+            for (int p = 0; p < fill; ++p) {
+              mbar_expect_tx(&full[p], T::kXBytes);
+              tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
+            }
+            for (int p = 0; p < fill; ++p) {
+              mbar_wait(&landed[p], 0u);
+              mbar_arrive(&full[p]);
+            }
+          } else {
+            for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
+          }
+          t += fill;
+          s = fill % kStages;
+          phase = fill == kStages ? 1u : 0u;
         }
         for (; t < kt_end; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);
@@ -310,6 +342,7 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
   a.prewait_stages = g_decode_prewait < 0 ? 1 << 30 : g_decode_prewait;
+  a.prewait_fill = g_decode_prewait_fill;
   a.late_trigger = g_decode_late_trigger || k.exit_trigger;  // (exit: no consumer trigger either)
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM). Configuration 19 takes the smallest x stage holding
@@ -355,6 +388,7 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
 
 namespace rill::cuda {
 void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = stages; }
+void set_decode_prewait_fill(int stages) { gemm_detail::g_decode_prewait_fill = stages; }
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }

@@ -305,6 +305,10 @@ bool decode_defer_split();
 /// At most this many weight stages a CTA of the warpgroup decode GEMM requests before its wait
 /// (-1: all; RILL_DECODE_PREWAIT). Same bits either way.
 void set_decode_prewait_stages(int stages);
+/// With stages > the pre-wait stages: a CTA of the warpgroup decode GEMM fills up to `stages` of its
+/// stages before its wait, keeping at most the pre-wait stages' weight tiles in flight
+/// (RILL_DECODE_PREWAIT_FILL; 0: off). Same bits either way.
+void set_decode_prewait_fill(int stages);
 /// The L2 promotion, in bytes (0, 64, 128, 256), of the warpgroup decode GEMM's weight tensor copies
 /// (RILL_DECODE_L2_PROMOTION). Same bits either way.
 void set_decode_l2_promotion(int bytes);

@@ -11,7 +11,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -192,13 +194,11 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
   }
 }
 
-// The decode GEMM's launches with at most two work items an SM (the 8B shape's o and down at 1-32
-// rows) run on CTAs sized so that two fit an SM — configuration 18 (M <= 8) on 9 or 12 stages, by
-// default 9, configuration 19 (16 or 32 rows) on 9 (set_decode_few_item_stages): the bits of the
-// three-an-SM CTAs, split schedule (the engine's workspace) and fold schedule (none).
-TEST(CudaInvariance, FewItemStagesKeepBits) {
-  RILL_REQUIRE_GPU();
-  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
+// The warpgroup decode GEMM (configuration 18 to M = 8, then 19 at 16 and 32 rows) under each of
+// `settings` (applied before its launch; `restore` after every setting ran): the bits of the first
+// setting, split schedule (the engine's workspace) and fold schedule (none).
+void expect_decode_settings_keep_bits(const std::vector<std::pair<std::string, std::function<void()>>>& settings,
+                                      const std::function<void()>& restore) {
   uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
@@ -207,13 +207,12 @@ TEST(CudaInvariance, FewItemStagesKeepBits) {
     SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
     DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
-    for (int64_t m : {1, 3, 8, 12, 16, 29, 32}) {  // configuration 18 to M = 8, then 19 (16 and 32 rows)
+    for (int64_t m : {1, 3, 8, 12, 16, 29, 32}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
       for (bool workspace : {true, false}) {
-        std::vector<float> got[3];
-        const int stages[3] = {0, 9, 12};
-        for (int v = 0; v < 3; ++v) {
-          cuda::set_decode_few_item_stages(stages[v]);
+        std::vector<std::vector<float>> got;
+        for (const auto& setting : settings) {
+          setting.second();
           DevTensor dy(DType::bf16, {m, n});
           dy.poison();
           const void* x = dx.t.data();
@@ -222,18 +221,57 @@ TEST(CudaInvariance, FewItemStagesKeepBits) {
           ga.y = dy.t.data();
           ga.config = m <= 8 ? 18 : 19;
           cuda::launch_gemm(ga, backend().stream());
-          got[v] = download_bf16(dy);
+          got.push_back(download_bf16(dy));
         }
-        const char* env = std::getenv("RILL_DECODE_FEW_ITEM_STAGES");
-        cuda::set_decode_few_item_stages(cuda::parse_decode_few_item_stages(env));
-        for (int v = 1; v < 3; ++v) {
-          for (float x : got[v]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " stages " << stages[v];
-          EXPECT_EQ(differing_bits(got[0], got[v]), 0u) << "M=" << m << " stages " << stages[v] << " workspace "
-                                                        << workspace;
+        restore();
+        for (size_t v = 1; v < settings.size(); ++v) {
+          for (float x : got[v])
+            ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " " << settings[v].first;
+          EXPECT_EQ(differing_bits(got[0], got[v]), 0u)
+              << "M=" << m << " " << settings[v].first << " workspace " << workspace;
         }
       }
     }
   }
+}
+
+// The decode GEMM's launches with at most two work items an SM (the 8B shape's o and down at 1-32
+// rows) run on CTAs sized so that two fit an SM — configuration 18 (M <= 8) on 9 or 12 stages, by
+// default 9, configuration 19 (16 or 32 rows) on 9 (set_decode_few_item_stages): the bits of the
+// three-an-SM CTAs.
+TEST(CudaInvariance, FewItemStagesKeepBits) {
+  RILL_REQUIRE_GPU();
+  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
+  std::vector<std::pair<std::string, std::function<void()>>> settings;
+  for (int stages : {0, 9, 12})
+    settings.push_back({"stages " + std::to_string(stages), [stages] { cuda::set_decode_few_item_stages(stages); }});
+  expect_decode_settings_keep_bits(settings, [] {
+    cuda::set_decode_few_item_stages(cuda::parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
+  });
+}
+
+// The decode GEMM's throttled pre-wait fill (set_decode_prewait_fill: up to that many stages before
+// the wait, at most the pre-wait stages' weight tiles in flight; the x copies and each stage's
+// arrival after the wait): only when the bytes arrive changes, so the bits of no fill. Pre-wait
+// stages 1 (every tile after the first waits for one to land), 3 and 5; fills of some and of all
+// stages (12: every CTA's all); the few-item CTAs (9 stages) and the others (6-8).
+TEST(CudaInvariance, PrewaitFillKeepsBits) {
+  RILL_REQUIRE_GPU();
+  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
+  std::vector<std::pair<std::string, std::function<void()>>> settings;
+  settings.push_back({"no fill", [] {
+                        cuda::set_decode_prewait_stages(5);
+                        cuda::set_decode_prewait_fill(0);
+                      }});
+  for (auto [pre, fill] : {std::pair{1, 12}, {3, 7}, {3, 12}, {5, 12}})
+    settings.push_back({"prewait " + std::to_string(pre) + " fill " + std::to_string(fill), [pre, fill] {
+                          cuda::set_decode_prewait_stages(pre);
+                          cuda::set_decode_prewait_fill(fill);
+                        }});
+  expect_decode_settings_keep_bits(settings, [] {
+    cuda::set_decode_prewait_stages(cuda::parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
+    cuda::set_decode_prewait_fill(cuda::parse_decode_prewait_fill(std::getenv("RILL_DECODE_PREWAIT_FILL")));
+  });
 }
 
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer

@@ -92,6 +92,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
   EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
   expect_rejects(cuda::parse_decode_prewait, {"", "9", "-1", "4x"}, "RILL_DECODE_PREWAIT");
+  EXPECT_EQ(cuda::parse_decode_prewait_fill(nullptr), 0);
+  EXPECT_EQ(cuda::parse_decode_prewait_fill("9"), 9);
+  EXPECT_EQ(cuda::parse_decode_prewait_fill("12"), 12);
+  expect_rejects(cuda::parse_decode_prewait_fill, {"", "13", "-1", "9x"}, "RILL_DECODE_PREWAIT_FILL");
   EXPECT_EQ(cuda::parse_decode_l2_promotion(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_l2_promotion("128"), 128);
   EXPECT_EQ(cuda::parse_decode_l2_promotion("256"), 256);
