@@ -326,7 +326,7 @@ AttnKernelArgs kernel_args(const AttentionArgs& a) {
   k.scale = a.scale;
   k.softcap = a.softcap;
   k.window = a.sliding_window;
-  k.early_trigger = pdl_early_trigger();
+  k.early_trigger = pdl_attention_early_trigger();
   return k;
 }
 

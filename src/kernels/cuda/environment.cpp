@@ -2,6 +2,7 @@
 // that choose kernels and schedules (each a measurement knob whose default is the measured best;
 // the reasons and figures are next to each), and their parsers, which refuse any value they do not
 // know with an error naming the variable. Split from backend.cpp.
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <optional>
@@ -233,7 +234,7 @@ void CudaKernels::configure_from_environment() {
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
   // After the wait by default: early measured 199.2 against 203.5-203.7 tok/s at 512 keys (the next
   // GEMM's weight requests then slow the one before it; bench/RESULTS.md run M3).
-  set_pdl_early_trigger(parse_pdl_trigger(std::getenv("RILL_PDL_TRIGGER")) == 1);
+  set_pdl_trigger(std::max(0, parse_pdl_trigger(std::getenv("RILL_PDL_TRIGGER"))));
 #if defined(RILL_PDL_TRACE)
   pdl_trace_start();
 #endif

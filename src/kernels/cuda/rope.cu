@@ -232,7 +232,7 @@ bool rope_fits_decode_attention(const RopeArgs& a, int head_dim) {
 void launch_rope(const RopeArgs& args, cudaStream_t stream) {
   if (args.tokens == 0) return;
   RopeArgs a = args;
-  a.early_trigger = pdl_early_trigger();
+  a.early_trigger = pdl_rope_early_trigger();
   if (a.rotary_dim / 2 > kMaxHalf) throw_error("[rope] rotary_dim above 1024 is not supported");
   int64_t row = int64_t(a.hkv) * a.head_dim;
   bool vec = row % 8 == 0 && aligned16(a.k) && aligned16(a.v) && aligned16(a.k_cache) && aligned16(a.v_cache);

@@ -18,18 +18,31 @@ namespace rill::cuda {
 namespace {
 std::atomic<bool> g_pdl{false};
 std::atomic<bool> g_pdl_early{false};
+std::atomic<int> g_pdl_early_site{0};  // 0: none; 2: RoPE; 3: the decode attention (parse_pdl_trigger)
 }
 
 bool pdl_early_trigger() { return g_pdl_early.load(std::memory_order_relaxed); }
 void set_pdl_early_trigger(bool on) { g_pdl_early.store(on, std::memory_order_relaxed); }
+bool pdl_rope_early_trigger() { return pdl_early_trigger() || g_pdl_early_site.load(std::memory_order_relaxed) == 2; }
+bool pdl_attention_early_trigger() {
+  return pdl_early_trigger() || g_pdl_early_site.load(std::memory_order_relaxed) == 3;
+}
+void set_pdl_trigger(int mode) {
+  set_pdl_early_trigger(mode == 1);
+  g_pdl_early_site.store(mode >= 2 ? mode : 0, std::memory_order_relaxed);
+}
 
 int parse_pdl_trigger(const char* value) {
   if (!value) return -1;
   const std::string_view v(value);
   if (v == "wait") return 0;
   if (v == "early") return 1;
-  fail("RILL_PDL_TRIGGER: must be wait or early (when the latency-bound kernels let the next kernel launch), "
-       "got '{}'", v);
+  if (v == "rope") return 2;
+  if (v == "attention") return 3;
+  fail("RILL_PDL_TRIGGER: must be wait, early, rope or attention (when the latency-bound kernels let the next "
+       "kernel launch: after their wait, before it, or before it in the RoPE or the decode attention kernels "
+       "only), got '{}'",
+       v);
 }
 
 bool pdl_enabled() { return g_pdl.load(std::memory_order_relaxed); }
