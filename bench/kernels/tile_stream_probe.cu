@@ -14,7 +14,8 @@
 // projections (the decode step's order and shapes, split as gemm_split splits them) launched back
 // to back, with programmatic launches, and as one persistent grid with a device-counter barrier
 // between projections, in GB/s, next to the device-to-device copy rate measured in the same run;
-// also the row-major maps' L2 promotion (none, 64, 128, 256 bytes).
+// also the row-major maps' L2 promotion (none, 64, 128, 256 bytes), and each projection's tail: when
+// the CTAs of one launch finish, with its items static or in finer ranges taken from a counter.
 // Built by hand (any machine with nvcc): nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
 // -I src bench/kernels/tile_stream_probe.cu -o tile_stream_probe; run alone on an H100 / H200 (~2 s,
 // ~6 GB). Not part of the library or of any test: a measurement (bench/RESULTS.md, run Y).
@@ -199,6 +200,66 @@ __global__ void __launch_bounds__(64) chain_kernel(const CUtensorMap* maps, cons
 #endif
 }
 
+// The tail of one projection: the stream schedule of stream_kernel (row-major, 2-D tensor copies)
+// with items either static (b, b + grid, ...) or taken from a device counter as the producer needs
+// the next (kDynamic); the producer tags each stage with its k tile and ends with an untagged
+// arrival, so the consumer needs no item list. times: per CTA, %globaltimer when its consumer
+// started and after its last stage — how unevenly the CTAs of one launch finish.
+__device__ __forceinline__ unsigned long long timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+template <bool kDynamic>
+__global__ void __launch_bounds__(64) tail_kernel(const __grid_constant__ CUtensorMap map, Job job, unsigned* next_item,
+                                                  unsigned long long* times, uint32_t* out) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ uint64_t full[kStages], empty[kStages];
+  __shared__ int tag[kStages];  // the k tile stage s holds; -1: no more
+  unsigned char* sw = init_stages(smem_raw, full, empty);
+  const int items = job.tiles * job.splits;
+  if (threadIdx.x == 0) {
+    const uint64_t policy = rill::cuda::l2_evict_first_policy();
+    int s = 0;
+    unsigned phase = 0;
+    int item = kDynamic ? int(atomicAdd(next_item, 1u)) : int(blockIdx.x);
+    while (item < items) {
+      int tile, kb, ke;
+      item_tiles(job, item, tile, kb, ke);
+      for (int kt = kb; kt < ke; ++kt) {
+        rill::cuda::mbar_wait(&empty[s], phase ^ 1u);
+        tag[s] = kt;
+        rill::cuda::mbar_arrive_expect_tx(&full[s], kTileBytes);
+        load_tile<kRowMajor>(sw + s * kTileBytes, &map, job, tile, kt, &full[s], policy);
+        if (++s == kStages) s = 0, phase ^= 1u;
+      }
+      item = kDynamic ? int(atomicAdd(next_item, 1u)) : item + int(gridDim.x);
+    }
+    rill::cuda::mbar_wait(&empty[s], phase ^ 1u);
+    tag[s] = -1;
+    rill::cuda::mbar_arrive(&full[s]);
+  } else if (threadIdx.x == 32) {
+    const unsigned long long t0 = timer_ns();
+    int s = 0;
+    unsigned phase = 0;
+    uint32_t acc = 0;
+    for (;;) {
+      rill::cuda::mbar_wait(&full[s], phase);
+      const int kt = tag[s];
+      if (kt < 0) break;
+      acc ^= *reinterpret_cast<const uint32_t*>(sw + s * kTileBytes + (kt & 7) * 128);
+      rill::cuda::mbar_arrive(&empty[s]);
+      if (++s == kStages) s = 0, phase ^= 1u;
+    }
+    times[2 * blockIdx.x] = t0;
+    times[2 * blockIdx.x + 1] = timer_ns();
+    if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+  }
+#endif
+}
+
 PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult q{};
@@ -264,6 +325,61 @@ void launch(int layout, const Launch& l, uint32_t* out) {
   if (layout == kRowMajor) stream_kernel<kRowMajor><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
   if (layout == kTiled) stream_kernel<kTiled><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
   if (layout == kBulk) stream_kernel<kBulk><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
+}
+
+// One projection's tail (tail_kernel): GB/s and when its CTAs finish, as the decode step splits it
+// (static items) and in finer split ranges taken from a counter, at three CTAs an SM and, with the
+// shared memory of the decode GEMM's few-item CTAs, two.
+void tails(const char* w, int sms, int slots3, void* flush, size_t flush_bytes, uint32_t* out) {
+  for (auto f : {(const void*)tail_kernel<false>, (const void*)tail_kernel<true>})
+    CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10));
+  unsigned* next = nullptr;
+  unsigned long long* times = nullptr;
+  CK(cudaMalloc(&next, sizeof(unsigned)));
+  CK(cudaMalloc(&times, sizeof(unsigned long long) * 2 * 4096));
+  struct Case {
+    Shape s;
+    bool dynamic;
+    int per_sm;
+  };
+  const Shape gu1{"gate/up 24576x4096 fold", 24576, 4096, 1}, gu4{"gate/up 24576x4096 /4", 24576, 4096, 4},
+      gu8{"gate/up 24576x4096 /8", 24576, 4096, 8}, o4{"o 4096x4096 /4", 4096, 4096, 4},
+      o16{"o 4096x4096 /16", 4096, 4096, 16}, d4{"down 4096x12288 /4", 4096, 12288, 4},
+      d16{"down 4096x12288 /16", 4096, 12288, 16}, q8{"q/k/v 6144x4096 /8", 6144, 4096, 8},
+      q16{"q/k/v 6144x4096 /16", 6144, 4096, 16};
+  const Case cases[] = {{gu1, false, 3}, {gu4, false, 3}, {gu4, true, 3}, {gu8, true, 3}, {o4, false, 3},
+                        {o4, false, 2},  {o16, true, 3},  {o16, true, 2}, {d4, false, 3}, {d4, false, 2},
+                        {d16, true, 3},  {d16, true, 2},  {q8, false, 3}, {q8, true, 3},  {q16, true, 3}};
+  std::printf("| projection | items | CTAs | us | GB/s | CTA ends (us after the first start): min / p10 / p50 / p90 / max |\n"
+              "|---|---:|---:|---:|---:|---|\n");
+  for (const Case& c : cases) {
+    const int slots = c.per_sm == 3 ? slots3 : 2 * sms;
+    const size_t smem = c.per_sm == 3 ? kSmem : size_t(100) << 10;
+    Launch l = make_launch(kRowMajor, w, c.s, slots, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+    auto run = [&] {
+      CK(cudaMemsetAsync(next, 0, sizeof(unsigned)));
+      if (c.dynamic) tail_kernel<true><<<l.grid, 64, smem>>>(l.map, l.job, next, times, out);
+      else tail_kernel<false><<<l.grid, 64, smem>>>(l.map, l.job, next, times, out);
+    };
+    const double us = median_us(run, flush, flush_bytes, 9);
+    CK(cudaMemset(flush, 7, flush_bytes));
+    run();
+    CK(cudaDeviceSynchronize());
+    std::vector<unsigned long long> t(2 * l.grid);
+    CK(cudaMemcpy(t.data(), times, sizeof(unsigned long long) * t.size(), cudaMemcpyDeviceToHost));
+    unsigned long long t0 = ~0ull;
+    std::vector<double> ends;
+    for (unsigned b = 0; b < l.grid; ++b) t0 = std::min(t0, t[2 * b]);
+    for (unsigned b = 0; b < l.grid; ++b) ends.push_back(double(t[2 * b + 1] - t0) / 1e3);
+    std::sort(ends.begin(), ends.end());
+    auto at = [&](double q) { return ends[std::min(ends.size() - 1, size_t(q * double(ends.size())))]; };
+    const double mb = double(c.s.n) * c.s.k * 2 / 1e6;
+    std::printf("| %s, %s, %d an SM | %d | %u | %.1f | %.0f | %.1f / %.1f / %.1f / %.1f / %.1f |\n", c.s.name,
+                c.dynamic ? "taken from a counter" : "static", c.per_sm, l.job.tiles * l.job.splits, l.grid, us,
+                mb * 1e3 / us, ends.front(), at(0.1), at(0.5), at(0.9), ends.back());
+  }
+  CK(cudaFree(next));
+  CK(cudaFree(times));
 }
 
 }  // namespace
@@ -386,6 +502,7 @@ int main() {
     std::printf("lm_head alone, rowmajor, L2 promotion %s: %.1f us, %.0f GB/s\n", promo_names[v], us,
                 double(lm.n) * lm.k * 2 / 1e3 / us);
   }
+  tails(big, sms, slots, flush, flush_bytes, out);
   // One persistent grid over the 32 projections, a device-counter barrier between them.
   {
     const int njobs = kLayers * 4;
