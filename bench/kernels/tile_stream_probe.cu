@@ -350,7 +350,8 @@ void tails(const char* w, int sms, int slots3, void* flush, size_t flush_bytes, 
   const Case cases[] = {{gu1, false, 3}, {gu4, false, 3}, {gu4, true, 3}, {gu8, true, 3}, {o4, false, 3},
                         {o4, false, 2},  {o16, true, 3},  {o16, true, 2}, {d4, false, 3}, {d4, false, 2},
                         {d16, true, 3},  {d16, true, 2},  {q8, false, 3}, {q8, true, 3},  {q16, true, 3}};
-  std::printf("| projection | items | CTAs | us | GB/s | CTA ends (us after the first start): min / p10 / p50 / p90 / max |\n"
+  std::printf("| projection | items | CTAs | us | GB/s | CTA ends (us after the first start): "
+              "min / p10 / p50 / p90 / max |\n"
               "|---|---:|---:|---:|---:|---|\n");
   for (const Case& c : cases) {
     const int slots = c.per_sm == 3 ? slots3 : 2 * sms;

@@ -29,7 +29,7 @@ namespace attention_detail {
 namespace {
 
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
-bool g_attention_table_ahead = true;  // set_attention_table_ahead (RILL_ATTENTION_TABLE_AHEAD)
+bool g_attention_table_ahead = false;  // set_attention_table_ahead (RILL_ATTENTION_TABLE_AHEAD)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};

@@ -51,7 +51,8 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
   TileSlots<D, kBN, kThreads> slots;
   const int ahead_tile = first * a.span_tiles;
-  if (a.table_ahead) slots.load(table, a.block_size, a.block_shift, ahead_tile * kBN, a.max_blocks_per_row * a.block_size);
+  if (a.table_ahead)
+    slots.load(table, a.block_size, a.block_shift, ahead_tile * kBN, a.max_blocks_per_row * a.block_size);
   BlockRows br;
   const bool has_rows = br.init(a, row, kBM, kBN);
   int span = first;

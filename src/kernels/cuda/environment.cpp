@@ -148,7 +148,7 @@ int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
 bool parse_attention_cluster(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_CLUSTER", value) != 0; }
 bool parse_attention_table_ahead(const char* value) {
-  return parse_wgmma_switch("RILL_ATTENTION_TABLE_AHEAD", value) != 0;
+  return parse_wgmma_switch("RILL_ATTENTION_TABLE_AHEAD", value) == 1;
 }
 // The four-warp fold kernel wherever a decode attention block would walk every span of its row.
 constexpr int kDefaultDecodeFold = 2;
