@@ -10,6 +10,7 @@
 #include "hwy/highway.h"
 #include "kernels/cpu/simd-inl.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -90,7 +91,7 @@ HWY_INLINE void TileBlock(const MatmulArgs& a, const float* HWY_RESTRICT x, cons
       float s = sums[i * NR + j];
       if (!first) s = y[i * a.N + j] + s;
       if (last) {
-        for (int64_t k = k_vec; k < count; ++k) s += x[i * K + k] * ScalarW(w + j * ldw + k);
+        for (int64_t k = k_vec; k < count; ++k) s = std::fma(x[i * K + k], ScalarW(w + j * ldw + k), s);
         s += BiasAt(a, n + j);
       }
       y[i * a.N + j] = s;
