@@ -91,6 +91,8 @@ HWY_INLINE void TileBlock(const MatmulArgs& a, const float* HWY_RESTRICT x, cons
       float s = sums[i * NR + j];
       if (!first) s = y[i * a.N + j] + s;
       if (last) {
+        // An explicit fused multiply-add: written as s += x * w, the compiler contracted it on FMA
+        // targets in some tile shapes and not in others, and a row's bits followed the batch.
         for (int64_t k = k_vec; k < count; ++k) s = std::fma(x[i * K + k], ScalarW(w + j * ldw + k), s);
         s += BiasAt(a, n + j);
       }
