@@ -38,14 +38,13 @@ bool parse_pdl_setting(const char* value);
 /// Whether the latency-bound kernels of a decode step (add+RMSNorm, RoPE, SwiGLU, the split
 /// attention and its combine) trigger before their wait rather than after it (pdl_wait_trigger).
 bool pdl_early_trigger();
-void set_pdl_early_trigger(bool on);
 /// The RoPE (q/k-norm + RoPE + K/V write) kernel's and the decode attention's (split kernel, cluster
 /// kernel, span combine) trigger: before their wait when pdl_early_trigger() or when
 /// set_pdl_trigger chose that kernel alone.
 bool pdl_rope_early_trigger();
 bool pdl_attention_early_trigger();
-/// A parse_pdl_trigger mode: 0 after every wait, 1 before every wait (set_pdl_early_trigger), 2 / 3
-/// before the wait in the RoPE / the decode attention kernels only (measurement knobs).
+/// A parse_pdl_trigger mode: 0 after every wait, 1 before every wait, 2 / 3 before the wait in the
+/// RoPE / the decode attention kernels only (measurement knobs).
 void set_pdl_trigger(int mode);
 /// RILL_PDL_TRIGGER: null → the default (see the backend); "wait" → 0 (trigger after the wait);
 /// "early" → 1 (before it); "rope" / "attention" → 2 / 3 (before it in those kernels only); anything

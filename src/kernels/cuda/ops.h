@@ -67,7 +67,7 @@ struct RopeArgs {
   const void* k_norm = nullptr;
   bool norm_f32 = false, norm_one_plus = false, norm_fp32_scale = false;
   float norm_eps = 1e-6f;
-  bool early_trigger = false;  ///< set by launch_rope from pdl_early_trigger()
+  bool early_trigger = false;  ///< set by launch_rope from pdl_rope_early_trigger()
   /// q, k, v still as partials of one GEMM (q, k and v then receive their values: q and k rotated).
   PartialsIn q_partials, k_partials, v_partials;
 };

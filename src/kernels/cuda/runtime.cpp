@@ -17,20 +17,19 @@ namespace rill::cuda {
 
 namespace {
 std::atomic<bool> g_pdl{false};
-std::atomic<bool> g_pdl_early{false};
-std::atomic<int> g_pdl_early_site{0};  // 0: none; 2: RoPE; 3: the decode attention (parse_pdl_trigger)
+std::atomic<int> g_pdl_trigger{0};  // a parse_pdl_trigger mode (set_pdl_trigger)
 }
 
-bool pdl_early_trigger() { return g_pdl_early.load(std::memory_order_relaxed); }
-void set_pdl_early_trigger(bool on) { g_pdl_early.store(on, std::memory_order_relaxed); }
-bool pdl_rope_early_trigger() { return pdl_early_trigger() || g_pdl_early_site.load(std::memory_order_relaxed) == 2; }
+bool pdl_early_trigger() { return g_pdl_trigger.load(std::memory_order_relaxed) == 1; }
+bool pdl_rope_early_trigger() {
+  const int mode = g_pdl_trigger.load(std::memory_order_relaxed);
+  return mode == 1 || mode == 2;
+}
 bool pdl_attention_early_trigger() {
-  return pdl_early_trigger() || g_pdl_early_site.load(std::memory_order_relaxed) == 3;
+  const int mode = g_pdl_trigger.load(std::memory_order_relaxed);
+  return mode == 1 || mode == 3;
 }
-void set_pdl_trigger(int mode) {
-  set_pdl_early_trigger(mode == 1);
-  g_pdl_early_site.store(mode >= 2 ? mode : 0, std::memory_order_relaxed);
-}
+void set_pdl_trigger(int mode) { g_pdl_trigger.store(mode, std::memory_order_relaxed); }
 
 int parse_pdl_trigger(const char* value) {
   if (!value) return -1;
