@@ -11,7 +11,9 @@
 // each keeps `depth` 8 KB bulk copies (the decode GEMM's stage) in flight from a 4 GB buffer,
 // evict-first as the GEMM's weights, until the chain is done. Swept over stream CTAs an SM and
 // copies in flight a CTA (0 = no stream), each setting 5 times (medians): ns a hop for both
-// chains and the stream's GB/s over the same time.
+// chains and the stream's GB/s over the same time. The "chain SM quiet" settings send the stream
+// CTAs that land on the chain's SM home at once, so that only other SMs stream: whether a round trip
+// is slowed by its own SM's copies in flight or by the GPU's (an SM set aside for latency-bound work).
 //
 // Built by hand (any machine with nvcc): nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
 // -I src bench/kernels/latency_probe.cu -o latency_probe; run alone on an H100 / H200 (~1 s,
@@ -23,6 +25,7 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/device_utils.cuh"
@@ -43,6 +46,8 @@ struct Params {
   const unsigned* hbm_chain;
   int l2_hops, hbm_hops;
   int* done;
+  int* chain_sm;  // the chain block's SM, published before it starts (-1 until then)
+  bool quiet;     // stream CTAs on the chain's SM leave at once: the chain's SM has nothing in flight
   unsigned long long* res;  // [0..2] chain ns (L2, HBM, L2 again), [3] stream bytes, [4] first start, [5] last end
 };
 
@@ -80,6 +85,7 @@ __global__ void __launch_bounds__(32) probe_kernel(Params p) {
   __shared__ uint64_t full[kMaxDepth];
   if (threadIdx.x != 0) return;
   if (blockIdx.x == 0) {  // the chain
+    asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p.chain_sm), "r"(int(rill::probe::smid())) : "memory");
     unsigned sink = 0;
     chase(p.l2_chain, p.l2_hops, sink);  // into L2 (the stream's lines are evicted first)
     const unsigned long long t0 = now_ns();
@@ -93,6 +99,12 @@ __global__ void __launch_bounds__(32) probe_kernel(Params p) {
     return;
   }
   if (p.depth == 0) return;
+  if (p.quiet) {  // wait for the chain to say where it runs (it is resident: one wave)
+    int sm = -1;
+    while ((sm = load_flag(p.chain_sm)) < 0) {
+    }
+    if (unsigned(sm) == rill::probe::smid()) return;
+  }
   unsigned char* stage = smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
   for (int s = 0; s < p.depth; ++s) rill::cuda::mbar_init(&full[s], 1);
   rill::cuda::mbar_init_fence();
@@ -159,16 +171,24 @@ int main() {
   unsigned char* stream;
   CK(cudaMalloc(&stream, stream_bytes));
   CK(cudaMemset(stream, 1, stream_bytes));
-  int* done;
+  int *done, *chain_sm;
   unsigned long long* res;
   CK(cudaMalloc(&done, sizeof(int)));
+  CK(cudaMalloc(&chain_sm, sizeof(int)));
   CK(cudaMalloc(&res, 8 * sizeof(unsigned long long)));
   CK(cudaFuncSetAttribute(probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
 
   std::printf("%-28s %10s %10s %10s %10s %12s\n", "stream (CTAs/SM x copies)", "KB/SM", "L2 hop ns", "HBM hop ns",
               "L2 again", "stream GB/s");
-  const std::pair<int, int> settings[] = {{0, 0}, {1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 5}, {2, 8}, {3, 5}, {3, 8}};
-  for (auto [per_sm, depth] : settings) {
+  // (CTAs an SM, copies a CTA, quiet): quiet settings keep the chain's SM free of stream CTAs — what a
+  // latency-bound step would see on SMs set aside from the weight stream.
+  const std::tuple<int, int, bool> settings[] = {{0, 0, false}, {1, 1, false}, {1, 2, false}, {1, 4, false},
+                                                 {1, 8, false}, {2, 5, false}, {2, 8, false}, {3, 5, false},
+                                                 {3, 8, false}, {2, 5, true},  {2, 8, true},  {3, 5, true},
+                                                 {3, 8, true}};
+  for (const auto& setting : settings) {
+    const int per_sm = std::get<0>(setting), depth = std::get<1>(setting);
+    const bool quiet = std::get<2>(setting);
     std::vector<double> l2, hbm, l2b, gbs;
     for (int rep = 0; rep < 5; ++rep) {
       Params p;
@@ -180,10 +200,13 @@ int main() {
       p.l2_hops = 2048;
       p.hbm_hops = 1024;
       p.done = done;
+      p.chain_sm = chain_sm;
+      p.quiet = quiet;
       p.res = res;
       const unsigned long long init[8] = {0, 0, 0, 0, ~0ull, 0, 0, 0};
       CK(cudaMemcpy(res, init, sizeof(init), cudaMemcpyHostToDevice));
       CK(cudaMemset(done, 0, sizeof(int)));
+      CK(cudaMemset(chain_sm, 0xff, sizeof(int)));
       CK(cudaMemset(stream, rep, size_t(256) << 20));  // the chains' lines out of L2
       // The chain takes one of the stream's slots, so that every block is resident at once.
       const unsigned grid = per_sm > 0 ? unsigned(per_sm * sms) : 1u;
@@ -198,7 +221,7 @@ int main() {
       gbs.push_back(per_sm > 0 && r[5] > r[4] ? double(r[3]) / double(r[5] - r[4]) : 0.0);
     }
     char label[64];
-    std::snprintf(label, sizeof(label), per_sm ? "%d x %d" : "none", per_sm, depth);
+    std::snprintf(label, sizeof(label), per_sm ? "%d x %d%s" : "none", per_sm, depth, quiet ? ", chain SM quiet" : "");
     std::printf("%-28s %10d %10.0f %10.0f %10.0f %12.0f\n", label, per_sm * depth * int(kChunk / 1024), median(l2),
                 median(hbm), median(l2b), median(gbs));
   }

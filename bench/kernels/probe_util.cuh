@@ -24,6 +24,15 @@
 
 namespace rill::probe {
 
+// The SM this thread runs on.
+__device__ __forceinline__ unsigned smid() {
+  unsigned id = 0;
+#if defined(__CUDA_ARCH__)
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+#endif
+  return id;
+}
+
 // bytes from global src to shared dst by the bulk copy engine, completing on bar with a transaction
 // count, under the L2 policy (sm_90).
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint64_t policy) {
