@@ -75,7 +75,6 @@ struct AttnKernelArgs {
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
   bool early_trigger;  // pdl_attention_early_trigger() (the decode split kernel)
-  bool table_ahead;    // the decode span walk: the first tile's block-table entries read with the lengths
   bool rope_fused;     // the decode split / cluster kernels run `rope` (AttentionArgs::rope) first
   RopeArgs rope;
 };
@@ -115,15 +114,6 @@ struct TileSlots {
       }
       slot[it] = s;
     }
-  }
-
-  // Slots read before kv_end was known (load with the row's table width as the bound): those of keys
-  // at or past kv_end become -1, as load would have left them.
-  __device__ __forceinline__ void clip(int tile_start, int kv_end) {
-    const int r0 = int(threadIdx.x) / kChunks;
-#pragma unroll
-    for (int it = 0; it < kIters; ++it)
-      if (tile_start + r0 + it * kRowsPerIter >= kv_end) slot[it] = -1;
   }
 
   // Copies the tile of one kv head from `cache` into smem rows of D + 8 elements; with kHint, the

@@ -29,7 +29,6 @@ namespace attention_detail {
 namespace {
 
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
-bool g_attention_table_ahead = false;  // set_attention_table_ahead (RILL_ATTENTION_TABLE_AHEAD)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};
@@ -357,8 +356,6 @@ template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionAr
 }  // namespace attention_detail
 
 void set_attention_cluster(bool on) { attention_detail::g_attention_cluster = on; }
-void set_attention_table_ahead(bool on) { attention_detail::g_attention_table_ahead = on; }
-bool attention_table_ahead() { return attention_detail::g_attention_table_ahead; }
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }
 uint64_t attention_cluster_launches() { return attention_detail::g_attention_cluster_launches.load(); }
 void set_attention_decode_fold(int mode) { attention_detail::g_attention_decode_fold = mode; }

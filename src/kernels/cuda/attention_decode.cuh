@@ -44,15 +44,6 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   // kernel) and, when every key of the first tile precedes the row's new tokens, its K and V —
   // rows written by earlier steps, which no kernel of this step writes. Only Q (and the K/V of
   // the span holding this step's keys, written by the RoPE kernel) waits for the predecessors.
-  // With table_ahead, the block-table entries of the first span's first tile are requested together
-  // with the lengths (bounded by the row's table width, not yet by its keys; clipped below), so the
-  // walk reaches its wait one dependent round trip sooner; a later first tile (a sliding window
-  // that skips spans) reads its entries again.
-  const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
-  TileSlots<D, kBN, kThreads> slots;
-  const int ahead_tile = first * a.span_tiles;
-  if (a.table_ahead)
-    slots.load(table, a.block_size, a.block_shift, ahead_tile * kBN, a.max_blocks_per_row * a.block_size);
   BlockRows br;
   const bool has_rows = br.init(a, row, kBM, kBN);
   int span = first;
@@ -93,11 +84,12 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   }
   const int q_begin = br.q_begin, ctx = br.ctx, m0 = br.m0, kv_end = br.kv_end;
   int tile = max(br.t_lo, span * st);
+  const int32_t* table = a.block_tables + int64_t(row) * a.max_blocks_per_row;
 
+  TileSlots<D, kBN, kThreads> slots;
   const int64_t slot_stride = int64_t(a.hkv) * D;
   const uint64_t evict_first = l2_evict_first_policy();  // K/V: read once a step
-  if (a.table_ahead && tile == ahead_tile) slots.clip(tile * kBN, kv_end);
-  else slots.load(table, a.block_size, a.block_shift, tile * kBN, kv_end);
+  slots.load(table, a.block_size, a.block_shift, tile * kBN, kv_end);
   auto copy_kv = [&] {
     slots.template copy<true>(k_s, a.k_cache, slot_stride, kvh, evict_first);
     cp_async_commit();

@@ -195,9 +195,6 @@ int parse_attention_span_blocks(const char* value);
 /// RILL_ATTENTION_CLUSTER: null → true; "1" → true, "0" → false (the decode attention over ≤ 16
 /// spans with its combine in one cluster kernel; same bits); anything else → an error naming it.
 bool parse_attention_cluster(const char* value);
-/// RILL_ATTENTION_TABLE_AHEAD: null → false; "1" → true; "0" → false (set_attention_table_ahead);
-/// anything else → an error naming the variable.
-bool parse_attention_table_ahead(const char* value);
 /// RILL_ATTENTION_DECODE_FOLD: null → the default (set_attention_decode_fold); 0, 1 or 2 → that
 /// mode; anything else → an error naming the variable.
 int parse_attention_decode_fold(const char* value);

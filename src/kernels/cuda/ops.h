@@ -343,13 +343,6 @@ uint64_t attention_wgmma_launches();
 /// by default). Same bits as the two kernels.
 void set_attention_cluster(bool on);
 bool attention_cluster_enabled();
-/// The invariant decode attention's span walk requests its first tile's block-table entries
-/// together with the step's lengths, before knowing the row's keys (RILL_ATTENTION_TABLE_AHEAD):
-/// one dependent round trip fewer before its wait. Same bits (the attention tests passed under
-/// both settings on the H200, bench/RESULTS.md run AA6); off by default until its speed is
-/// measured against the default path.
-void set_attention_table_ahead(bool on);
-bool attention_table_ahead();
 /// Launches of the cluster kernel so far (tests check that it ran).
 uint64_t attention_cluster_launches();
 /// Invariant decode attention at one m-tile (≤ 16 packed query rows) on the four-warp fold kernel

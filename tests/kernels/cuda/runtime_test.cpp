@@ -36,10 +36,6 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_TRUE(cuda::parse_attention_cluster("1"));
   EXPECT_FALSE(cuda::parse_attention_cluster("0"));
   expect_rejects(cuda::parse_attention_cluster, {"", "2", "on", " 1"}, "RILL_ATTENTION_CLUSTER");
-  EXPECT_FALSE(cuda::parse_attention_table_ahead(nullptr));
-  EXPECT_TRUE(cuda::parse_attention_table_ahead("1"));
-  EXPECT_FALSE(cuda::parse_attention_table_ahead("0"));
-  expect_rejects(cuda::parse_attention_table_ahead, {"", "2", "yes"}, "RILL_ATTENTION_TABLE_AHEAD");
   EXPECT_EQ(cuda::parse_attention_decode_fold(nullptr), 2);
   EXPECT_EQ(cuda::parse_attention_decode_fold("0"), 0);
   EXPECT_EQ(cuda::parse_attention_decode_fold("1"), 1);
