@@ -7,7 +7,9 @@ step's last kernel (default: the argmax, reduce.cu); the last --steps steps of t
 length are folded position by position (median over steps). For each kernel:
   span = next kernel's release - this release: its share of the step's critical path (its work after
          the wait, plus the completion hand-off to the next kernel);
-  lead = this release - this arrival: how long it sat resident before its inputs were ready.
+  lead = this release - this arrival: how long it sat resident before its inputs were ready;
+  work = this kernel's done record (pdl_trace_done: block 0 ended its work; line -1) - this release,
+         where the kernel records one; the rest of its span is the hand-off to the next kernel.
 Prints the step, a per-call-site total, and the positions of --layer-window kernels from --from.
 
 usage: pdl_trace_summary.py TRACE.csv [--end-site reduce.cu] [--steps 32] [--from 0] [--layer-window 40]
@@ -27,13 +29,25 @@ def main():
     ap.add_argument("--layer-window", type=int, default=40)
     args = ap.parse_args()
 
-    rows = []
+    rows, dones = [], []
     with open(args.trace) as f:
         for r in csv.DictReader(f):
+            if int(r["line"]) == -1:  # a done record: belongs to the last wait before it
+                dones.append((int(r["seq"]), int(r["release_ns"])))
+                continue
             site = r["file"].split("/")[-1] + ":" + r["line"]
             rows.append((int(r["seq"]), int(r["arrive_ns"]), int(r["release_ns"]), site))
     rows.sort()
-    print(f"{len(rows)} records")
+    dones.sort()
+    done_of = {}  # a wait row's seq -> its kernel's done time
+    j = 0
+    for k, row in enumerate(rows):
+        nxt = rows[k + 1][0] if k + 1 < len(rows) else float("inf")
+        while j < len(dones) and dones[j][0] < row[0]:
+            j += 1
+        if j < len(dones) and dones[j][0] < nxt:
+            done_of[row[0]] = dones[j][1]
+    print(f"{len(rows)} records ({len(dones)} done records)")
     steps, cur = [], []
     for row in rows:
         cur.append(row)
@@ -51,6 +65,7 @@ def main():
 
     spans = [[] for _ in range(length)]
     leads = [[] for _ in range(length)]
+    works = [[] for _ in range(length)]
     totals = []
     for i in idx:
         s, nxt = steps[i], steps[i + 1]
@@ -59,26 +74,35 @@ def main():
             nrel = s[p + 1][2] if p + 1 < length else nxt[0][2]
             spans[p].append(nrel - s[p][2])
             leads[p].append(s[p][2] - s[p][1])
+            if s[p][0] in done_of:
+                works[p].append(done_of[s[p][0]] - s[p][2])
     sites = [steps[idx[-1]][p][3] for p in range(length)]
     med_span = [statistics.median(v) for v in spans]
     med_lead = [statistics.median(v) for v in leads]
+    med_work = [statistics.median(v) if v else None for v in works]
     print(f"step (release of the first kernel to the next step's): median {statistics.median(totals) / 1e3:.1f} us, "
           f"min {min(totals) / 1e3:.1f}, max {max(totals) / 1e3:.1f}")
 
     by_site = collections.OrderedDict()
     for p in range(length):
-        t = by_site.setdefault(sites[p], [0, 0.0, 0.0])
+        t = by_site.setdefault(sites[p], [0, 0.0, 0.0, 0.0, 0])
         t[0] += 1
         t[1] += med_span[p]
         t[2] += med_lead[p]
-    print(f"\n{'site':<28}{'calls':>6}{'span us/step':>14}{'span us/call':>14}{'lead us/call':>14}")
-    for site, (n, sp, ld) in sorted(by_site.items(), key=lambda kv: -kv[1][1]):
-        print(f"{site:<28}{n:>6}{sp / 1e3:>14.1f}{sp / n / 1e3:>14.2f}{ld / n / 1e3:>14.2f}")
+        if med_work[p] is not None:
+            t[3] += med_work[p]
+            t[4] += 1
+    print(f"\n{'site':<28}{'calls':>6}{'span us/step':>14}{'span us/call':>14}{'lead us/call':>14}"
+          f"{'work us/call':>14}")
+    for site, (n, sp, ld, wk, nw) in sorted(by_site.items(), key=lambda kv: -kv[1][1]):
+        work = f"{wk / nw / 1e3:>14.2f}" if nw else f"{'-':>14}"
+        print(f"{site:<28}{n:>6}{sp / 1e3:>14.1f}{sp / n / 1e3:>14.2f}{ld / n / 1e3:>14.2f}{work}")
 
     print(f"\npositions {args.start}..{args.start + args.layer_window - 1} (median us):")
-    print(f"{'pos':>5}  {'site':<28}{'span':>9}{'lead':>9}")
+    print(f"{'pos':>5}  {'site':<28}{'span':>9}{'lead':>9}{'work':>9}")
     for p in range(args.start, min(length, args.start + args.layer_window)):
-        print(f"{p:>5}  {sites[p]:<28}{med_span[p] / 1e3:>9.2f}{med_lead[p] / 1e3:>9.2f}")
+        work = f"{med_work[p] / 1e3:>9.2f}" if med_work[p] is not None else f"{'-':>9}"
+        print(f"{p:>5}  {sites[p]:<28}{med_span[p] / 1e3:>9.2f}{med_lead[p] / 1e3:>9.2f}{work}")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ template <int D, bool kRope = false>
 __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   decode_split_spans<D, false, kRope>(a, smem_raw, int(blockIdx.z) / a.span_step, int(blockIdx.z) % a.span_step);
+  pdl_trace_done();
 }
 
 // The fold schedule for one m-tile (decode rows beyond a wave of split blocks: batch 64+ of the 8B
@@ -105,6 +106,7 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
     }
   }
   cluster.sync();  // no block leaves while another reads its shared memory
+  pdl_trace_done();
 #endif
 }
 
@@ -194,6 +196,7 @@ __global__ void __launch_bounds__(CombineCfg<D>::kThreads)
     __syncthreads();  // o_s, w_s, incl_s and warp_s are rewritten by the next chunk
   }
   if (t < kDims) out[idx * D + d0 + t] = __float2bfloat16_rn(span_result(acc, acc_l));
+  pdl_trace_done();
 }
 
 // The cluster kernel's blocks for a row's spans: the next power of two (the fold's shares divide).

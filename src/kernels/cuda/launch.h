@@ -73,7 +73,10 @@ __device__ __forceinline__ void pdl_trigger() {
 // named by RILL_PDL_TRACE (tools/pdl_trace_summary.py reads it). Release to release of consecutive
 // kernels is a kernel's share of the step's critical path; arrival before the predecessor's
 // release shows how early it became resident. Each translation unit has its own copy of the
-// device-side handle, set through the registration below when the backend starts.
+// device-side handle, set through the registration below when the backend starts. A kernel may also
+// call pdl_trace_done() where block (0, 0, 0)'s thread 0 ends its work: a record of its own (line -1,
+// `release` the time), which the summary pairs with that kernel's wait to split its span into work
+// (release to done) and hand-off (done to the next release).
 struct PdlTraceRecord {
   unsigned long long arrive, release;
   int line;
@@ -119,7 +122,24 @@ __device__ __forceinline__ void pdl_wait(int line = __builtin_LINE(), const char
   }
 #endif
 }
+__device__ __forceinline__ void pdl_trace_done(const char* file = __builtin_FILE()) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x || threadIdx.y || blockIdx.x || blockIdx.y || blockIdx.z || !g_pdl_trace.records) return;
+  const unsigned long long now = global_ns();
+  const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
+  if (i >= g_pdl_trace.capacity) return;
+  PdlTraceRecord& r = g_pdl_trace.records[i];
+  r.arrive = 0;
+  r.release = now;
+  r.line = -1;
+  int n = 0;
+  while (file[n]) ++n;
+  const int from = n > 19 ? n - 19 : 0;
+  for (int j = 0; j < 20; ++j) r.file[j] = from + j < n ? file[from + j] : 0;
+#endif
+}
 #else
+__device__ __forceinline__ void pdl_trace_done() {}
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

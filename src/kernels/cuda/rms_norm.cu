@@ -105,6 +105,7 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
       }
       *reinterpret_cast<uint4*>(y + c) = v[h];
     }
+    pdl_trace_done();
     return;
   }
   pdl_wait_trigger(a.early_trigger);

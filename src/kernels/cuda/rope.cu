@@ -178,6 +178,7 @@ __global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
   for (int e = 0; e < 8; ++e) cs[e] = cos_s[j0 + e], sn[e] = sin_s[j0 + e];
   norm_rotate_chunk<kC>(a, a.q_norm != nullptr, raw, nw, cs, sn, c, group);
   *reinterpret_cast<uint4*>(x) = raw;
+  pdl_trace_done();
   if (!store) return;
   *reinterpret_cast<uint4*>(static_cast<bf16*>(a.k_cache) + slot * row + off) = raw;
   *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_cache) + slot * row + off) = vraw;
