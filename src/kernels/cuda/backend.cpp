@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -242,8 +243,16 @@ void CudaKernels::take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v
   settle();
 }
 
+// The decode GEMM after an attention op is the o projection: its pre-wait weight requests land while
+// the attention section (RoPE, attention, the span combine) runs, where the weight stream is
+// otherwise idle, so it may request a different number of stages (decode_prewait_after_attention).
+void CudaKernels::next_gemm_prewait() {
+  matmul_->set_next_prewait(std::exchange(after_attention_, false) ? decode_prewait_after_attention() : -1);
+}
+
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
   settle();
+  next_gemm_prewait();
   expect_on_device(x, "matmul", "x");
   expect_on_device(w, "matmul", "w");
   expect_on_device(y, "matmul", "y");
@@ -267,6 +276,7 @@ void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
 
 void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) {
   settle();
+  next_gemm_prewait();
   void* outs[GemmArgs::kMaxOuts] = {};
   int64_t ends[GemmArgs::kMaxOuts] = {};
   bool fused = ys.size() <= size_t(GemmArgs::kMaxOuts) && w.ndim() == 2 && x.is_contiguous() && w.is_contiguous() &&
@@ -293,6 +303,7 @@ void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor*
 
 void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) {
   settle();
+  next_gemm_prewait();
   const bool on_device = x.device() == Device::cuda && w.device() == Device::cuda && y.device() == Device::cuda &&
                          (!bias || bias->device() == Device::cuda);
   const bool bf16s = x.dtype() == DType::bf16 && w.dtype() == DType::bf16 && y.dtype() == DType::bf16 &&

@@ -101,6 +101,10 @@ int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_
 int parse_decode_prewait(const char* value) {
   return parse_int_in_range("RILL_DECODE_PREWAIT", value, 5, 0, 8, " (weight stages requested before the wait)");
 }
+int parse_decode_prewait_after_attention(const char* value) {
+  return parse_int_in_range("RILL_DECODE_PREWAIT_AFTER_ATTENTION", value, -1, 0, 12,
+                            " (weight stages the decode GEMM after an attention requests before its wait)");
+}
 int parse_decode_prewait_fill(const char* value) {
   return parse_int_in_range("RILL_DECODE_PREWAIT_FILL", value, 0, 0, 12,
                             " (weight stages the decode GEMM fills before its wait, RILL_DECODE_PREWAIT in flight)");
@@ -199,6 +203,8 @@ void CudaKernels::configure_from_environment() {
   // requests ahead of the small kernels' loads.
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
   set_decode_prewait_fill(parse_decode_prewait_fill(std::getenv("RILL_DECODE_PREWAIT_FILL")));
+  set_decode_prewait_after_attention(
+      parse_decode_prewait_after_attention(std::getenv("RILL_DECODE_PREWAIT_AFTER_ATTENTION")));
   // No L2 promotion by default: batch-1 decode 229.2 / 229.1 against 225.6 / 226.0 tok/s with 256 bytes
   // (the prefill GEMM's maps) at 512 keys, 206.6 / 206.7 against 205.9 / 205.7 at 8192 (bench/RESULTS.md
   // run Y); 128 bytes measured the same as none.

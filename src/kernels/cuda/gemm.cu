@@ -481,6 +481,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   k.k = a.k;
   k.ks = sp.ks;
   k.splits = sp.splits;
+  k.prewait_stages = a.prewait_stages;
   if (a.glu_inter > 0 && (a.config == 18 || a.config == 19)) {  // decode rows: the decode kernel's SwiGLU (variant 2)
     if (!g_wgmma || a.m > (a.config == 18 ? 8 : 32) || a.n != 2 * a.glu_inter || a.glu_inter % 32 != 0 ||
         a.num_outs > 0 || a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16) || a.glu_schedule < 0 ||

@@ -30,7 +30,8 @@ struct GemmKernelArgs {
   int splits;
   int tiles_per_split;  // ks / BK
   int l2_prefetch;      // decode: weight tiles requested into L2 ahead of the shared-memory stages
-  int prewait_stages;   // warpgroup decode: weight stages requested before the wait (≥ kStages: all)
+  int prewait_stages;   // warpgroup decode: weight stages requested before the wait (≥ kStages: all;
+                        // on the host, -1: the backend's setting)
   int prewait_fill;     // warpgroup decode: stages filled before the wait, prewait_stages in flight (0: off)
   bool late_trigger;    // warpgroup decode: the next kernel may launch once the last weight tile is requested
   bool exit_trigger;    // warpgroup decode: no trigger at all — the next kernel launches as this grid completes

@@ -44,6 +44,7 @@ constexpr int kBK = kPipeBK;
 
 int g_decode_prewait = -1;     // set_decode_prewait_stages
 int g_decode_prewait_fill = 0;  // set_decode_prewait_fill
+int g_decode_prewait_after_attention = -1;  // set_decode_prewait_after_attention
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
 int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
@@ -341,7 +342,8 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
                 "(RILL_CUDA_ARCHITECTURES=90a)");
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
-  a.prewait_stages = g_decode_prewait < 0 ? 1 << 30 : g_decode_prewait;
+  const int prewait = k.prewait_stages >= 0 ? k.prewait_stages : g_decode_prewait;
+  a.prewait_stages = prewait < 0 ? 1 << 30 : prewait;
   a.prewait_fill = g_decode_prewait_fill;
   a.late_trigger = g_decode_late_trigger || k.exit_trigger;  // (exit: no consumer trigger either)
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
@@ -389,6 +391,8 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
 namespace rill::cuda {
 void set_decode_prewait_stages(int stages) { gemm_detail::g_decode_prewait = stages; }
 void set_decode_prewait_fill(int stages) { gemm_detail::g_decode_prewait_fill = stages; }
+void set_decode_prewait_after_attention(int stages) { gemm_detail::g_decode_prewait_after_attention = stages; }
+int decode_prewait_after_attention() { return gemm_detail::g_decode_prewait_after_attention; }
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }

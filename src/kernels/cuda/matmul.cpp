@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -289,6 +290,7 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
 }
 
 void MatmulEngine::launch_invariant(GemmArgs& a) {
+  a.prewait_stages = std::exchange(next_prewait_, -1);
   if (a.m <= decode_rows() && a.k % 8 == 0) a.config = decode_config(a);
   launch_gemm(a, stream_);
 }
@@ -338,6 +340,7 @@ bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, vo
       pointer_alignment(w) < 16 || pointer_alignment(y) < 4)
     return false;
   GemmArgs a = gemm_args(x, w, bias, m, 2 * inter, k);
+  a.prewait_stages = std::exchange(next_prewait_, -1);
   if (m <= decode_rows()) {
     if (decode_mode <= 0 || !scratch) return false;
     if (decode_mode == 1 && (m > 8 || inter % 32 != 0 || k % 8 != 0 || !gemm_wgmma_enabled())) return false;

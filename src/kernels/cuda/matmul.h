@@ -117,6 +117,9 @@ class MatmulEngine {
   bool batch_invariant() const { return batch_invariant_; }
   /// Scratch memory larger than L2 that the timed choice overwrites before each timed run, so
   /// weights are read from HBM as in a real step (not from L2). Contents are destroyed.
+  /// The weight stages the next invariant decode GEMM requests before its wait (GemmArgs::prewait_stages;
+  /// -1: the backend's setting). Taken by that launch.
+  void set_next_prewait(int stages) { next_prewait_ = stages; }
   void set_l2_flush_buffer(void* buffer, size_t bytes) {
     flush_ = buffer;
     flush_bytes_ = bytes;
@@ -147,6 +150,7 @@ class MatmulEngine {
   int forced_decode_config_ = 0;
   bool bulk_copies_ = false;
   bool batch_invariant_ = false;
+  int next_prewait_ = -1;  // set_next_prewait
   void* flush_ = nullptr;
   size_t flush_bytes_ = 0;
   std::map<MatmulShape, std::unique_ptr<Plan>> plans_;

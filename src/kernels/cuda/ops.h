@@ -265,6 +265,10 @@ struct GemmArgs {
   /// describes them here; the op that reads the product folds them (PartialsIn). Otherwise *defer
   /// is left inactive and the outputs are written as usual.
   struct GemmPartials* defer = nullptr;
+  /// The warpgroup decode GEMM's weight stages requested before its wait for this launch (≥ 0), or
+  /// -1: set_decode_prewait_stages' depth (MatmulEngine::set_next_prewait sets it for the GEMM after
+  /// an attention op). Same bits for any value.
+  int prewait_stages = -1;
 };
 /// Whether launch_gemm can fuse SwiGLU (GemmArgs::glu_inter) into an m × 2·inter × k GEMM here, and
 /// it pays: the warpgroup GEMM enabled, inter % 64 == 0, k % 8 == 0, and 128 × 128 output tiles
@@ -309,6 +313,11 @@ void set_decode_prewait_stages(int stages);
 /// stages before its wait, keeping at most the pre-wait stages' weight tiles in flight
 /// (RILL_DECODE_PREWAIT_FILL; 0: off). Same bits either way.
 void set_decode_prewait_fill(int stages);
+/// The pre-wait depth of the decode GEMM that follows an attention op (the o projection, whose
+/// pre-wait requests land during the attention section, where the weight stream is otherwise idle);
+/// -1: set_decode_prewait_stages' depth (RILL_DECODE_PREWAIT_AFTER_ATTENTION). Same bits either way.
+void set_decode_prewait_after_attention(int stages);
+int decode_prewait_after_attention();
 /// The L2 promotion, in bytes (0, 64, 128, 256), of the warpgroup decode GEMM's weight tensor copies
 /// (RILL_DECODE_L2_PROMOTION). Same bits either way.
 void set_decode_l2_promotion(int bytes);

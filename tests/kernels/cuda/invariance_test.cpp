@@ -254,7 +254,9 @@ TEST(CudaInvariance, FewItemStagesKeepBits) {
 // the wait, at most the pre-wait stages' weight tiles in flight; the x copies and each stage's
 // arrival after the wait): only when the bytes arrive changes, so the bits of no fill. Pre-wait
 // stages 1 (every tile after the first waits for one to land), 3 and 5; fills of some and of all
-// stages (12: every CTA's all); the few-item CTAs (9 stages) and the others (6-8).
+// stages (12: every CTA's all); the few-item CTAs (9 stages) and the others (6-8). And a deeper
+// burst without a fill (9: every stage of the few-item CTAs before the wait, as the o projection
+// takes with RILL_DECODE_PREWAIT_AFTER_ATTENTION=9).
 TEST(CudaInvariance, PrewaitFillKeepsBits) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
@@ -263,7 +265,7 @@ TEST(CudaInvariance, PrewaitFillKeepsBits) {
                         cuda::set_decode_prewait_stages(5);
                         cuda::set_decode_prewait_fill(0);
                       }});
-  for (auto [pre, fill] : {std::pair{1, 12}, {3, 7}, {3, 12}, {5, 12}})
+  for (auto [pre, fill] : {std::pair{1, 12}, {3, 7}, {3, 12}, {5, 12}, {9, 0}})
     settings.push_back({"prewait " + std::to_string(pre) + " fill " + std::to_string(fill), [pre, fill] {
                           cuda::set_decode_prewait_stages(pre);
                           cuda::set_decode_prewait_fill(fill);

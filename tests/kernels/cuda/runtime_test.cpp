@@ -98,6 +98,11 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_prewait_fill("9"), 9);
   EXPECT_EQ(cuda::parse_decode_prewait_fill("12"), 12);
   expect_rejects(cuda::parse_decode_prewait_fill, {"", "13", "-1", "9x"}, "RILL_DECODE_PREWAIT_FILL");
+  EXPECT_EQ(cuda::parse_decode_prewait_after_attention(nullptr), -1);
+  EXPECT_EQ(cuda::parse_decode_prewait_after_attention("0"), 0);
+  EXPECT_EQ(cuda::parse_decode_prewait_after_attention("9"), 9);
+  expect_rejects(cuda::parse_decode_prewait_after_attention, {"", "13", "-1", "5 "},
+                 "RILL_DECODE_PREWAIT_AFTER_ATTENTION");
   EXPECT_EQ(cuda::parse_decode_l2_promotion(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_l2_promotion("128"), 128);
   EXPECT_EQ(cuda::parse_decode_l2_promotion("256"), 256);
