@@ -32,6 +32,9 @@ bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUST
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};
+// Whether this thread's last launch_attention ended with the span combine as a kernel of its own
+// (attention_ended_with_combine; each backend launches from its own thread).
+thread_local bool g_ended_with_combine = false;
 
 template <int D, bool kRope = false>
 __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
@@ -281,6 +284,7 @@ void launch_combine(const AttnKernelArgs& k, const AttentionArgs& a, int span_ke
       k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys,
       k.early_trigger);
   RILL_CUDA_CHECK_LAUNCH();
+  g_ended_with_combine = true;
 }
 
 // The invariant split schedule at one m-tile: the cluster kernel (≤ 16 spans, the block-table
@@ -359,6 +363,8 @@ template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionAr
 }  // namespace attention_detail
 
 void set_attention_cluster(bool on) { attention_detail::g_attention_cluster = on; }
+bool attention_ended_with_combine() { return attention_detail::g_ended_with_combine; }
+void clear_attention_ended_with_combine() { attention_detail::g_ended_with_combine = false; }
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }
 uint64_t attention_cluster_launches() { return attention_detail::g_attention_cluster_launches.load(); }
 void set_attention_decode_fold(int mode) { attention_detail::g_attention_decode_fold = mode; }

@@ -243,11 +243,19 @@ void CudaKernels::take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v
   settle();
 }
 
-// The decode GEMM after an attention op is the o projection: its pre-wait weight requests land while
-// the attention section (RoPE, attention, the span combine) runs, where the weight stream is
-// otherwise idle, so it may request a different number of stages (decode_prewait_after_attention).
+// The decode GEMM after an attention op is the o projection: it launches as the attention's last
+// kernel passes its wait, and its pre-wait weight requests land while that kernel runs, where the
+// weight stream is otherwise idle. After a span combine kernel (the split schedule: long contexts)
+// it requests every stage of a few-item CTA, 9 (batch-1 decode +1.4% at 8,192 keys, bench/RESULTS.md
+// run AB); after the cluster kernel (short contexts, where the burst slows that kernel's own round
+// trips: -0.35% at 512 keys) the decode GEMM's usual depth. RILL_DECODE_PREWAIT_AFTER_ATTENTION sets
+// one depth for both.
 void CudaKernels::next_gemm_prewait() {
-  matmul_->set_next_prewait(std::exchange(after_attention_, false) ? decode_prewait_after_attention() : -1);
+  constexpr int kAfterCombine = 9;
+  const int set = decode_prewait_after_attention();
+  int stages = -1;
+  if (std::exchange(after_attention_, false)) stages = set >= 0 ? set : after_combine_ ? kAfterCombine : -1;
+  matmul_->set_next_prewait(stages);
 }
 
 void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {

@@ -209,6 +209,7 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   settle();
   launch_attention(a, stream_.get());
   after_attention_ = true;
+  after_combine_ = attention_ended_with_combine();
 }
 
 void CudaKernels::copy_kv_blocks(KvLayer& cache, const Tensor& src_dst) {

@@ -156,9 +156,9 @@ class CudaKernels final : public Kernels {
   // pending fold.
   RopeArgs pending_rope_;
   bool rope_pending_ = false;
-  // An attention op ran since the last GEMM: the next GEMM (the o projection) takes the pre-wait
-  // depth of decode_prewait_after_attention (next_gemm_prewait).
-  bool after_attention_ = false;
+  // An attention op ran since the last GEMM (and ended with its span combine as a kernel of its own):
+  // the next GEMM, the o projection, takes the pre-wait depth of next_gemm_prewait.
+  bool after_attention_ = false, after_combine_ = false;
   void next_gemm_prewait();
   int defer_fold_ = 1;  // 0 off, 1 in captured graphs, 2 always
   DeviceInfo info_;
@@ -241,9 +241,10 @@ int parse_decode_prewait(const char* value);
 /// next tile once an earlier one landed (a measurement knob; the bits do not change); anything else
 /// → an error naming the variable.
 int parse_decode_prewait_fill(const char* value);
-/// RILL_DECODE_PREWAIT_AFTER_ATTENTION: null → -1 (the decode GEMM after an attention op requests
-/// RILL_DECODE_PREWAIT's stages before its wait, like every decode GEMM); 0-12 → that many (at most
-/// the CTA's stages; the bits do not change); anything else → an error naming the variable.
+/// RILL_DECODE_PREWAIT_AFTER_ATTENTION: null → -1 (the backend's rule: the decode GEMM after an
+/// attention op requests 9 stages before its wait after a span combine kernel, else RILL_DECODE_PREWAIT's);
+/// 0-12 → that many after every attention (at most the CTA's stages; the bits do not change);
+/// anything else → an error naming the variable.
 int parse_decode_prewait_after_attention(const char* value);
 /// RILL_DECODE_L2_PROMOTION: null → 0 (none); 0, 64, 128 or 256 → the L2 promotion (bytes) of the
 /// warpgroup decode GEMM's weight copies (a measurement knob; the bits do not change); anything

@@ -315,7 +315,8 @@ void set_decode_prewait_stages(int stages);
 void set_decode_prewait_fill(int stages);
 /// The pre-wait depth of the decode GEMM that follows an attention op (the o projection, whose
 /// pre-wait requests land during the attention section, where the weight stream is otherwise idle);
-/// -1: set_decode_prewait_stages' depth (RILL_DECODE_PREWAIT_AFTER_ATTENTION). Same bits either way.
+/// -1: the backend's rule (9 after a span combine kernel, else set_decode_prewait_stages' depth;
+/// CudaKernels::next_gemm_prewait). RILL_DECODE_PREWAIT_AFTER_ATTENTION. Same bits either way.
 void set_decode_prewait_after_attention(int stages);
 int decode_prewait_after_attention();
 /// The L2 promotion, in bytes (0, 64, 128, 256), of the warpgroup decode GEMM's weight tensor copies
@@ -354,6 +355,11 @@ void set_attention_cluster(bool on);
 bool attention_cluster_enabled();
 /// Launches of the cluster kernel so far (tests check that it ran).
 uint64_t attention_cluster_launches();
+/// Whether the calling thread's last launch_attention ended with the span combine as a kernel of its
+/// own (the split schedule past the cluster kernel's reach: long contexts, or more rows than a wave of
+/// clusters). The backend sizes the next GEMM's pre-wait burst by it (decode_prewait_after_attention).
+bool attention_ended_with_combine();
+void clear_attention_ended_with_combine();
 /// Invariant decode attention at one m-tile (≤ 16 packed query rows) on the four-warp fold kernel
 /// (attention_decode_fold_kernel; RILL_ATTENTION_DECODE_FOLD): 0 never (the one-warp fold kernel),
 /// 1 where the fold schedule runs (more rows than a wave of split blocks), 2 also instead of a split

@@ -249,14 +249,24 @@ TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
             parts.push_back({r, std::max(0, l - n), l});
           }
           auto fold = c.run(parts, q, width, 1);
+          EXPECT_FALSE(cuda::attention_ended_with_combine()) << "the fold schedule has no span combine";
           const uint64_t before = cuda::attention_cluster_launches();
           auto cluster = c.run(parts, q, width, 2);
           EXPECT_EQ(cuda::attention_cluster_launches() > before, cluster_kernel) << "which kernel ran";
+          // Whether a span combine kernel ran (the backend sizes the o projection's pre-wait burst by it:
+          // CudaKernels::next_gemm_prewait): not after the cluster kernel; after the split kernels (at
+          // head_dim 64 / 128 every table here has 4+ spans).
+          if (cluster_kernel) {
+            EXPECT_FALSE(cuda::attention_ended_with_combine()) << "the cluster kernel combines";
+          }
           for (float v : cluster) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
           EXPECT_TRUE(same_bits(fold.data(), cluster.data(), cluster.size())) << "cluster kernel differs from the fold";
           cuda::set_attention_cluster(false);
           auto split = c.run(parts, q, width, 2);
           cuda::set_attention_cluster(true);
+          if (cluster_kernel) {
+            EXPECT_TRUE(cuda::attention_ended_with_combine()) << "the split kernels' span combine";
+          }
           EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
         }
       }
