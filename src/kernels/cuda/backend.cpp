@@ -246,7 +246,7 @@ void CudaKernels::take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v
 // The decode GEMM after an attention op is the o projection: it launches as the attention's last
 // kernel passes its wait, and its pre-wait weight requests land while that kernel runs, where the
 // weight stream is otherwise idle. After a span combine kernel (the split schedule: long contexts)
-// it requests every stage of a few-item CTA, 9 (batch-1 decode +1.4% at 8,192 keys, bench/RESULTS.md
+// it requests every stage of a few-item CTA, 9 (batch-1 decode +1.1-1.4% at 8,192 keys, bench/RESULTS.md
 // run AB); after the cluster kernel (short contexts, where the burst slows that kernel's own round
 // trips: -0.35% at 512 keys) the decode GEMM's usual depth. RILL_DECODE_PREWAIT_AFTER_ATTENTION sets
 // one depth for both.
