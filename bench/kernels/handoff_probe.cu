@@ -114,7 +114,8 @@ void run_chain(const char* label, const Shape* shapes, int n_shapes, bool pdl, R
   };
   for (int k = 0; k < n_shapes; ++k) {
     char row[96];
-    std::snprintf(row, sizeof(row), "%s%s%s", label, n_shapes > 1 ? ": after " : "", n_shapes > 1 ? shapes[k].name : "");
+    const bool alt = n_shapes > 1;
+    std::snprintf(row, sizeof(row), "%s%s%s", label, alt ? ": after " : "", alt ? shapes[k].name : "");
     std::printf("%-60s %-4s %10.2f %10.2f %10.2f\n", row, pdl ? "pdl" : "off", med(span[k]), med(handoff[k]),
                 med(lead[k]));
   }

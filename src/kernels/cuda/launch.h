@@ -100,42 +100,34 @@ __device__ PdlTrace g_pdl_trace;
 }  // namespace
 #endif
 
+// Appends one record (the call site's file name, its last 19 characters).
+__device__ __forceinline__ void pdl_trace_record(unsigned long long arrive, unsigned long long release, int line,
+                                                 const char* file) {
+  const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
+  if (i >= g_pdl_trace.capacity) return;
+  PdlTraceRecord& r = g_pdl_trace.records[i];
+  r.arrive = arrive;
+  r.release = release;
+  r.line = line;
+  int n = 0;
+  while (file[n]) ++n;
+  const int from = n > 19 ? n - 19 : 0;
+  for (int j = 0; j < 20; ++j) r.file[j] = from + j < n ? file[from + j] : 0;
+}
+
 __device__ __forceinline__ void pdl_wait(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const bool rec = threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
                    g_pdl_trace.records;
   const unsigned long long arrive = rec ? global_ns() : 0;
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (rec) {
-    const unsigned long long release = global_ns();
-    const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
-    if (i < g_pdl_trace.capacity) {
-      PdlTraceRecord& r = g_pdl_trace.records[i];
-      r.arrive = arrive;
-      r.release = release;
-      r.line = line;
-      int n = 0;
-      while (file[n]) ++n;
-      const int from = n > 19 ? n - 19 : 0;
-      for (int j = 0; j < 20; ++j) r.file[j] = from + j < n ? file[from + j] : 0;
-    }
-  }
+  if (rec) pdl_trace_record(arrive, global_ns(), line, file);
 #endif
 }
 __device__ __forceinline__ void pdl_trace_done(const char* file = __builtin_FILE()) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (threadIdx.x || threadIdx.y || blockIdx.x || blockIdx.y || blockIdx.z || !g_pdl_trace.records) return;
-  const unsigned long long now = global_ns();
-  const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
-  if (i >= g_pdl_trace.capacity) return;
-  PdlTraceRecord& r = g_pdl_trace.records[i];
-  r.arrive = 0;
-  r.release = now;
-  r.line = -1;
-  int n = 0;
-  while (file[n]) ++n;
-  const int from = n > 19 ? n - 19 : 0;
-  for (int j = 0; j < 20; ++j) r.file[j] = from + j < n ? file[from + j] : 0;
+  pdl_trace_record(0, global_ns(), -1, file);
 #endif
 }
 #else
