@@ -127,10 +127,8 @@ void run_chain(const char* label, const Shape* shapes, int n_shapes, bool pdl, R
 }  // namespace
 
 int main() {
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = rill::probe::device_sms(prop);
   std::printf("device %s, %d SMs; µs, medians over %d boundaries x %d replays of a %d-kernel graph\n", prop.name,
               sms, kCount, kReps, kChain);
   Rec* rec;

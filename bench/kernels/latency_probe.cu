@@ -152,10 +152,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main() {
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = rill::probe::device_sms(prop);
   std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
 
   std::mt19937_64 rng(20261202);

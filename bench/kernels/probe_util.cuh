@@ -33,6 +33,14 @@ __device__ __forceinline__ unsigned smid() {
   return id;
 }
 
+// Device 0's SM count; its properties in `prop`.
+inline int device_sms(cudaDeviceProp& prop) {
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CK(cudaGetDeviceProperties(&prop, 0));
+  return sms;
+}
+
 // bytes from global src to shared dst by the bulk copy engine, completing on bar with a transaction
 // count, under the L2 policy (sm_90).
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint64_t policy) {
