@@ -9,7 +9,8 @@ length are folded position by position (median over steps). For each kernel:
          the wait, plus the completion hand-off to the next kernel);
   lead = this release - this arrival: how long it sat resident before its inputs were ready;
   work = this kernel's done record (pdl_trace_done: block 0 ended its work; line -1) - this release,
-         where the kernel records one; the rest of its span is the hand-off to the next kernel.
+         where the kernel records one; the rest of its span is the hand-off to the next kernel;
+  marks = pdl_trace_mark(tag) records (line -(10 + tag)) - this release, per tag, in the layer window.
 Prints the step, a per-call-site total, and the positions of --layer-window kernels from --from.
 
 usage: pdl_trace_summary.py TRACE.csv [--end-site reduce.cu] [--steps 32] [--from 0] [--layer-window 40]
@@ -29,11 +30,14 @@ def main():
     ap.add_argument("--layer-window", type=int, default=40)
     args = ap.parse_args()
 
-    rows, dones = [], []
+    rows, dones, marks = [], [], []
     with open(args.trace) as f:
         for r in csv.DictReader(f):
             if int(r["line"]) == -1:  # a done record: belongs to the last wait before it
                 dones.append((int(r["seq"]), int(r["release_ns"])))
+                continue
+            if int(r["line"]) <= -11:  # a mark (tag = -line - 10): likewise
+                marks.append((int(r["seq"]), int(r["release_ns"]), -int(r["line"]) - 10))
                 continue
             site = r["file"].split("/")[-1] + ":" + r["line"]
             rows.append((int(r["seq"]), int(r["arrive_ns"]), int(r["release_ns"]), site))
@@ -47,7 +51,17 @@ def main():
             j += 1
         if j < len(dones) and dones[j][0] < nxt:
             done_of[row[0]] = dones[j][1]
-    print(f"{len(rows)} records ({len(dones)} done records)")
+    marks.sort()
+    marks_of = collections.defaultdict(dict)  # a wait row's seq -> {tag: time}
+    j = 0
+    for k, row in enumerate(rows):
+        nxt = rows[k + 1][0] if k + 1 < len(rows) else float("inf")
+        while j < len(marks) and marks[j][0] < row[0]:
+            j += 1
+        while j < len(marks) and marks[j][0] < nxt:
+            marks_of[row[0]].setdefault(marks[j][2], marks[j][1])
+            j += 1
+    print(f"{len(rows)} records ({len(dones)} done records, {len(marks)} marks)")
     steps, cur = [], []
     for row in rows:
         cur.append(row)
@@ -66,6 +80,7 @@ def main():
     spans = [[] for _ in range(length)]
     leads = [[] for _ in range(length)]
     works = [[] for _ in range(length)]
+    mark_times = [collections.defaultdict(list) for _ in range(length)]
     totals = []
     for i in idx:
         s, nxt = steps[i], steps[i + 1]
@@ -76,6 +91,8 @@ def main():
             leads[p].append(s[p][2] - s[p][1])
             if s[p][0] in done_of:
                 works[p].append(done_of[s[p][0]] - s[p][2])
+            for tag, t in marks_of.get(s[p][0], {}).items():
+                mark_times[p][tag].append(t - s[p][2])
     sites = [steps[idx[-1]][p][3] for p in range(length)]
     med_span = [statistics.median(v) for v in spans]
     med_lead = [statistics.median(v) for v in leads]
@@ -102,7 +119,8 @@ def main():
     print(f"{'pos':>5}  {'site':<28}{'span':>9}{'lead':>9}{'work':>9}")
     for p in range(args.start, min(length, args.start + args.layer_window)):
         work = f"{med_work[p] / 1e3:>9.2f}" if med_work[p] is not None else f"{'-':>9}"
-        print(f"{p:>5}  {sites[p]:<28}{med_span[p] / 1e3:>9.2f}{med_lead[p] / 1e3:>9.2f}{work}")
+        mk = "  ".join(f"m{tag} {statistics.median(v) / 1e3:.2f}" for tag, v in sorted(mark_times[p].items()))
+        print(f"{p:>5}  {sites[p]:<28}{med_span[p] / 1e3:>9.2f}{med_lead[p] / 1e3:>9.2f}{work}  {mk}")
 
 
 if __name__ == "__main__":

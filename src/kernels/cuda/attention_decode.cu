@@ -78,7 +78,9 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   float2* ml_all = reinterpret_cast<float2*>(smem_raw + C::kQBytes + C::kTileBytes);
   if (!decode_split_spans<D, true, kRope>(a, smem_raw, row, rank) && threadIdx.x < kBM)
     ml_s[threadIdx.x] = make_float2(-INFINITY, 0.f);  // no span here: every row skips this block
+  pdl_trace_mark(2);  // (trace builds: this block's span is done)
   cluster.sync();  // every block's partial is in its shared memory
+  pdl_trace_mark(3);  // (every block's)
   for (int i = int(threadIdx.x); i < n_blocks * kBM; i += C::kThreads)
     ml_all[i] = cluster.map_shared_rank(ml_s, i / kBM)[i % kBM];
   __syncthreads();
@@ -108,6 +110,7 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
       a.out[idx * D + d] = __float2bfloat16_rn(span_result(acc, acc_l));
     }
   }
+  pdl_trace_mark(4);  // (the fold is done)
   cluster.sync();  // no block leaves while another reads its shared memory
   pdl_trace_done();
 #endif

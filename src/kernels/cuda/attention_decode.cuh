@@ -130,6 +130,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   if (old_keys) cp_async_wait<0>();
   else cp_async_wait<1>();
   __syncthreads();
+  pdl_trace_mark(1);  // (trace builds: Q and the first tile have landed)
   for (bool first_tile = true;; first_tile = false) {
     const int tile_start = tile * kBN;
     // The tile after this one: the span's next, or the first of the block's next span (-1: none).

@@ -76,7 +76,8 @@ __device__ __forceinline__ void pdl_trigger() {
 // device-side handle, set through the registration below when the backend starts. A kernel may also
 // call pdl_trace_done() where block (0, 0, 0)'s thread 0 ends its work: a record of its own (line -1,
 // `release` the time), which the summary pairs with that kernel's wait to split its span into work
-// (release to done) and hand-off (done to the next release).
+// (release to done) and hand-off (done to the next release); pdl_trace_mark(tag) records points
+// inside the work the same way.
 struct PdlTraceRecord {
   unsigned long long arrive, release;
   int line;
@@ -130,8 +131,17 @@ __device__ __forceinline__ void pdl_trace_done(const char* file = __builtin_FILE
   pdl_trace_record(0, global_ns(), -1, file);
 #endif
 }
+// A point inside block (0, 0, 0)'s work (tag 1-9; line -(10 + tag)), for splitting a kernel's work:
+// the summary reports each tag's time after the kernel's release.
+__device__ __forceinline__ void pdl_trace_mark(int tag, const char* file = __builtin_FILE()) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x || threadIdx.y || blockIdx.x || blockIdx.y || blockIdx.z || !g_pdl_trace.records) return;
+  pdl_trace_record(0, global_ns(), -(10 + tag), file);
+#endif
+}
 #else
 __device__ __forceinline__ void pdl_trace_done() {}
+__device__ __forceinline__ void pdl_trace_mark(int) {}
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -91,7 +91,9 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
         ss += f * f;
       }
     }
+    pdl_trace_mark(1);  // (trace builds: thread 0's loads have landed)
     ss = kRowThreads == 32 ? warp_sum(ss) : block_sum(ss, scratch);
+    pdl_trace_mark(2);  // (the row's sum of squares)
     const float inv = rsqrtf(ss / float(a.dim) + a.eps);
 #pragma unroll
     for (int h = 0; h < kHold; ++h) {
