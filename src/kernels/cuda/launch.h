@@ -104,6 +104,7 @@ __device__ PdlTrace g_pdl_trace;
 // Appends one record (the call site's file name, its last 19 characters).
 __device__ __forceinline__ void pdl_trace_record(unsigned long long arrive, unsigned long long release, int line,
                                                  const char* file) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // (g_pdl_trace exists in device code only)
   const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
   if (i >= g_pdl_trace.capacity) return;
   PdlTraceRecord& r = g_pdl_trace.records[i];
@@ -114,6 +115,7 @@ __device__ __forceinline__ void pdl_trace_record(unsigned long long arrive, unsi
   while (file[n]) ++n;
   const int from = n > 19 ? n - 19 : 0;
   for (int j = 0; j < 20; ++j) r.file[j] = from + j < n ? file[from + j] : 0;
+#endif
 }
 
 __device__ __forceinline__ void pdl_wait(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
