@@ -30,38 +30,31 @@ def main():
     ap.add_argument("--layer-window", type=int, default=40)
     args = ap.parse_args()
 
-    rows, dones, marks = [], [], []
+    # Wait rows, and the records a kernel's block 0 adds after its wait: done (line -1, tag 0) and
+    # marks (line -(10 + tag)); each belongs to the last wait row before it.
+    rows, extra = [], []
     with open(args.trace) as f:
         for r in csv.DictReader(f):
-            if int(r["line"]) == -1:  # a done record: belongs to the last wait before it
-                dones.append((int(r["seq"]), int(r["release_ns"])))
-                continue
-            if int(r["line"]) <= -11:  # a mark (tag = -line - 10): likewise
-                marks.append((int(r["seq"]), int(r["release_ns"]), -int(r["line"]) - 10))
+            line = int(r["line"])
+            if line == -1 or line <= -11:
+                extra.append((int(r["seq"]), int(r["release_ns"]), 0 if line == -1 else -line - 10))
                 continue
             site = r["file"].split("/")[-1] + ":" + r["line"]
             rows.append((int(r["seq"]), int(r["arrive_ns"]), int(r["release_ns"]), site))
     rows.sort()
-    dones.sort()
-    done_of = {}  # a wait row's seq -> its kernel's done time
-    j = 0
-    for k, row in enumerate(rows):
-        nxt = rows[k + 1][0] if k + 1 < len(rows) else float("inf")
-        while j < len(dones) and dones[j][0] < row[0]:
-            j += 1
-        if j < len(dones) and dones[j][0] < nxt:
-            done_of[row[0]] = dones[j][1]
-    marks.sort()
+    extra.sort()
     marks_of = collections.defaultdict(dict)  # a wait row's seq -> {tag: time}
     j = 0
     for k, row in enumerate(rows):
         nxt = rows[k + 1][0] if k + 1 < len(rows) else float("inf")
-        while j < len(marks) and marks[j][0] < row[0]:
+        while j < len(extra) and extra[j][0] < row[0]:
             j += 1
-        while j < len(marks) and marks[j][0] < nxt:
-            marks_of[row[0]].setdefault(marks[j][2], marks[j][1])
+        while j < len(extra) and extra[j][0] < nxt:
+            marks_of[row[0]].setdefault(extra[j][2], extra[j][1])
             j += 1
-    print(f"{len(rows)} records ({len(dones)} done records, {len(marks)} marks)")
+    done_of = {seq: m[0] for seq, m in marks_of.items() if 0 in m}  # a wait row's seq -> its done time
+    n_done = sum(1 for e in extra if e[2] == 0)
+    print(f"{len(rows)} records ({n_done} done records, {len(extra) - n_done} marks)")
     steps, cur = [], []
     for row in rows:
         cur.append(row)
@@ -92,7 +85,8 @@ def main():
             if s[p][0] in done_of:
                 works[p].append(done_of[s[p][0]] - s[p][2])
             for tag, t in marks_of.get(s[p][0], {}).items():
-                mark_times[p][tag].append(t - s[p][2])
+                if tag:
+                    mark_times[p][tag].append(t - s[p][2])
     sites = [steps[idx[-1]][p][3] for p in range(length)]
     med_span = [statistics.median(v) for v in spans]
     med_lead = [statistics.median(v) for v in leads]
