@@ -489,7 +489,7 @@ bool attention_rope_enabled() { return g_attention_rope; }
 uint64_t attention_rope_launches() { return g_attention_rope_launches.load(); }
 
 void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
-  clear_attention_ended_with_combine();
+  attention_detail::clear_ended_with_combine();
   if (args.tokens == 0 || args.num_rows == 0 || (args.rope && !args.invariant)) {
     if (args.rope) launch_rope(*args.rope, stream);  // (the invariant path runs it or launches it itself)
     if (args.tokens == 0 || args.num_rows == 0) return;

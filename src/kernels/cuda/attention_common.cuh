@@ -386,5 +386,7 @@ void launch_decode_fold(const AttnKernelArgs& k, const AttentionArgs& a, cudaStr
 // The span combine after a split schedule's partials (D 16, 32, 64, 128 or 256).
 template <int D>
 void launch_combine_spans(const AttnKernelArgs& k, const AttentionArgs& a, int span_keys, cudaStream_t stream);
+// launch_attention starts by clearing what attention_ended_with_combine reports (ops.h).
+void clear_ended_with_combine();
 
 }  // namespace rill::cuda::attention_detail

@@ -353,6 +353,8 @@ void launch_combine_spans(const AttnKernelArgs& k, const AttentionArgs& a, int s
   launch_combine<D>(k, a, span_keys, stream);
 }
 
+void clear_ended_with_combine() { g_ended_with_combine = false; }
+
 template void launch_decode_split<64>(const AttnKernelArgs&, const AttentionArgs&, dim3, int64_t, int, cudaStream_t);
 template void launch_decode_split<128>(const AttnKernelArgs&, const AttentionArgs&, dim3, int64_t, int, cudaStream_t);
 template void launch_decode_fold<64>(const AttnKernelArgs&, const AttentionArgs&, cudaStream_t);
@@ -367,7 +369,6 @@ template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionAr
 
 void set_attention_cluster(bool on) { attention_detail::g_attention_cluster = on; }
 bool attention_ended_with_combine() { return attention_detail::g_ended_with_combine; }
-void clear_attention_ended_with_combine() { attention_detail::g_ended_with_combine = false; }
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }
 uint64_t attention_cluster_launches() { return attention_detail::g_attention_cluster_launches.load(); }
 void set_attention_decode_fold(int mode) { attention_detail::g_attention_decode_fold = mode; }

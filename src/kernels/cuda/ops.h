@@ -359,7 +359,6 @@ uint64_t attention_cluster_launches();
 /// own (the split schedule past the cluster kernel's reach: long contexts, or more rows than a wave of
 /// clusters). The backend sizes the next GEMM's pre-wait burst by it (decode_prewait_after_attention).
 bool attention_ended_with_combine();
-void clear_attention_ended_with_combine();
 /// Invariant decode attention at one m-tile (≤ 16 packed query rows) on the four-warp fold kernel
 /// (attention_decode_fold_kernel; RILL_ATTENTION_DECODE_FOLD): 0 never (the one-warp fold kernel),
 /// 1 where the fold schedule runs (more rows than a wave of split blocks), 2 also instead of a split
