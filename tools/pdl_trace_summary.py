@@ -16,6 +16,7 @@ Prints the step, a per-call-site total, and the positions of --layer-window kern
 usage: pdl_trace_summary.py TRACE.csv [--end-site reduce.cu] [--steps 32] [--from 0] [--layer-window 40]
 """
 import argparse
+import bisect
 import collections
 import csv
 import statistics
@@ -31,30 +32,36 @@ def main():
     args = ap.parse_args()
 
     # Wait rows, and the records a kernel's block 0 adds after its wait: done (line -1, tag 0) and
-    # marks (line -(10 + tag)); each belongs to the last wait row before it.
+    # marks (line -(10 + tag)). Slots are reserved out of stream order (a wait's before the wait), so
+    # both are ordered by time: a kernel's release follows its predecessor's end, and a done or mark
+    # belongs to the kernel with the last release at or before it; a mark slot its kernel did not
+    # set (an older time) falls outside that kernel's release..done and is dropped.
     rows, extra = [], []
     with open(args.trace) as f:
         for r in csv.DictReader(f):
             line = int(r["line"])
             if line == -1 or line <= -11:
-                extra.append((int(r["seq"]), int(r["release_ns"]), 0 if line == -1 else -line - 10))
+                extra.append((int(r["release_ns"]), 0 if line == -1 else -line - 10))
                 continue
             site = r["file"].split("/")[-1] + ":" + r["line"]
-            rows.append((int(r["seq"]), int(r["arrive_ns"]), int(r["release_ns"]), site))
+            rows.append((int(r["release_ns"]), int(r["arrive_ns"]), int(r["release_ns"]), site))
     rows.sort()
-    extra.sort()
-    marks_of = collections.defaultdict(dict)  # a wait row's seq -> {tag: time}
-    j = 0
-    for k, row in enumerate(rows):
-        nxt = rows[k + 1][0] if k + 1 < len(rows) else float("inf")
-        while j < len(extra) and extra[j][0] < row[0]:
-            j += 1
-        while j < len(extra) and extra[j][0] < nxt:
-            marks_of[row[0]].setdefault(extra[j][2], extra[j][1])
-            j += 1
-    done_of = {seq: m[0] for seq, m in marks_of.items() if 0 in m}  # a wait row's seq -> its done time
-    n_done = sum(1 for e in extra if e[2] == 0)
-    print(f"{len(rows)} records ({n_done} done records, {len(extra) - n_done} marks)")
+    releases = [row[0] for row in rows]
+    owned = collections.defaultdict(list)  # a wait row's release -> [(tag, time)]
+    for t, tag in extra:
+        k = bisect.bisect_right(releases, t) - 1
+        if k >= 0:
+            owned[rows[k][0]].append((tag, t))
+    marks_of = collections.defaultdict(dict)  # a wait row's release -> {tag: time}
+    for key, recs in owned.items():
+        done = min((t for tag, t in recs if tag == 0), default=None)
+        for tag, t in sorted(recs, key=lambda r: r[1]):
+            if tag == 0 or (done is not None and t <= done):
+                marks_of[key].setdefault(tag, t)
+    done_of = {key: m[0] for key, m in marks_of.items() if 0 in m}  # a wait row's release -> its done time
+    n_done = sum(1 for e in extra if e[1] == 0)
+    n_marks = sum(len(m) for m in marks_of.values()) - len(done_of)
+    print(f"{len(rows)} records ({n_done} done records, {n_marks} marks kept)")
     steps, cur = [], []
     for row in rows:
         cur.append(row)

@@ -77,7 +77,11 @@ __device__ __forceinline__ void pdl_trigger() {
 // call pdl_trace_done() where block (0, 0, 0)'s thread 0 ends its work: a record of its own (line -1,
 // `release` the time), which the summary pairs with that kernel's wait to split its span into work
 // (release to done) and hand-off (done to the next release); pdl_trace_mark(tag) records points
-// inside the work the same way.
+// inside the work the same way. Recording must not move what it measures: a record's slot comes
+// from an atomic on the device counter, a round trip (~1 µs behind a decode GEMM's stream), so the
+// wait's slot is reserved before the wait (its latency hides in the lead) and a mark only keeps its
+// time in shared memory — pdl_trace_done writes the marks with its own record, after the work.
+// (Before: an atomic after the wait and at each mark, ~1-2 µs each on block 0's path; run AC.)
 struct PdlTraceRecord {
   unsigned long long arrive, release;
   int line;
@@ -101,11 +105,27 @@ __device__ PdlTrace g_pdl_trace;
 }  // namespace
 #endif
 
-// Appends one record (the call site's file name, its last 19 characters).
-__device__ __forceinline__ void pdl_trace_record(unsigned long long arrive, unsigned long long release, int line,
-                                                 const char* file) {
+// The marks' slots (tags 1..kPdlTraceMarks): static shared memory of the kernels that mark only.
+constexpr int kPdlTraceMarks = 9;
+#if defined(__CUDACC__)
+namespace {
+__shared__ unsigned long long g_pdl_trace_marks[kPdlTraceMarks];
+}  // namespace
+#endif
+
+// Reserves n consecutive record slots (the counter's round trip); capacity-checked at write.
+__device__ __forceinline__ unsigned pdl_trace_reserve(unsigned n) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // (g_pdl_trace exists in device code only)
-  const unsigned i = atomicAdd(g_pdl_trace.count, 1u);
+  return atomicAdd(g_pdl_trace.count, n);
+#else
+  return 0;
+#endif
+}
+
+// Writes record i (the call site's file name, its last 19 characters): posted stores, no wait.
+__device__ __forceinline__ void pdl_trace_write(unsigned i, unsigned long long arrive, unsigned long long release,
+                                                int line, const char* file) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (i >= g_pdl_trace.capacity) return;
   PdlTraceRecord& r = g_pdl_trace.records[i];
   r.arrive = arrive;
@@ -118,27 +138,40 @@ __device__ __forceinline__ void pdl_trace_record(unsigned long long arrive, unsi
 #endif
 }
 
+__device__ __forceinline__ bool pdl_trace_block0() {
+#if defined(__CUDA_ARCH__)
+  return !(threadIdx.x || threadIdx.y || blockIdx.x || blockIdx.y || blockIdx.z);
+#else
+  return false;
+#endif
+}
+
 __device__ __forceinline__ void pdl_wait(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const bool rec = threadIdx.x == 0 && threadIdx.y == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 &&
-                   g_pdl_trace.records;
+  const bool rec = pdl_trace_block0() && g_pdl_trace.records;
   const unsigned long long arrive = rec ? global_ns() : 0;
+  const unsigned slot = rec ? pdl_trace_reserve(1) : 0;  // requested before the wait
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (rec) pdl_trace_record(arrive, global_ns(), line, file);
+  if (rec) pdl_trace_write(slot, arrive, global_ns(), line, file);
 #endif
 }
+// The done record and every mark slot (a slot this kernel did not set holds an older time or
+// garbage: the summary keeps a mark only between its kernel's release and done).
 __device__ __forceinline__ void pdl_trace_done(const char* file = __builtin_FILE()) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (threadIdx.x || threadIdx.y || blockIdx.x || blockIdx.y || blockIdx.z || !g_pdl_trace.records) return;
-  pdl_trace_record(0, global_ns(), -1, file);
+  if (!pdl_trace_block0() || !g_pdl_trace.records) return;
+  const unsigned long long now = global_ns();
+  const unsigned slot = pdl_trace_reserve(1 + kPdlTraceMarks);
+  pdl_trace_write(slot, 0, now, -1, file);
+  for (int t = 0; t < kPdlTraceMarks; ++t) pdl_trace_write(slot + 1 + t, 0, g_pdl_trace_marks[t], -(11 + t), file);
 #endif
 }
-// A point inside block (0, 0, 0)'s work (tag 1-9; line -(10 + tag)), for splitting a kernel's work:
-// the summary reports each tag's time after the kernel's release.
-__device__ __forceinline__ void pdl_trace_mark(int tag, const char* file = __builtin_FILE()) {
+// A point inside block (0, 0, 0)'s work (tag 1..kPdlTraceMarks; line -(10 + tag)), for splitting a
+// kernel's work: kept in shared memory until pdl_trace_done (a kernel that marks must call it); the
+// summary reports each tag's time after the kernel's release.
+__device__ __forceinline__ void pdl_trace_mark(int tag) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (threadIdx.x || threadIdx.y || blockIdx.x || blockIdx.y || blockIdx.z || !g_pdl_trace.records) return;
-  pdl_trace_record(0, global_ns(), -(10 + tag), file);
+  if (pdl_trace_block0() && g_pdl_trace.records) g_pdl_trace_marks[tag - 1] = global_ns();
 #endif
 }
 #else
