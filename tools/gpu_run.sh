@@ -29,7 +29,8 @@
 #   each running the RILL_AB_TESTS gtest filter, then
 #   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (a setting starting
 #   with "--" is a rill bench flag instead, e.g. RILL_AB_ENVS="RILL_AB=default --sync-steps";
-#   RILL_SKIP_CTEST=1 skips ctest -L cuda); leave-out: no tests — a second build with -DRILL_LEAVE_OUT=ON and
+#   RILL_SKIP_CTEST=1 skips ctest -L cuda; RILL_AB_BASE_PATCH=FILE: every setting also on a `rill` built
+#   from this tree with FILE reversed, i.e. the code before a change, alternating); leave-out: no tests — a second build with -DRILL_LEAVE_OUT=ON and
 #   `rill bench` (RILL_AB_ARGS) with each RILL_LEAVE_OUT of RILL_LEAVE_OUT_SETS (default "none n r ra nra":
 #   captured decode steps without those ops — wrong outputs, what the step costs without them), RILL_AB_REPS times;
 #   probes: no rill build, no tests — the lab probes of bench/kernels (RILL_PROBES, default "latency tile_stream
@@ -130,6 +131,19 @@ if [[ "$mode" == prefill || "$mode" == batches || "$mode" == attn ]]; then  # th
     > "$out/wgmma_tests.log" 2>&1
   log "wgmma tests rc=$?"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|differing|Expected|Which is|seed" "$out/wgmma_tests.log" | head -30 | tee -a "$out/summary.txt"
+fi
+# ab with RILL_AB_BASE_PATCH (a patch file in the tree, e.g. under .carry): a second `rill` built from this
+# tree with that patch reversed — the code before a change — in the background while ctest runs.
+base_pid=""
+if [[ "$mode" == ab && -n "${RILL_AB_BASE_PATCH:-}" ]]; then
+  log "base build: this tree with $RILL_AB_BASE_PATCH reversed (background)"
+  ( rm -rf /tmp/base && mkdir -p /tmp/base &&
+    tar -cf - --exclude='./build*' --exclude=./.git . | tar -xf - -C /tmp/base &&
+    patch -R -p1 -d /tmp/base < "$RILL_AB_BASE_PATCH" &&
+    cmake -S /tmp/base -B /tmp/base/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON \
+      -DRILL_CUDA_ARCHITECTURES=90a -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
+    cmake --build /tmp/base/build -j"$(nproc)" --target rill ) > "$out/build_base.log" 2>&1 &
+  base_pid=$!
 fi
 [[ "$mode" != serve && -z "${RILL_SKIP_CTEST:-}" ]] && ctest --test-dir build-gpu -L cuda --output-on-failure --timeout "${RILL_CTEST_TIMEOUT:-600}" > "$out/ctest_cuda.log" 2>&1
 ctest_rc=$?
@@ -322,6 +336,11 @@ fi
 if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × RILL_AB_REPS, alternating
   # RILL_AB_TESTS: a gtest filter run under each setting first; RILL_AB_ARGS: rill bench's arguments.
   reps="${RILL_AB_REPS:-2}"
+  binaries="new=build-gpu/rill"  # with RILL_AB_BASE_PATCH: each setting on the base build too
+  if [[ -n "$base_pid" ]]; then
+    if wait "$base_pid"; then binaries="base=/tmp/base/build/rill new=build-gpu/rill"; log "base build ok"
+    else tail -20 "$out/build_base.log" | tee -a "$out/summary.txt"; log "base BUILD FAILED"; fi
+  fi
   for setting in ${RILL_AB_ENVS:?ab mode: RILL_AB_ENVS=\"A=1 A=2 ...\" (one NAME=VALUE a setting)}; do
     if [[ -n "${RILL_AB_TESTS:-}" && "$setting" != --* ]]; then
       read -ra envs <<< "${setting//,/ }"
@@ -335,9 +354,13 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
       # A setting starting with "--" is a rill bench flag rather than an environment variable.
       flag=""; read -ra envs <<< "${setting//,/ }"
       [[ "$setting" == --* ]] && flag="$setting" envs=(RILL_AB_FLAG=1)
-      env "${envs[@]}" timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 \
-        ${RILL_AB_ARGS:---prompt-len 512,8192 --decode-tokens 64} $flag 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" |
-        grep -E "decode_tokens_per_s|host_us" | sed "s/^/  [$setting] #$rep: /" | tee -a "$out/summary.txt"
+      for bin in $binaries; do
+        label="$setting"; [[ "$binaries" == *" "* ]] && label="${bin%%=*} $setting"
+        env "${envs[@]}" timeout 150 "${bin#*=}" bench --device cuda --model /tmp/q8 \
+          ${RILL_AB_ARGS:---prompt-len 512,8192 --decode-tokens 64} $flag 2>>"$out/bench_stderr.log" |
+          tee -a "$out/bench.log" | grep -E "decode_tokens_per_s|host_us" | sed "s/^/  [$label] #$rep: /" |
+          tee -a "$out/summary.txt"
+      done
     done
   done
   log "done (ab)"

@@ -74,36 +74,37 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   const int row = int(blockIdx.z) / n_blocks;
   float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);  // [kBM][D] o, then [kBM] (m, l)
   float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
-  // Every block's (m, l), gathered over V's tile (free once the span is done): [span][row].
-  float2* ml_all = reinterpret_cast<float2*>(smem_raw + C::kQBytes + C::kTileBytes);
   if (!decode_split_spans<D, true, kRope>(a, smem_raw, row, rank) && threadIdx.x < kBM)
     ml_s[threadIdx.x] = make_float2(-INFINITY, 0.f);  // no span here: every row skips this block
+  BlockRows br;  // (the lengths' loads hit L1 since the span walk; done before the barrier)
+  const bool has_rows = br.init(a, row, kBM, C::kBN);
   pdl_trace_mark(2);  // (trace builds: this block's span is done)
   cluster.sync();  // every block's partial is in its shared memory
   pdl_trace_mark(3);  // (every block's)
-  for (int i = int(threadIdx.x); i < n_blocks * kBM; i += C::kThreads)
-    ml_all[i] = cluster.map_shared_rank(ml_s, i / kBM)[i % kBM];
-  __syncthreads();
-  BlockRows br;
-  if (br.init(a, row, kBM, C::kBN)) {
+  if (has_rows) {
     const int per = kBM * D / n_blocks;
     for (int e = rank * per + int(threadIdx.x); e < (rank + 1) * per; e += C::kThreads) {
       const int r = e / D, d = e % D, m = br.m0 + r;
       if (m >= br.packed) continue;
+      // Every block's value and (m, l) requested before the fold: one distributed round trip.
       float o[kMaxCluster];
+      float2 ml[kMaxCluster];
+      const uint32_t o_at = smem_addr(part_s + r * D + d), ml_at = smem_addr(ml_s + r);
 #pragma unroll
-      for (int j = 0; j < kMaxCluster; ++j)  // every block's value requested before the fold
-        if (j < n_blocks) o[j] = cluster.map_shared_rank(part_s, j)[r * D + d];
+      for (int j = 0; j < kMaxCluster; ++j)
+        if (j < n_blocks) {
+          o[j] = ld_cluster_f32(o_at, j);
+          ml[j] = ld_cluster_f32x2(ml_at, j);
+        }
       float acc = 0.f, acc_l = 0.f, acc_m = -INFINITY;  // SpanMerge over the spans in order
 #pragma unroll
       for (int j = 0; j < kMaxCluster; ++j) {
         if (j >= n_blocks) break;
-        const float2 ml = ml_all[j * kBM + r];
-        if (ml.x == -INFINITY) continue;  // the span saw no key of this row
-        const float m_new = fmaxf(acc_m, ml.x);
-        const float wa = exp2_ftz(acc_m - m_new), wb = exp2_ftz(ml.x - m_new);
+        if (ml[j].x == -INFINITY) continue;  // the span saw no key of this row
+        const float m_new = fmaxf(acc_m, ml[j].x);
+        const float wa = exp2_ftz(acc_m - m_new), wb = exp2_ftz(ml[j].x - m_new);
         acc = __fmaf_rn(acc, wa, __fmul_rn(o[j], wb));
-        acc_l = __fmaf_rn(acc_l, wa, __fmul_rn(ml.y, wb));
+        acc_l = __fmaf_rn(acc_l, wa, __fmul_rn(ml[j].y, wb));
         acc_m = m_new;
       }
       const int64_t idx = (br.q_begin + m / a.group) * int64_t(a.hq) + int(blockIdx.y) * a.group + m % a.group;

@@ -1,6 +1,6 @@
 // kernels/cuda/mma.cuh — thin wrappers over the Ampere+ warp-level tensor-core instructions used
-// by the attention kernels: cp.async (16-byte, zero-fill), ldmatrix (plain and transposed) and
-// mma.sync m16n8k16 bf16 → f32. Fragment layouts are the PTX ISA's (groupID = lane / 4,
+// by the attention kernels: cp.async (16-byte, zero-fill), ldmatrix (plain and transposed),
+// mma.sync m16n8k16 bf16 → f32, and (sm_90+) loads from a cluster peer's shared memory. Fragment layouts are the PTX ISA's (groupID = lane / 4,
 // tid_in_group = lane % 4); see the comments at each use.
 #pragma once
 
@@ -12,6 +12,24 @@ namespace rill::cuda {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Loads from block `rank` of this thread-block cluster's shared memory at this block's shared
+// address `at` (mapa + ld.shared::cluster: 32-bit addresses, where map_shared_rank's generic
+// pointers take two registers each; sm_90+). Volatile: kept after the cluster barrier before them.
+__device__ __forceinline__ float ld_cluster_f32(uint32_t at, int rank) {
+  uint32_t remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(at), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 ld_cluster_f32x2(uint32_t at, int rank) {
+  uint32_t remote;
+  float2 v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(at), "r"(rank));
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
+  return v;
 }
 
 /// 16 bytes global → shared, asynchronously; when !valid the destination is zero-filled.
