@@ -69,8 +69,11 @@ void write_pdl_trace() {
   std::FILE* f = std::fopen(g_trace_path.c_str(), "w");
   if (!f) return;
   std::fprintf(f, "seq,arrive_ns,release_ns,file,line\n");
-  for (unsigned i = 0; i < g_trace_capacity && g_trace_host[i].release != 0; ++i) {
+  // Every slot: a done record reserves its kernel's mark slots too, and a mark never set may hold 0
+  // (the buffer starts zeroed, so unused slots are skipped as well).
+  for (unsigned i = 0; i < g_trace_capacity; ++i) {
     const PdlTraceRecord& r = g_trace_host[i];
+    if (r.release == 0) continue;
     char file[21] = {};
     std::memcpy(file, r.file, 20);
     std::fprintf(f, "%u,%llu,%llu,%s,%d\n", i, r.arrive, r.release, file, r.line);
