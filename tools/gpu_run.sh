@@ -34,7 +34,7 @@
 #   `rill bench` (RILL_AB_ARGS) with each RILL_LEAVE_OUT of RILL_LEAVE_OUT_SETS (default "none n r ra nra":
 #   captured decode steps without those ops — wrong outputs, what the step costs without them), RILL_AB_REPS times;
 #   probes: no rill build, no tests — the lab probes of bench/kernels (RILL_PROBES, default "latency tile_stream
-#   read": latency_probe.cu, ...), each built with nvcc and run alone, their tables to OUTDIR;
+#   read"; also icache, handoff: bench/kernels/NAME_probe.cu), each built with nvcc and run alone, their tables to OUTDIR;
 #   serve-ab: quick (RILL_SKIP_CTEST=1: no ctest) + `rill bench-serve` on the cells of RILL_SERVE_CELLS with
 #   overlapped steps (the default) and with --sync-steps, alternating RILL_AB_REPS times (RILL_SERVE_SHAPE: a
 #   model of that make-model shape instead of the qwen3-8b one).

@@ -34,8 +34,8 @@
 
 namespace {
 
-constexpr int kMaxDepth = 8;
-constexpr unsigned kChunk = 8192;  // one stage of the decode GEMM: a 64 × 64 bf16 tile
+using rill::probe::kChunk;
+using rill::probe::kMaxDepth;
 constexpr size_t kSmem = size_t(kMaxDepth) * kChunk + 1024;
 
 struct Params {
@@ -51,30 +51,18 @@ struct Params {
   unsigned long long* res;  // [0..2] chain ns (L2, HBM, L2 again), [3] stream bytes, [4] first start, [5] last end
 };
 
-__device__ __forceinline__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
-
 __device__ __forceinline__ unsigned load_cg(const unsigned* p) {
   unsigned v;
   asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 
-__device__ __forceinline__ int load_flag(const int* p) {
-  int v;
-  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // Hops of the chain from entry 0; returns the ns they took (the last index kept live in `sink`).
 __device__ unsigned long long chase(const unsigned* chain, int hops, unsigned& sink) {
   unsigned idx = 0;
-  const unsigned long long t0 = now_ns();
+  const unsigned long long t0 = rill::probe::now_ns();
   for (int h = 0; h < hops; ++h) idx = load_cg(chain + idx);
-  const unsigned long long t1 = now_ns();
+  const unsigned long long t1 = rill::probe::now_ns();
   sink ^= idx;
   return t1 - t0;
 }
@@ -88,8 +76,8 @@ __global__ void __launch_bounds__(32) probe_kernel(Params p) {
     asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p.chain_sm), "r"(int(rill::probe::smid())) : "memory");
     unsigned sink = 0;
     chase(p.l2_chain, p.l2_hops, sink);  // into L2 (the stream's lines are evicted first)
-    const unsigned long long t0 = now_ns();
-    while (now_ns() - t0 < 30000) {  // 30 µs for the stream to reach its rate
+    const unsigned long long t0 = rill::probe::now_ns();
+    while (rill::probe::now_ns() - t0 < 30000) {  // 30 µs for the stream to reach its rate
     }
     p.res[0] = chase(p.l2_chain, p.l2_hops, sink);
     p.res[1] = chase(p.hbm_chain, p.hbm_hops, sink);
@@ -101,33 +89,11 @@ __global__ void __launch_bounds__(32) probe_kernel(Params p) {
   if (p.depth == 0) return;
   if (p.quiet) {  // wait for the chain to say where it runs (it is resident: one wave)
     int sm = -1;
-    while ((sm = load_flag(p.chain_sm)) < 0) {
+    while ((sm = rill::probe::load_flag(p.chain_sm)) < 0) {
     }
     if (unsigned(sm) == rill::probe::smid()) return;
   }
-  unsigned char* stage = smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
-  for (int s = 0; s < p.depth; ++s) rill::cuda::mbar_init(&full[s], 1);
-  rill::cuda::mbar_init_fence();
-  const uint64_t policy = rill::cuda::l2_evict_first_policy();
-  const int64_t ctas = gridDim.x - 1;
-  int64_t chunk = blockIdx.x - 1, issued = 0;
-  const unsigned long long t0 = now_ns();
-  for (;; ++issued) {  // (a stream CTA: thread 0 keeps `depth` copies in flight)
-    const int s = int(issued % p.depth);
-    const int64_t use = issued / p.depth;
-    if (use > 0) rill::cuda::mbar_wait(&full[s], unsigned(use - 1) & 1u);  // its previous copy landed
-    if ((issued & 15) == 0 && load_flag(p.done)) break;
-    rill::cuda::mbar_arrive_expect_tx(&full[s], kChunk);
-    rill::probe::bulk_load(stage + s * kChunk, p.stream + chunk * kChunk, kChunk, &full[s], policy);
-    chunk += ctas;
-    if (chunk >= p.chunks) chunk -= p.chunks;
-  }
-  for (int64_t i = max(int64_t(0), issued - p.depth); i < issued; ++i)  // the copies still in flight
-    rill::cuda::mbar_wait(&full[i % p.depth], unsigned(i / p.depth) & 1u);
-  const unsigned long long t1 = now_ns();
-  atomicAdd(p.res + 3, (unsigned long long)(issued)*kChunk);
-  atomicMin(p.res + 4, t0);
-  atomicMax(p.res + 5, t1);
+  rill::probe::stream_until(p.stream, p.chunks, p.depth, p.done, smem_raw, full, p.res + 3);
 #endif
 }
 

@@ -1,6 +1,7 @@
 // bench/kernels/probe_util.cuh — what the standalone lab probes (read_probe.cu, tile_stream_probe.cu,
-// latency_probe.cu) share: a CUDA call checked with its file and line, the median time of a launch
-// with the L2 flushed first, and a 1-D bulk copy with an L2 policy. Header-only so that each probe
+// latency_probe.cu, icache_probe.cu) share: a CUDA call checked with its file and line, the median time
+// of a launch with the L2 flushed first, a 1-D bulk copy with an L2 policy, and a weight stream to run
+// latency-bound work under. Header-only so that each probe
 // still builds alone with one nvcc command.
 #pragma once
 
@@ -11,6 +12,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cuda/device_utils.cuh"  // l2_evict_first_policy
+#include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/mma.cuh"  // smem_addr
 
 #define CK(x)                                                                                  \
@@ -50,6 +53,57 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
       " [%0], [%1], %2, [%3], %4;" ::"r"(rill::cuda::smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(rill::cuda::smem_addr(bar)), "l"(policy)
       : "memory");
+#endif
+}
+
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t = 0;
+#if defined(__CUDA_ARCH__)
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+#endif
+  return t;
+}
+
+__device__ __forceinline__ int load_flag(const int* p) {
+  int v = 0;
+#if defined(__CUDA_ARCH__)
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+#endif
+  return v;
+}
+
+// The weight stream of the probes that run latency-bound work under it: thread 0 of a stream CTA keeps
+// `depth` (≤ kMaxDepth) copies of kChunk bytes (the decode GEMM's 64 × 64 bf16 stage) in flight,
+// evict-first, walking `chunks` chunks of `stream` from its block index, until *done is set; then adds
+// its bytes to res[0] and its first start / last end (ns) to res[1] (min) / res[2] (max).
+constexpr unsigned kChunk = 8192;
+constexpr int kMaxDepth = 8;
+__device__ __forceinline__ void stream_until(const unsigned char* stream, int64_t chunks, int depth, const int* done,
+                                             unsigned char* smem_raw, uint64_t* full, unsigned long long* res) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned char* stage = smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
+  for (int s = 0; s < depth; ++s) rill::cuda::mbar_init(&full[s], 1);
+  rill::cuda::mbar_init_fence();
+  const uint64_t policy = rill::cuda::l2_evict_first_policy();
+  const int64_t ctas = gridDim.x - 1;
+  int64_t chunk = blockIdx.x - 1, issued = 0;
+  const unsigned long long t0 = now_ns();
+  for (;; ++issued) {
+    const int s = int(issued % depth);
+    const int64_t use = issued / depth;
+    if (use > 0) rill::cuda::mbar_wait(&full[s], unsigned(use - 1) & 1u);  // its previous copy landed
+    if ((issued & 15) == 0 && load_flag(done)) break;
+    rill::cuda::mbar_arrive_expect_tx(&full[s], kChunk);
+    bulk_load(stage + s * kChunk, stream + chunk * kChunk, kChunk, &full[s], policy);
+    chunk += ctas;
+    if (chunk >= chunks) chunk -= chunks;
+  }
+  for (int64_t i = max(int64_t(0), issued - depth); i < issued; ++i)  // the copies still in flight
+    rill::cuda::mbar_wait(&full[i % depth], unsigned(i / depth) & 1u);
+  const unsigned long long t1 = now_ns();
+  atomicAdd(res, (unsigned long long)(issued)*kChunk);
+  atomicMin(res + 1, t0);
+  atomicMax(res + 2, t1);
 #endif
 }
 
