@@ -30,11 +30,13 @@
 #   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (a setting starting
 #   with "--" is a rill bench flag instead, e.g. RILL_AB_ENVS="RILL_AB=default --sync-steps";
 #   RILL_SKIP_CTEST=1 skips ctest -L cuda; RILL_AB_BASE_PATCH=FILE: every setting also on a `rill` built
-#   from this tree with FILE reversed, i.e. the code before a change, alternating); leave-out: no tests — a second build with -DRILL_LEAVE_OUT=ON and
+#   from this tree with FILE reversed, i.e. the code before a change, alternating);
+#   leave-out: no tests — a second build with -DRILL_LEAVE_OUT=ON and
 #   `rill bench` (RILL_AB_ARGS) with each RILL_LEAVE_OUT of RILL_LEAVE_OUT_SETS (default "none n r ra nra":
 #   captured decode steps without those ops — wrong outputs, what the step costs without them), RILL_AB_REPS times;
 #   probes: no rill build, no tests — the lab probes of bench/kernels (RILL_PROBES, default "latency tile_stream
-#   read"; also icache, handoff: bench/kernels/NAME_probe.cu), each built with nvcc and run alone, their tables to OUTDIR;
+#   read"; also icache, handoff: bench/kernels/NAME_probe.cu), each built with nvcc and run alone, their
+#   tables to OUTDIR;
 #   serve-ab: quick (RILL_SKIP_CTEST=1: no ctest) + `rill bench-serve` on the cells of RILL_SERVE_CELLS with
 #   overlapped steps (the default) and with --sync-steps, alternating RILL_AB_REPS times (RILL_SERVE_SHAPE: a
 #   model of that make-model shape instead of the qwen3-8b one).

@@ -31,6 +31,7 @@
 namespace {
 
 using rill::probe::kChunk;
+using rill::probe::median;
 using rill::probe::kMaxDepth;
 using rill::probe::now_ns;
 constexpr int kBody = 2048;   // multiply-adds of body A (~32 KB of code)
@@ -123,11 +124,6 @@ __global__ void __launch_bounds__(32) probe_kernel(Params p) {
   if (threadIdx.x != 0 || p.depth == 0) return;
   rill::probe::stream_until(p.stream, p.chunks, p.depth, p.done, smem_raw, full, p.res + 8);
 #endif
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

@@ -35,6 +35,7 @@
 namespace {
 
 using rill::probe::kChunk;
+using rill::probe::median;
 using rill::probe::kMaxDepth;
 constexpr size_t kSmem = size_t(kMaxDepth) * kChunk + 1024;
 
@@ -108,11 +109,6 @@ std::vector<unsigned> make_chain(size_t words, size_t lines, std::mt19937_64& rn
   pick.insert(pick.begin(), size_t(0));
   for (size_t i = 0; i < lines; ++i) chain[pick[i] * 32] = unsigned(pick[(i + 1) % lines] * 32);
   return chain;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

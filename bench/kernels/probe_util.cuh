@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/device_utils.cuh"  // l2_evict_first_policy
+#include "kernels/cuda/launch.h"  // global_ns
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/mma.cuh"  // smem_addr
 
@@ -56,13 +57,8 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
 #endif
 }
 
-__device__ __forceinline__ unsigned long long now_ns() {
-  unsigned long long t = 0;
-#if defined(__CUDA_ARCH__)
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-#endif
-  return t;
-}
+using rill::cuda::global_ns;
+__device__ __forceinline__ unsigned long long now_ns() { return global_ns(); }
 
 __device__ __forceinline__ int load_flag(const int* p) {
   int v = 0;
@@ -105,6 +101,12 @@ __device__ __forceinline__ void stream_until(const unsigned char* stream, int64_
   atomicMin(res + 1, t0);
   atomicMax(res + 2, t1);
 #endif
+}
+
+// The median of v (the upper one of an even count).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 // Median µs of `run` over `reps` timed runs (one untimed first), each after `flush` (larger than

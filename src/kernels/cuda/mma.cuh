@@ -1,7 +1,7 @@
 // kernels/cuda/mma.cuh — thin wrappers over the Ampere+ warp-level tensor-core instructions used
 // by the attention kernels: cp.async (16-byte, zero-fill), ldmatrix (plain and transposed),
-// mma.sync m16n8k16 bf16 → f32, and (sm_90+) loads from a cluster peer's shared memory. Fragment layouts are the PTX ISA's (groupID = lane / 4,
-// tid_in_group = lane % 4); see the comments at each use.
+// mma.sync m16n8k16 bf16 → f32, and (sm_90+) loads from a cluster peer's shared memory. Fragment
+// layouts are the PTX ISA's (groupID = lane / 4, tid_in_group = lane % 4); see the comments at each use.
 #pragma once
 
 #include <cuda_runtime.h>
