@@ -4,7 +4,7 @@
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|figures|dense|
-#   serve|serve-ab|full|profile|attn|trace|ab|leave-out|probes]
+#   serve|serve-ab|full|profile|attn|trace|ab|leave-out|footprint|probes]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
 #   in both matmul modes; decode: quick + (RILL_READ_PROBE=1) weight read patterns (bench/kernels/read_probe.cu), the decode
 #   GEMM per shape and configuration, the default mode's decode at batch 1-256 and per decode
@@ -34,6 +34,8 @@
 #   leave-out: no tests — a second build with -DRILL_LEAVE_OUT=ON and
 #   `rill bench` (RILL_AB_ARGS) with each RILL_LEAVE_OUT of RILL_LEAVE_OUT_SETS (default "none n r ra nra":
 #   captured decode steps without those ops — wrong outputs, what the step costs without them), RILL_AB_REPS times;
+#   footprint: no tests — per kernel of a batch-1 decode step at RILL_FOOTPRINT_CTX (default "512 8192")
+#   the instructions executed a warp (ncu) and the whole SASS size (cuobjdump): tools/code_footprint.py;
 #   probes: no rill build, no tests — the lab probes of bench/kernels (RILL_PROBES, default "latency tile_stream
 #   read"; also icache, handoff: bench/kernels/NAME_probe.cu), each built with nvcc and run alone, their
 #   tables to OUTDIR;
@@ -81,7 +83,7 @@ fi
 log "configure + build ($(nproc) cores)"
 # trace and leave-out run no tests: their main build needs only `rill` (it makes the model).
 targets="rill rill_cuda_tests rill_engine_tests cuda_kernels_bench"
-[[ "$mode" == trace || "$mode" == leave-out ]] && targets=rill
+[[ "$mode" == trace || "$mode" == leave-out || "$mode" == footprint ]] && targets=rill
 if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
          -DRILL_BUILD_BENCH=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
        cmake --build build-gpu -j"$(nproc)" --target $targets ${RILL_EXTRA_TARGETS:-}; } > "$out/build.log" 2>&1; then
@@ -115,6 +117,24 @@ if [[ "$mode" == trace ]]; then
   exit 0
 fi
 
+if [[ "$mode" == footprint ]]; then  # how much code each kernel of a batch-1 decode step runs (no tests)
+  build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
+  "$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)" -sass build-gpu/rill > /tmp/sass.txt 2>>"$out/bench_stderr.log" || log "cuobjdump failed"
+  metrics=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__warps_launched.sum
+  stall=smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio  # (dropped if ncu refuses it)
+  for ctx in ${RILL_FOOTPRINT_CTX:-512 8192}; do
+    log "footprint: ncu over the batch-1 decode step's kernels at context $ctx"
+    for m in "$metrics,$stall" "$metrics"; do
+      timeout 200 ncu --clock-control none --graph-profiling node --metrics "$m" --launch-skip 3000 \
+        --launch-count 330 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len "$ctx" --decode-tokens 4 \
+        > "/tmp/ncu_fp_$ctx.log" 2>&1 && grep -q "smsp__inst_executed" "/tmp/ncu_fp_$ctx.log" && break
+      log "ncu with $m failed: $(grep -m1 -iE 'error|unknown' "/tmp/ncu_fp_$ctx.log")"
+    done
+    python3 tools/code_footprint.py "/tmp/ncu_fp_$ctx.log" /tmp/sass.txt > "$out/footprint_$ctx.txt"
+    head -25 "$out/footprint_$ctx.txt" | tee -a "$out/summary.txt"
+  done
+  exit 0
+fi
 if [[ "$mode" == leave-out ]]; then
   measurement_build leave RILL_LEAVE_OUT
   for ((rep = 1; rep <= ${RILL_AB_REPS:-2}; ++rep)); do
