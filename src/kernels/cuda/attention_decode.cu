@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
   if (!decode_split_spans<D, true, kRope>(a, smem_raw, row, rank) && threadIdx.x < kBM)
     ml_s[threadIdx.x] = make_float2(-INFINITY, 0.f);  // no span here: every row skips this block
-  BlockRows br;  // (the lengths' loads hit L1 since the span walk; done before the barrier)
+  BlockRows br;  // (the step's lengths, read before the barrier: their loads overlap its wait)
   const bool has_rows = br.init(a, row, kBM, C::kBN);
   pdl_trace_mark(2);  // (trace builds: this block's span is done)
   cluster.sync();  // every block's partial is in its shared memory
