@@ -126,7 +126,7 @@ if [[ "$mode" == footprint ]]; then  # how much code each kernel of a batch-1 de
     log "footprint: ncu over the batch-1 decode step's kernels at context $ctx"
     for m in "$metrics,$stall" "$metrics"; do
       timeout 250 ncu --clock-control none --graph-profiling node --metrics "$m" --launch-skip 3000 \
-        --launch-count 660 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len "$ctx" --decode-tokens 4 \
+        --launch-count 660 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len "$ctx" --decode-tokens 16 \
         > "/tmp/ncu_fp_$ctx.log" 2>&1 && grep -q "smsp__inst_executed" "/tmp/ncu_fp_$ctx.log" && break
       log "ncu with $m failed: $(grep -m1 -iE 'error|unknown' "/tmp/ncu_fp_$ctx.log")"
     done
