@@ -118,19 +118,23 @@ if [[ "$mode" == trace ]]; then
 fi
 
 if [[ "$mode" == footprint ]]; then  # how much code each kernel of a batch-1 decode step runs (no tests)
+  # Raw logs go to OUTDIR as they are made, so that a run cut short still returns what it measured.
+  "$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)" -sass build-gpu/rill > /tmp/sass.txt \
+    2>>"$out/bench_stderr.log" || log "cuobjdump failed"
+  python3 tools/code_footprint.py /dev/null /tmp/sass.txt > "$out/sass_sizes.txt"
   build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
-  "$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)" -sass build-gpu/rill > /tmp/sass.txt 2>>"$out/bench_stderr.log" || log "cuobjdump failed"
   metrics=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__warps_launched.sum
   stall=smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio  # (dropped if ncu refuses it)
   for ctx in ${RILL_FOOTPRINT_CTX:-512 8192}; do
     log "footprint: ncu over the batch-1 decode step's kernels at context $ctx"
     for m in "$metrics,$stall" "$metrics"; do
-      timeout 250 ncu --clock-control none --graph-profiling node --metrics "$m" --launch-skip 3000 \
-        --launch-count 660 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len "$ctx" --decode-tokens 16 \
-        > "/tmp/ncu_fp_$ctx.log" 2>&1 && grep -q "smsp__inst_executed" "/tmp/ncu_fp_$ctx.log" && break
-      log "ncu with $m failed: $(grep -m1 -iE 'error|unknown' "/tmp/ncu_fp_$ctx.log")"
+      timeout "${RILL_FOOTPRINT_TIMEOUT:-250}" ncu --clock-control none --graph-profiling node --metrics "$m" \
+        --launch-skip 3000 --launch-count "${RILL_FOOTPRINT_LAUNCHES:-660}" build-gpu/rill bench --device cuda \
+        --model /tmp/q8 --prompt-len "$ctx" --decode-tokens 16 > "$out/ncu_footprint_$ctx.log" 2>&1 &&
+        grep -q "smsp__inst_executed" "$out/ncu_footprint_$ctx.log" && break
+      log "ncu with $m failed: $(grep -m1 -iE 'error|unknown' "$out/ncu_footprint_$ctx.log")"
     done
-    python3 tools/code_footprint.py "/tmp/ncu_fp_$ctx.log" /tmp/sass.txt > "$out/footprint_$ctx.txt"
+    python3 tools/code_footprint.py "$out/ncu_footprint_$ctx.log" /tmp/sass.txt > "$out/footprint_$ctx.txt"
     head -25 "$out/footprint_$ctx.txt" | tee -a "$out/summary.txt"
   done
   exit 0
