@@ -19,8 +19,10 @@ SCALE = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
 
 
 def short(name):
-    name = name.replace("(anonymous namespace)::", "").replace("void ", "")
-    return re.sub(r"\(.*", "", name)
+    """A kernel's name as ncu and c++filt both give it: no namespaces, no parameters, bools as 0/1."""
+    name = re.sub(r"\(.*", "", name.replace("void ", "").replace("(anonymous namespace)", "<unnamed>"))
+    name = re.sub(r"\btrue\b", "1", re.sub(r"\bfalse\b", "0", name))
+    return re.sub(r"^([\w<>]+::|<unnamed>::|unnamed>::)+", "", name.replace("rill::cuda::", ""))
 
 
 def ncu_table(path):
