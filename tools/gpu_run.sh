@@ -128,7 +128,10 @@ if [[ "$mode" == footprint ]]; then  # how much code each kernel of a batch-1 de
   for ctx in ${RILL_FOOTPRINT_CTX:-512 8192}; do
     log "footprint: ncu over the batch-1 decode step's kernels at context $ctx"
     for m in "$metrics,$stall" "$metrics"; do
-      timeout "${RILL_FOOTPRINT_TIMEOUT:-250}" ncu --clock-control none --graph-profiling node --metrics "$m" \
+      # The step's GEMMs: the per-shape choice is timed at startup, which ncu's serialized launches distort
+      # (run AC7 saw the streaming kernel for q/k/v and o, which the traced step does not run).
+      RILL_DECODE_GEMM_CONFIG="${RILL_FOOTPRINT_GEMM_CONFIG:-18}" \
+        timeout "${RILL_FOOTPRINT_TIMEOUT:-250}" ncu --clock-control none --graph-profiling node --metrics "$m" \
         --launch-skip 3000 --launch-count "${RILL_FOOTPRINT_LAUNCHES:-660}" build-gpu/rill bench --device cuda \
         --model /tmp/q8 --prompt-len "$ctx" --decode-tokens 16 > "$out/ncu_footprint_$ctx.log" 2>&1 &&
         grep -q "smsp__inst_executed" "$out/ncu_footprint_$ctx.log" && break
