@@ -115,11 +115,11 @@ class MatmulEngine {
   void set_invariant_impl(InvariantImpl impl) { invariant_impl_ = impl; }
   InvariantImpl invariant_impl() const { return invariant_impl_; }
   bool batch_invariant() const { return batch_invariant_; }
-  /// Scratch memory larger than L2 that the timed choice overwrites before each timed run, so
-  /// weights are read from HBM as in a real step (not from L2). Contents are destroyed.
   /// The weight stages the next invariant decode GEMM requests before its wait (GemmArgs::prewait_stages;
   /// -1: the backend's setting). Taken by that launch.
   void set_next_prewait(int stages) { next_prewait_ = stages; }
+  /// Scratch memory larger than L2 that the timed choice overwrites before each timed run, so
+  /// weights are read from HBM as in a real step (not from L2). Contents are destroyed.
   void set_l2_flush_buffer(void* buffer, size_t bytes) {
     flush_ = buffer;
     flush_bytes_ = bytes;
