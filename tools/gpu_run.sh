@@ -22,7 +22,8 @@
 #   attn: the warpgroup kernels' tests, quick, prefill with each attention kernel; attn-decode: quick + batch-1
 #   decode at 512 / 8192 / 16384 (+ RILL_BREAKDOWN_CTX); trace: no tests — a second build with
 #   -DRILL_PDL_TRACE=ON and the batch-1 decode step's per-kernel critical-path spans in the replayed
-#   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py);
+#   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py; RILL_TRACE_WINDOW:
+#   kernels a layer, default 12; RILL_PDL_TRACE_TWICE=attention,rope launches those twice, launch.h);
 #   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
 #   decode figure with its host-time breakdown (--host-times); fits one 10-minute call; ab: settings
 #   side by side — RILL_AB_ENVS="NAME=A NAME=B,OTHER=C ..." (a setting's variables joined by commas)
@@ -111,7 +112,7 @@ if [[ "$mode" == trace ]]; then
     log "trace: batch-1 decode at context $ctx"
     RILL_PDL_TRACE=/tmp/trace_$ctx.csv build-trace/rill bench --device cuda --model /tmp/q8 --prompt-len "$ctx" \
       --decode-tokens 64 2>>"$out/bench_stderr.log" | grep -E "decode_tokens" | tee -a "$out/summary.txt"
-    python3 tools/pdl_trace_summary.py /tmp/trace_$ctx.csv --layer-window 12 --from 40 | tee "$out/trace_$ctx.txt" |
+    python3 tools/pdl_trace_summary.py /tmp/trace_$ctx.csv --layer-window "${RILL_TRACE_WINDOW:-12}" --from 40 | tee "$out/trace_$ctx.txt" |
       head -30 >> "$out/summary.txt"
   done
   exit 0

@@ -315,6 +315,13 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
     launch_pdl_cluster(rope ? attention_decode_cluster_kernel<D, true> : attention_decode_cluster_kernel<D, false>,
                        dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, dim3(1, 1, n), k);
     RILL_CUDA_CHECK_LAUNCH();
+#if defined(RILL_PDL_TRACE)
+    if (pdl_trace_twice("attention")) {  // trace builds: the same launch again, its code warm (launch.h)
+      launch_pdl_cluster(rope ? attention_decode_cluster_kernel<D, true> : attention_decode_cluster_kernel<D, false>,
+                         dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, dim3(1, 1, n), k);
+      RILL_CUDA_CHECK_LAUNCH();
+    }
+#endif
     g_attention_cluster_launches.fetch_add(1, std::memory_order_relaxed);
     return;
   }

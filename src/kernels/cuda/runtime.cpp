@@ -87,6 +87,17 @@ bool register_pdl_trace_unit(void (*set)(const PdlTrace&)) {
   return true;
 }
 
+bool pdl_trace_twice(const char* name) {
+  static const std::string list = [] {
+    std::string l(",");
+    if (const char* v = std::getenv("RILL_PDL_TRACE_TWICE")) l.append(v);
+    return l.append(",");
+  }();
+  std::string key(",");
+  key.append(name).append(",");
+  return list.find(key) != std::string::npos;
+}
+
 void pdl_trace_start() {
   const char* path = std::getenv("RILL_PDL_TRACE");
   if (!path || g_trace_host) return;
