@@ -256,11 +256,11 @@ void launch_rope(const RopeArgs& args, cudaStream_t stream) {
     const dim3 grid(unsigned(a.tokens), groups);
     if (d == 64) launch_pdl(rope_heads_kernel<8>, grid, dim3(kThreads), 0, stream, a);
     else if (d == 128) launch_pdl(rope_heads_kernel<16>, grid, dim3(kThreads), 0, stream, a);
+    else launch_pdl(rope_heads_kernel<32>, grid, dim3(kThreads), 0, stream, a);
 #if defined(RILL_PDL_TRACE)
     if (d == 128 && pdl_trace_twice("rope"))  // trace builds: the same launch again, its code warm (launch.h)
       launch_pdl(rope_heads_kernel<16>, grid, dim3(kThreads), 0, stream, a);
 #endif
-    else launch_pdl(rope_heads_kernel<32>, grid, dim3(kThreads), 0, stream, a);
   } else {
     launch_pdl(rope_kernel, dim3(unsigned(a.tokens), q_groups + 1), dim3(kThreads), 0, stream, a, vec, vec_rotate);
   }
