@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(128, 5) attention_decode_fold_kernel(AttnKerne
 // Short contexts (a row's spans ≤ the cluster's kMaxCluster blocks): the split attention and its
 // span combine as one kernel. A thread-block cluster a (row, kv head), block r of it computing span
 // r into its own shared memory; after the cluster barrier each block folds a 1/C share of the
-// (packed row, dim) outputs over the C blocks' partials (distributed shared memory) in span order
+// (packed row, dim) outputs that exist over the C blocks' partials (distributed shared memory) in span order
 // with attention_combine_spans_kernel's operations — the same bits, without the combine's launch,
 // hand-off and partials' round trips through L2 (a batch-1 decode step at 512 keys: ~3.8 µs a
 // layer of critical path for the combine kernel, run P).
@@ -74,18 +74,22 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   const int row = int(blockIdx.z) / n_blocks;
   float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);  // [kBM][D] o, then [kBM] (m, l)
   float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
-  if (!decode_split_spans<D, true, kRope>(a, smem_raw, row, rank) && threadIdx.x < kBM)
+  __shared__ int rows_s[3];  // the block's (m0, packed, q_begin), read by the span walk before its wait
+  if (!decode_split_spans<D, true, kRope>(a, smem_raw, row, rank, rows_s) && threadIdx.x < kBM)
     ml_s[threadIdx.x] = make_float2(-INFINITY, 0.f);  // no span here: every row skips this block
-  BlockRows br;  // (the step's lengths, read before the barrier: their loads overlap its wait)
-  const bool has_rows = br.init(a, row, kBM, C::kBN);
   pdl_trace_mark(2);  // (trace builds: this block's span is done)
-  cluster.sync();  // every block's partial is in its shared memory
+  cluster.sync();  // every block's partial is in its shared memory (and rows_s)
   pdl_trace_mark(3);  // (every block's)
-  if (has_rows) {
-    const int per = kBM * D / n_blocks;
-    for (int e = rank * per + int(threadIdx.x); e < (rank + 1) * per; e += C::kThreads) {
-      const int r = e / D, d = e % D, m = br.m0 + r;
-      if (m >= br.packed) continue;
+  const int m0 = rows_s[0], packed = rows_s[1], q_begin = rows_s[2];
+  if (m0 >= 0) {
+    // A 1/C share of the block's packed rows that exist: a batch-1 row of the 8B shape packs 4 of
+    // the 16 (its GQA group), so a block folds 64 outputs, a thread at most one at 512 keys (shares
+    // of all 16 rows gave two blocks two outputs a thread, each a distributed round trip and a
+    // merge chain in turn, and the other blocks none).
+    const int total = min(kBM, packed - m0) * D, per = (total + n_blocks - 1) / n_blocks;
+    const int end = min(total, (rank + 1) * per);
+    for (int e = rank * per + int(threadIdx.x); e < end; e += C::kThreads) {
+      const int r = e / D, d = e % D, m = m0 + r;
       // Every block's value and (m, l) requested before the fold: one distributed round trip.
       float o[kMaxCluster];
       float2 ml[kMaxCluster];
@@ -107,7 +111,7 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
         acc_l = __fmaf_rn(acc_l, wa, __fmul_rn(ml[j].y, wb));
         acc_m = m_new;
       }
-      const int64_t idx = (br.q_begin + m / a.group) * int64_t(a.hq) + int(blockIdx.y) * a.group + m % a.group;
+      const int64_t idx = (q_begin + m / a.group) * int64_t(a.hq) + int(blockIdx.y) * a.group + m % a.group;
       a.out[idx * D + d] = __float2bfloat16_rn(span_result(acc, acc_l));
     }
   }

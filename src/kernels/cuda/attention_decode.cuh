@@ -22,9 +22,13 @@ namespace rill::cuda::attention_detail {
 // fold schedule's operations (fold_span: SpanMerge in span order, fully masked spans skipped) and
 // store the normalized output at the end (store_folded's): attention_kernel's fold schedule, with
 // its bits, a span on four warps.
+//
+// rows_s (kToSmem): thread 0 leaves the block's (m0, packed, q_begin) there, m0 -1 without rows —
+// read before the wait, so that the cluster kernel's fold needs no load of the step's lengths after
+// it (the wait drops L1: a round trip behind the next GEMM's weight burst, ~1.2 µs; run AD).
 template <int D, bool kToSmem, bool kRope = false, bool kFold = false>
 __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsigned char* smem_raw, int row,
-                                                   int first) {
+                                                   int first, int* rows_s = nullptr) {
   using C = DecodeSplitCfg<D>;
   constexpr int kBM = C::kBM, kBN = C::kBN, kStride = C::kStride, kThreads = C::kThreads;
   bf16* q_s = reinterpret_cast<bf16*>(smem_raw);
@@ -46,6 +50,13 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   // the span holding this step's keys, written by the RoPE kernel) waits for the predecessors.
   BlockRows br;
   const bool has_rows = br.init(a, row, kBM, kBN);
+  if constexpr (kToSmem) {
+    if (threadIdx.x == 0) {
+      rows_s[0] = has_rows ? br.m0 : -1;
+      rows_s[1] = br.packed;
+      rows_s[2] = br.q_begin;
+    }
+  }
   int span = first;
   if (has_rows && (span + 1) * st <= br.t_lo)  // the first of the block's spans holding a key the rows see
     span += (br.t_lo / st - span + step - 1) / step * step;
