@@ -116,17 +116,6 @@ struct TileSlots {
     }
   }
 
-  // Requests the tile's rows of one kv head into L2, nothing copied: a prefetch by the threads at a
-  // 128-byte line's first chunk.
-  __device__ __forceinline__ void prefetch_l2(const bf16* cache, int64_t slot_stride, int kvh) const {
-    const int c = int(threadIdx.x) % kChunks;
-    if (c % 8 != 0) return;
-    const bf16* base = cache + kvh * D + c * 8;
-#pragma unroll
-    for (int it = 0; it < kIters; ++it)
-      if (slot[it] >= 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(base + slot[it] * slot_stride));
-  }
-
   // Copies the tile of one kv head from `cache` into smem rows of D + 8 elements; with kHint, the
   // copies carry the L2 policy `policy` (the decode kernel's K/V: read once a step).
   template <bool kHint = false>

@@ -108,15 +108,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
     cp_async_commit();
   };
   const bool old_keys = (tile + 1) * kBN <= br.pos0;
-  if (old_keys) {
-    copy_kv();
-  } else {
-    // The tile holding this step's keys is copied after the wait, but its older rows come from HBM
-    // behind the next GEMM's weight burst (~1.3-2 µs; run AD): requested into L2 now, the copies hit
-    // L2 like Q's. (L2 is where the RoPE kernel's writes of the new rows land: no stale line.)
-    slots.prefetch_l2(a.k_cache, slot_stride, kvh);
-    slots.prefetch_l2(a.v_cache, slot_stride, kvh);
-  }
+  if (old_keys) copy_kv();
   // The RoPE op (kRope: its own instantiation, so that the other kernels keep their registers): its
   // table and weights over the exchange region, unused before the first tile.
   const DecodeRope<D> rope_s(smem_raw + C::kMaxOff);
