@@ -77,7 +77,6 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   __shared__ int rows_s[3];  // the block's (m0, packed, q_begin), read by the span walk before its wait
   if (!decode_split_spans<D, true, kRope>(a, smem_raw, row, rank, rows_s) && threadIdx.x < kBM)
     ml_s[threadIdx.x] = make_float2(-INFINITY, 0.f);  // no span here: every row skips this block
-  if (!a.early_trigger) pdl_trigger();  // (the walk waited without triggering: attention_decode.cuh)
   pdl_trace_mark(2);  // (trace builds: this block's span is done)
   cluster.sync();  // every block's partial is in its shared memory (and rows_s)
   pdl_trace_mark(3);  // (every block's)

@@ -86,20 +86,8 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
         }
     }
   };
-  // The wait, and the trigger that lets the next kernel (the o projection) launch: after the wait,
-  // or before it with early_trigger — except in the cluster kernel (kToSmem), which triggers after
-  // its span walk: the o projection's pre-wait weight burst then streams during the barrier and the
-  // fold instead of during Q's round trip and the tile's arithmetic, which it slowed (run AD).
-  auto wait = [&] {
-    if constexpr (kToSmem) {
-      if (a.early_trigger) pdl_trigger();
-      pdl_wait();
-    } else {
-      pdl_wait_trigger(a.early_trigger);
-    }
-  };
   if (!has_rows || span * st >= br.t_hi) {  // no rows, or every span past the row's keys
-    wait();
+    pdl_wait_trigger(a.early_trigger);
     if constexpr (kFold) {
       if (has_rows) store_fold(RowPos::of(br, a, 0, g));  // no key seen: zeros, as the fold schedule
     }
@@ -125,7 +113,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   // table and weights over the exchange region, unused before the first tile.
   const DecodeRope<D> rope_s(smem_raw + C::kMaxOff);
   if constexpr (kRope) fill_decode_rope<D>(a, br, rope_s);
-  wait();
+  pdl_wait_trigger(a.early_trigger);
   if constexpr (kRope) {
     __syncthreads();  // the table and weights
     decode_rope<D>(a, br, kvh, first, span, q_s, rope_s);
