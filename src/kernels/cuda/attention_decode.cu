@@ -75,11 +75,36 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);  // [kBM][D] o, then [kBM] (m, l)
   float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
   __shared__ int rows_s[3];  // the block's (m0, packed, q_begin), read by the span walk before its wait
+#if defined(RILL_PDL_TRACE)
+  if (threadIdx.x == 0) g_cluster_trace_times[0] = g_cluster_trace_times[1] = 0;
+#endif
   if (!decode_split_spans<D, true, kRope>(a, smem_raw, row, rank, rows_s) && threadIdx.x < kBM)
     ml_s[threadIdx.x] = make_float2(-INFINITY, 0.f);  // no span here: every row skips this block
   pdl_trace_mark(2);  // (trace builds: this block's span is done)
+#if defined(RILL_PDL_TRACE)
+  if (threadIdx.x == 0 && g_cluster_trace_times[0]) g_cluster_trace_times[1] = global_ns();
+#endif
   cluster.sync();  // every block's partial is in its shared memory (and rows_s)
   pdl_trace_mark(3);  // (every block's)
+#if defined(RILL_PDL_TRACE)
+  // Trace builds: which of the cluster's blocks the barrier waited for — marks 5 and 6 the latest Q /
+  // first tile landing and span end over the blocks with a span, 7 the span end of the last of them
+  // (the span holding the step's new keys, whose tile is copied after the wait).
+  if (pdl_trace_block0()) {
+    unsigned long long m1 = 0, m2 = 0, last = 0;
+    for (int j = 0; j < n_blocks; ++j) {
+      const float2 v0 = ld_cluster_f32x2(smem_addr(&g_cluster_trace_times[0]), j);
+      const float2 v1 = ld_cluster_f32x2(smem_addr(&g_cluster_trace_times[1]), j);
+      const unsigned long long t1 = (uint64_t(__float_as_uint(v0.y)) << 32) | __float_as_uint(v0.x);
+      const unsigned long long t2 = (uint64_t(__float_as_uint(v1.y)) << 32) | __float_as_uint(v1.x);
+      if (t1 == 0) continue;
+      m1 = max(m1, t1), m2 = max(m2, t2), last = t2;
+    }
+    pdl_trace_mark_at(5, m1);
+    pdl_trace_mark_at(6, m2);
+    pdl_trace_mark_at(7, last);
+  }
+#endif
   const int m0 = rows_s[0], packed = rows_s[1], q_begin = rows_s[2];
   if (m0 >= 0) {
     // A 1/C share of the block's packed rows that exist: a batch-1 row of the 8B shape packs 4 of

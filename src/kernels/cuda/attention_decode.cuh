@@ -26,6 +26,14 @@ namespace rill::cuda::attention_detail {
 // rows_s (kToSmem): thread 0 leaves the block's (m0, packed, q_begin) there, m0 -1 without rows —
 // read before the wait, so that the cluster kernel's fold needs no load of the step's lengths after
 // it (the wait drops L1: a round trip behind the next GEMM's weight burst, ~1.2 µs; run AD).
+#if defined(RILL_PDL_TRACE)
+// Trace builds: each cluster block's times of its Q and first tile landing and of its span's end (0: no
+// span), which block (0, 0, 0) of the cluster kernel reads after the barrier (attention_decode.cu).
+namespace {
+__shared__ unsigned long long g_cluster_trace_times[2];
+}  // namespace
+#endif
+
 template <int D, bool kToSmem, bool kRope = false, bool kFold = false>
 __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsigned char* smem_raw, int row,
                                                    int first, int* rows_s = nullptr) {
@@ -142,6 +150,11 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   else cp_async_wait<1>();
   __syncthreads();
   pdl_trace_mark(1);  // (trace builds: Q and the first tile have landed)
+#if defined(RILL_PDL_TRACE)
+  if constexpr (kToSmem) {
+    if (threadIdx.x == 0) g_cluster_trace_times[0] = global_ns();  // (every block's, for the cluster's marks)
+  }
+#endif
   for (bool first_tile = true;; first_tile = false) {
     const int tile_start = tile * kBN;
     // The tile after this one: the span's next, or the first of the block's next span (-1: none).

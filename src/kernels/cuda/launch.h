@@ -179,9 +179,16 @@ __device__ __forceinline__ void pdl_trace_mark(int tag) {
   if (pdl_trace_block0() && g_pdl_trace.records) g_pdl_trace_marks[tag - 1] = global_ns();
 #endif
 }
+// A mark at a time measured elsewhere (another block's, read by block (0, 0, 0)).
+__device__ __forceinline__ void pdl_trace_mark_at(int tag, unsigned long long t) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (pdl_trace_block0() && g_pdl_trace.records) g_pdl_trace_marks[tag - 1] = t;
+#endif
+}
 #else
 __device__ __forceinline__ void pdl_trace_done() {}
 __device__ __forceinline__ void pdl_trace_mark(int) {}
+__device__ __forceinline__ void pdl_trace_mark_at(int, unsigned long long) {}
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
