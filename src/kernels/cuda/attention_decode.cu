@@ -108,9 +108,9 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   const int m0 = rows_s[0], packed = rows_s[1], q_begin = rows_s[2];
   if (m0 >= 0) {
     // A 1/C share of the block's packed rows that exist: a batch-1 row of the 8B shape packs 4 of
-    // the 16 (its GQA group), so a block folds 64 outputs, a thread at most one at 512 keys (shares
-    // of all 16 rows gave two blocks two outputs a thread, each a distributed round trip and a
-    // merge chain in turn, and the other blocks none).
+    // the 16 (its GQA group), so each block folds 4·D / C outputs, a thread at most one (shares of
+    // all 16 rows left 12 of 16 blocks idle, and with C = 8 gave two blocks two outputs a thread,
+    // a distributed round trip and a merge chain after the other).
     const int total = min(kBM, packed - m0) * D, per = (total + n_blocks - 1) / n_blocks;
     const int end = min(total, (rank + 1) * per);
     for (int e = rank * per + int(threadIdx.x); e < end; e += C::kThreads) {

@@ -25,7 +25,7 @@ namespace rill::cuda::attention_detail {
 //
 // rows_s (kToSmem): thread 0 leaves the block's (m0, packed, q_begin) there, m0 -1 without rows —
 // read before the wait, so that the cluster kernel's fold needs no load of the step's lengths after
-// it (the wait drops L1: a round trip behind the next GEMM's weight burst, ~1.2 µs; run AD).
+// it (the wait drops L1: a round trip behind the next GEMM's weight burst, ~0.7 µs; run AD2).
 #if defined(RILL_PDL_TRACE)
 // Trace builds: each cluster block's times of its Q and first tile landing and of its span's end (0: no
 // span), which block (0, 0, 0) of the cluster kernel reads after the barrier (attention_decode.cu).
