@@ -99,7 +99,7 @@ void pdl_trace_start();
 /// Whether the kernel `name` ("attention", "rope") is launched a second time right after itself
 /// (RILL_PDL_TRACE_TWICE, a comma-separated list): the repeat runs the same instructions and data with
 /// its code just run — against the first launch, what a kernel's work costs when its code is warm in
-/// the SM (run AD). Measurement only: a repeated RoPE rotates q twice.
+/// the SM (run AD). Measurement only: a repeated RoPE rotates q twice. Another name is refused.
 bool pdl_trace_twice(const char* name);
 
 #if defined(__CUDACC__)

@@ -91,7 +91,13 @@ bool pdl_trace_twice(const char* name) {
   static const std::string list = [] {
     std::string l(",");
     if (const char* v = std::getenv("RILL_PDL_TRACE_TWICE")) l.append(v);
-    return l.append(",");
+    l.append(",");
+    for (size_t at = 1; at < l.size(); at = l.find(',', at) + 1) {  // each name, a typo named in the error
+      const std::string_view item(l.data() + at, l.find(',', at) - at);
+      if (!item.empty() && item != "attention" && item != "rope")
+        fail("RILL_PDL_TRACE_TWICE: a comma-separated list of attention, rope; got '{}'", item);
+    }
+    return l;
   }();
   std::string key(",");
   key.append(name).append(",");
