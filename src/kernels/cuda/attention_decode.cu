@@ -361,17 +361,15 @@ __device__ void combine_tail(const AttnKernelArgs& a, unsigned char* smem_raw, i
   constexpr int kUnitsARow = D / T::kDims;
   __shared__ int arrival_s;
   cp_async_wait<0>();
-  __syncthreads();  // every thread's partial is stored (and the walk's shared memory is free, rows_s there)
+  __threadfence();  // this thread's partial stores are visible device-wide before the block counts itself
+  __syncthreads();  // (also: every warp is done with the walk's shared memory, and rows_s is there)
   const int group = (row * int(gridDim.y) + int(blockIdx.y)) * int(gridDim.x) + int(blockIdx.x);
   unsigned* count = a.counters + 2 * int64_t(group);  // [arrivals, folders done]
   const int m0 = rows_s[0];
   const int units = m0 >= 0 ? min(DecodeSplitCfg<D>::kBM, rows_s[1] - m0) * kUnitsARow : 0;
   const int blocks = a.span_step;
   const int folders = max(1, min(blocks, units));  // (no rows: the last block only resets the counters)
-  // One GPU-scope acquire-release add by thread 0: its release covers the block's stores ordered before
-  // it by the barrier (no fence in every thread, which waited for each thread's stores), its acquire
-  // the earlier arrivals' partials.
-  if (threadIdx.x == 0) arrival_s = int(atom_add_acq_rel_gpu(count, 1u));
+  if (threadIdx.x == 0) arrival_s = int(atomicAdd(count, 1u));
   __syncthreads();
   if (a.trigger_at_arrival) pdl_trigger();  // (mode 2: the walk's wait did not trigger)
   const int f = arrival_s - (blocks - folders);
@@ -380,6 +378,7 @@ __device__ void combine_tail(const AttnKernelArgs& a, unsigned char* smem_raw, i
     if (arrival_s != blocks - 1)
       while (ld_acquire_gpu(count) < unsigned(blocks)) {
       }
+    __threadfence();  // the other blocks' partials, counted before, are seen by this block's loads
   }
   __syncthreads();
   for (int u = f; u < units; u += folders) fold_unit<D>(a, smem_raw, rows_s, u / kUnitsARow, (u % kUnitsARow) * T::kDims);

@@ -99,12 +99,6 @@ __device__ __forceinline__ uint4 load_stream16(const void* p, uint64_t policy) {
   return r;
 }
 
-// A GPU-scope acquire-release atomic add (returns the old value).
-__device__ __forceinline__ unsigned atom_add_acq_rel_gpu(unsigned* p, unsigned v) {
-  unsigned old;
-  asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
 // A GPU-scope acquire load of a counter (another block's release: its writes before it are seen by
 // this thread's later loads).
 __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
