@@ -75,7 +75,6 @@ struct AttnKernelArgs {
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
   unsigned* counters;  // the decode split kernel's combine tail: [arrivals, folders done] a (row, kv head, m-tile)
-  bool trigger_at_arrival;  // the combine tail: the next kernel launches once every block has arrived
   bool early_trigger;  // pdl_attention_early_trigger() (the decode split kernel)
   bool rope_fused;     // the decode split / cluster kernels run `rope` (AttentionArgs::rope) first
   RopeArgs rope;

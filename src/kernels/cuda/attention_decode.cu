@@ -31,7 +31,7 @@ namespace {
 
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
-int g_attention_combine_tail = 1;  // set_attention_combine_tail (RILL_ATTENTION_COMBINE_TAIL)
+bool g_attention_combine_tail = true;  // set_attention_combine_tail (RILL_ATTENTION_COMBINE_TAIL)
 std::atomic<uint64_t> g_attention_combine_tail_launches{0};
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};
@@ -371,7 +371,6 @@ __device__ void combine_tail(const AttnKernelArgs& a, unsigned char* smem_raw, i
   const int folders = max(1, min(blocks, units));  // (no rows: the last block only resets the counters)
   if (threadIdx.x == 0) arrival_s = int(atomicAdd(count, 1u));
   __syncthreads();
-  if (a.trigger_at_arrival) pdl_trigger();  // (mode 2: the walk's wait did not trigger)
   const int f = arrival_s - (blocks - folders);
   if (f < 0) return;  // not among the last `folders` to arrive
   if (threadIdx.x == 0) {
@@ -530,7 +529,6 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
   // ask for more), and every group needs its counters.
   const int64_t groups = int64_t(m_tiles) * a.hkv * a.num_rows;
   if (tail_on && groups <= a.num_span_counter_groups && groups * step <= int64_t(a.num_sms) * walkers) {
-    k.trigger_at_arrival = g_attention_combine_tail == 2;
     launch_pdl(rope ? attention_decode_split_kernel<D, true, true> : attention_decode_split_kernel<D, false, true>,
                dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, k);
     RILL_CUDA_CHECK_LAUNCH();
@@ -575,8 +573,8 @@ template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionAr
 }  // namespace attention_detail
 
 void set_attention_cluster(bool on) { attention_detail::g_attention_cluster = on; }
-void set_attention_combine_tail(int mode) { attention_detail::g_attention_combine_tail = mode; }
-int attention_combine_tail() { return attention_detail::g_attention_combine_tail; }
+void set_attention_combine_tail(bool on) { attention_detail::g_attention_combine_tail = on; }
+bool attention_combine_tail_enabled() { return attention_detail::g_attention_combine_tail; }
 uint64_t attention_combine_tail_launches() { return attention_detail::g_attention_combine_tail_launches.load(); }
 bool attention_ended_with_combine() { return attention_detail::g_ended_with_combine; }
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }

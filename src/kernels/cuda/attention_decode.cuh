@@ -95,7 +95,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
     }
   };
   if (!has_rows || span * st >= br.t_hi) {  // no rows, or every span past the row's keys
-    if (a.trigger_at_arrival) pdl_wait(); else pdl_wait_trigger(a.early_trigger);  // (see combine_tail)
+    pdl_wait_trigger(a.early_trigger);
     if constexpr (kFold) {
       if (has_rows) store_fold(RowPos::of(br, a, 0, g));  // no key seen: zeros, as the fold schedule
     }
@@ -121,7 +121,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   // table and weights over the exchange region, unused before the first tile.
   const DecodeRope<D> rope_s(smem_raw + C::kMaxOff);
   if constexpr (kRope) fill_decode_rope<D>(a, br, rope_s);
-  if (a.trigger_at_arrival) pdl_wait(); else pdl_wait_trigger(a.early_trigger);  // (see combine_tail)
+  pdl_wait_trigger(a.early_trigger);
   if constexpr (kRope) {
     __syncthreads();  // the table and weights
     decode_rope<D>(a, br, kvh, first, span, q_s, rope_s);

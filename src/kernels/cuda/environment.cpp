@@ -151,10 +151,8 @@ std::string parse_leave_out(const char* value) {
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
 bool parse_attention_cluster(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_CLUSTER", value) != 0; }
-int parse_attention_combine_tail(const char* value) {
-  return parse_int_in_range("RILL_ATTENTION_COMBINE_TAIL", value, 1, 0, 2,
-                            " (0: the span combine kernel; 1, 2: the split kernel's tail, the next kernel launching"
-                            " after its wait / once every block arrived)");
+bool parse_attention_combine_tail(const char* value) {
+  return parse_wgmma_switch("RILL_ATTENTION_COMBINE_TAIL", value) != 0;
 }
 // The four-warp fold kernel wherever a decode attention block would walk every span of its row.
 constexpr int kDefaultDecodeFold = 2;

@@ -364,11 +364,9 @@ uint64_t attention_cluster_launches();
 /// contexts, or more rows than a wave of clusters) with its span combine as the split kernel's tail —
 /// the last blocks of a (row, kv head) to finish their spans fold the outputs (AttentionArgs::
 /// span_counters) — instead of a kernel of its own, where the grid is one wave
-/// (RILL_ATTENTION_COMBINE_TAIL): 0 never; 1 the next kernel (the o projection) launching as the
-/// blocks pass their wait, as after the split kernel without the tail; 2 launching once every block
-/// has arrived (as it would after a combine kernel). Same bits in every mode.
-void set_attention_combine_tail(int mode);
-int attention_combine_tail();
+/// (RILL_ATTENTION_COMBINE_TAIL, on by default). Same bits.
+void set_attention_combine_tail(bool on);
+bool attention_combine_tail_enabled();
 /// Launches of the split kernel with the combine as its tail so far (tests check that it ran).
 uint64_t attention_combine_tail_launches();
 /// Whether the calling thread's last launch_attention ended with the split schedule's span combine — a
