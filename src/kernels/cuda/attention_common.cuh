@@ -74,7 +74,6 @@ struct AttnKernelArgs {
   int span_step;   // the invariant decode split kernel: blocks a (row, m-tile, kv head); each walks every step-th span
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
-  unsigned* counters;  // the decode split kernel's combine tail: [arrivals, folders done] a (row, kv head, m-tile)
   bool early_trigger;  // pdl_attention_early_trigger() (the decode split kernel)
   bool rope_fused;     // the decode split / cluster kernels run `rope` (AttentionArgs::rope) first
   RopeArgs rope;

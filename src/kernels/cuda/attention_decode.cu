@@ -4,9 +4,8 @@
 // kernels of every schedule and the dispatch), whose header describes the invariant mode's spans
 // and schedules; the span walk these kernels share is attention_decode.cuh, the per-tile
 // arithmetic attention_common.cuh. Three kernels for one m-tile, the same bits:
-//   - the four-warp split kernel: blocks a (row, kv head) each walking every step-th span, each
-//     span's partial to the workspace, then the span combine — the kernel's tail where its grid is
-//     one wave (combine_tail), else a kernel of its own;
+//   - the four-warp split kernel: one block a (row, kv head) walking every step-th span, each
+//     span's partial to the workspace, then the span combine;
 //   - the cluster kernel: ≤ 16 spans and one wave of clusters, a cluster a (row, kv head), the
 //     combine inside through distributed shared memory;
 //   - the four-warp fold kernel: a block a (row, kv head) merging every span as it goes, where a
@@ -31,29 +30,16 @@ namespace {
 
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
-bool g_attention_combine_tail = true;  // set_attention_combine_tail (RILL_ATTENTION_COMBINE_TAIL)
-std::atomic<uint64_t> g_attention_combine_tail_launches{0};
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};
 // Whether this thread's last launch_attention ended with the span combine as a kernel of its own
 // (attention_ended_with_combine; each backend launches from its own thread).
 thread_local bool g_ended_with_combine = false;
 
-template <int D>
-__device__ void combine_tail(const AttnKernelArgs& a, unsigned char* smem_raw, int row, const int* rows_s);
-
-// kTail: the span combine as the kernel's tail (combine_tail, below) instead of a kernel of its own.
-template <int D, bool kRope = false, bool kTail = false>
+template <int D, bool kRope = false>
 __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int row = int(blockIdx.z) / a.span_step;
-  if constexpr (kTail) {
-    __shared__ int rows_s[4];  // the block's (m0, packed, q_begin, pos0), read by the walk before its wait
-    decode_split_spans<D, false, kRope>(a, smem_raw, row, int(blockIdx.z) % a.span_step, rows_s);
-    combine_tail<D>(a, smem_raw, row, rows_s);
-  } else {
-    decode_split_spans<D, false, kRope>(a, smem_raw, row, int(blockIdx.z) % a.span_step);
-  }
+  decode_split_spans<D, false, kRope>(a, smem_raw, int(blockIdx.z) / a.span_step, int(blockIdx.z) % a.span_step);
   pdl_trace_done();
 }
 
@@ -88,7 +74,7 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   const int row = int(blockIdx.z) / n_blocks;
   float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);  // [kBM][D] o, then [kBM] (m, l)
   float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
-  __shared__ int rows_s[4];  // the block's (m0, packed, q_begin, pos0), read by the span walk before its wait
+  __shared__ int rows_s[3];  // the block's (m0, packed, q_begin), read by the span walk before its wait
 #if defined(RILL_PDL_TRACE)
   if (threadIdx.x == 0) g_cluster_trace_times[0] = g_cluster_trace_times[1] = 0;
 #endif
@@ -249,144 +235,6 @@ __global__ void __launch_bounds__(CombineCfg<D>::kThreads)
   pdl_trace_done();
 }
 
-// The span combine as the split kernel's tail (attention_decode_split_kernel<D, kRope, true>): after its
-// walk every block of a (row, kv head, m-tile) counts itself in on a device counter, and the last
-// `folders` to arrive — one a combine unit (packed row, 32 output dims: 16 for a batch-1 row of the 8B
-// shape) up to the group's blocks — wait for the count to be complete and fold their units with
-// attention_combine_spans_kernel's operations: the same bits, without the combine kernel's launch,
-// placement, hand-off and its read of the step's lengths (a round trip behind the o projection's
-// weight burst). The rows come from the walk's pre-wait read (rows_s). A folder spins while the
-// group's other blocks finish, so every block of the grid must be resident at once: the launch takes
-// this path only for a grid of at most one wave (launch_split_or_fold). The last folder to finish
-// resets the group's counters for the next launch, which touches them only after its wait, i.e.
-// once this kernel is complete. (Run M's version had one block a kv head fold every output: 5%
-// slower at 8,192 keys; here the folders are as many as the combine kernel's blocks.)
-template <int D>
-struct TailCfg {
-  static constexpr int kThreads = DecodeSplitCfg<D>::kThreads;
-  static constexpr int kDims = 32;                       // output dims a unit: one folding warp
-  static constexpr int kVec = kDims / 4;                 // float4s of a span's slice
-  static constexpr int kChunk = D >= 128 ? 256 : 128;    // spans a chunk: one round trip for 8k keys
-  static constexpr int kPer = kChunk / kThreads;          // spans a thread
-  static constexpr size_t kOBytes = size_t(kChunk) * kDims * sizeof(float);
-  static constexpr size_t kWOff = kOBytes;                                   // float4 [kChunk]
-  static constexpr size_t kInclOff = kWOff + size_t(kChunk) * sizeof(float4);  // float [kChunk]
-  static constexpr size_t kBytes = kInclOff + size_t(kChunk) * sizeof(float);
-  static_assert(kBytes <= DecodeSplitCfg<D>::kSmemBytes, "the tail reuses the walk's shared memory");
-  static_assert(kChunk % kThreads == 0 && D % kDims == 0, "whole chunks and units");
-};
-
-// One unit's fold: packed row r of the block, output dims [d0, d0 + 32) — attention_combine_spans_kernel's
-// operations in chunks of kChunk spans (the prefix max carried across chunks: max is exact, so the
-// chunk size moves no bit).
-template <int D>
-__device__ __forceinline__ void fold_unit(const AttnKernelArgs& a, unsigned char* smem_raw, const int* rows_s,
-                                          int r, int d0) {
-  using T = TailCfg<D>;
-  constexpr int kThreads = T::kThreads, kDims = T::kDims, kVec = T::kVec, kWarps = kThreads / 32;
-  float* o_s = reinterpret_cast<float*>(smem_raw);
-  float4* w_s = reinterpret_cast<float4*>(smem_raw + T::kWOff);
-  float* incl_s = reinterpret_cast<float*>(smem_raw + T::kInclOff);
-  __shared__ float warp_s[kWarps];
-  const int m = rows_s[0] + r, i = m / a.group, pos = rows_s[3] + i;
-  const int span_keys = a.span_tiles * DecodeSplitCfg<D>::kBN;
-  const int kv_lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
-  const int js = kv_lo / span_keys, je = pos / span_keys + 1;
-  const int64_t idx = (rows_s[2] + i) * int64_t(a.hq) + int(blockIdx.y) * a.group + m % a.group;
-  const int64_t stride = a.tokens * a.hq;
-  const int t = int(threadIdx.x), lane = t % 32, wid = t / 32;
-  float acc = 0.f, acc_l = 0.f, carry = -INFINITY;  // carry: the max of every earlier span's m
-  for (int c0 = js; c0 < je; c0 += T::kChunk) {
-    const int n = min(T::kChunk, je - c0);
-    // The chunk's partials (published by other blocks: read at L2), then its (m, l).
-    for (int e = t; e < n * kVec; e += kThreads) {
-      const int j = e / kVec, v = e % kVec;
-      cp_async16(o_s + j * kDims + v * 4, a.part_o + ((c0 + j) * stride + idx) * D + d0 + v * 4, true);
-    }
-    cp_async_commit();
-    float2 ml[T::kPer];
-#pragma unroll
-    for (int p = 0; p < T::kPer; ++p) {
-      const int j = p * kThreads + t;
-      ml[p] = j < n ? __ldcg(reinterpret_cast<const float2*>(a.part_ml + ((c0 + j) * stride + idx) * 2))
-                    : make_float2(-INFINITY, 0.f);
-    }
-    const float chunk_carry = carry;
-#pragma unroll
-    for (int p = 0; p < T::kPer; ++p) {  // the prefix max, kThreads spans at a time
-      float incl = ml[p].x;
-#pragma unroll
-      for (int off = 1; off < 32; off *= 2) {
-        const float v = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl = fmaxf(incl, v);
-      }
-      if (lane == 31) warp_s[wid] = incl;
-      __syncthreads();
-      for (int w = 0; w < wid; ++w) incl = fmaxf(incl, warp_s[w]);
-      incl = fmaxf(incl, carry);
-      incl_s[p * kThreads + t] = incl;
-      __syncthreads();
-      carry = incl_s[p * kThreads + kThreads - 1];
-    }
-#pragma unroll
-    for (int p = 0; p < T::kPer; ++p) {
-      const int j = p * kThreads + t;
-      if (j < n) {
-        const float acc_m = j == 0 ? chunk_carry : incl_s[j - 1];  // SpanMerge::make's operations
-        const float m_new = fmaxf(acc_m, ml[p].x);
-        w_s[j] = ml[p].x == -INFINITY ? make_float4(-1.f, 0.f, 0.f, 0.f)  // the span saw no key
-                                      : make_float4(exp2_ftz(acc_m - m_new), exp2_ftz(ml[p].x - m_new), ml[p].y, 0.f);
-      }
-    }
-    carry = incl_s[n - 1];
-    cp_async_wait<0>();
-    __syncthreads();  // the weights and every thread's partials are in shared memory
-    if (t < kDims) {
-#pragma unroll 8
-      for (int j = 0; j < n; ++j) {
-        const float4 w = w_s[j];
-        if (w.x < 0.f) continue;
-        acc = __fmaf_rn(acc, w.x, __fmul_rn(o_s[j * kDims + t], w.y));
-        acc_l = __fmaf_rn(acc_l, w.x, __fmul_rn(w.z, w.y));
-      }
-    }
-    __syncthreads();  // o_s, w_s, incl_s and warp_s are rewritten by the next chunk or unit
-  }
-  if (t < kDims) a.out[idx * D + d0 + t] = __float2bfloat16_rn(span_result(acc, acc_l));
-}
-
-template <int D>
-__device__ void combine_tail(const AttnKernelArgs& a, unsigned char* smem_raw, int row, const int* rows_s) {
-  using T = TailCfg<D>;
-  constexpr int kUnitsARow = D / T::kDims;
-  __shared__ int arrival_s;
-  cp_async_wait<0>();
-  __threadfence();  // this thread's partial stores are visible device-wide before the block counts itself
-  __syncthreads();  // (also: every warp is done with the walk's shared memory, and rows_s is there)
-  const int group = (row * int(gridDim.y) + int(blockIdx.y)) * int(gridDim.x) + int(blockIdx.x);
-  unsigned* count = a.counters + 2 * int64_t(group);  // [arrivals, folders done]
-  const int m0 = rows_s[0];
-  const int units = m0 >= 0 ? min(DecodeSplitCfg<D>::kBM, rows_s[1] - m0) * kUnitsARow : 0;
-  const int blocks = a.span_step;
-  const int folders = max(1, min(blocks, units));  // (no rows: the last block only resets the counters)
-  if (threadIdx.x == 0) arrival_s = int(atomicAdd(count, 1u));
-  __syncthreads();
-  const int f = arrival_s - (blocks - folders);
-  if (f < 0) return;  // not among the last `folders` to arrive
-  if (threadIdx.x == 0) {
-    if (arrival_s != blocks - 1)
-      while (ld_acquire_gpu(count) < unsigned(blocks)) {
-      }
-    __threadfence();  // the other blocks' partials, counted before, are seen by this block's loads
-  }
-  __syncthreads();
-  for (int u = f; u < units; u += folders) fold_unit<D>(a, smem_raw, rows_s, u / kUnitsARow, (u % kUnitsARow) * T::kDims);
-  if (threadIdx.x == 0 && atomicAdd(count + 1, 1u) == unsigned(folders - 1)) {
-    count[0] = 0;  // every block counted and every folder done: ready for the next launch
-    count[1] = 0;
-  }
-}
-
 // The cluster kernel's blocks for a row's spans: the next power of two (the fold's shares divide).
 unsigned cluster_blocks(int64_t spans) {
   unsigned n = 2;
@@ -430,11 +278,11 @@ bool cluster_fits(int64_t spans) {
 }
 
 // Resident blocks an SM of the decode split kernel (sets its shared-memory attribute once).
-template <int D, bool kRope, bool kTail = false>
+template <int D, bool kRope>
 int split_resident() {
   using DC = DecodeSplitCfg<D>;
   static const int resident = [] {
-    constexpr auto kernel = attention_decode_split_kernel<D, kRope, kTail>;
+    constexpr auto kernel = attention_decode_split_kernel<D, kRope>;
     RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
     int n = 0;
     RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, DC::kThreads, DC::kSmemBytes));
@@ -510,11 +358,7 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
   // (a block a span left half a batch-1 grid at 8k context in a second and third wave, and
   // every span a block starts cold: its table, K and V round trips unhidden). Depends on the
   // batch shape only, so a captured graph replays it for any context length.
-  // (With the combine as the kernel's tail, the tail kernel's residency: at head_dim 64 its registers
-  // fit fewer blocks an SM than the kernel without it.)
-  const bool tail_on = g_attention_combine_tail && k.counters;
-  const int walkers = !tail_on ? resident : rope ? split_resident<D, true, true>() : split_resident<D, false, true>();
-  const int64_t wave = int64_t(a.num_sms) * walkers / (int64_t(m_tiles) * a.hkv * a.num_rows);
+  const int64_t wave = int64_t(a.num_sms) * resident / (int64_t(m_tiles) * a.hkv * a.num_rows);
   const int64_t step = std::min<int64_t>(spans, a.span_blocks > 0 ? a.span_blocks : std::max<int64_t>(1, wave));
   if (step == 1 && g_attention_decode_fold >= 2 && !rope && a.force_splits == 0) {
     // Each block would walk every span of its row: the same walk merging as it goes, without
@@ -524,18 +368,6 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
   }
   k.span_step = int(step);
   grid.z = unsigned(a.num_rows) * unsigned(step);
-  // The combine as the split kernel's tail: its folders wait for the rest of their group, so the whole
-  // grid must be resident at once (one wave of the tail kernel's blocks; a span_blocks override may
-  // ask for more), and every group needs its counters.
-  const int64_t groups = int64_t(m_tiles) * a.hkv * a.num_rows;
-  if (tail_on && groups <= a.num_span_counter_groups && groups * step <= int64_t(a.num_sms) * walkers) {
-    launch_pdl(rope ? attention_decode_split_kernel<D, true, true> : attention_decode_split_kernel<D, false, true>,
-               dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, k);
-    RILL_CUDA_CHECK_LAUNCH();
-    g_attention_combine_tail_launches.fetch_add(1, std::memory_order_relaxed);
-    g_ended_with_combine = true;
-    return;
-  }
   launch_pdl(rope ? attention_decode_split_kernel<D, true> : attention_decode_split_kernel<D, false>, dim3(grid),
              dim3(DC::kThreads), DC::kSmemBytes, stream, k);
   RILL_CUDA_CHECK_LAUNCH();
@@ -573,9 +405,6 @@ template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionAr
 }  // namespace attention_detail
 
 void set_attention_cluster(bool on) { attention_detail::g_attention_cluster = on; }
-void set_attention_combine_tail(bool on) { attention_detail::g_attention_combine_tail = on; }
-bool attention_combine_tail_enabled() { return attention_detail::g_attention_combine_tail; }
-uint64_t attention_combine_tail_launches() { return attention_detail::g_attention_combine_tail_launches.load(); }
 bool attention_ended_with_combine() { return attention_detail::g_ended_with_combine; }
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }
 uint64_t attention_cluster_launches() { return attention_detail::g_attention_cluster_launches.load(); }

@@ -23,10 +23,9 @@ namespace rill::cuda::attention_detail {
 // store the normalized output at the end (store_folded's): attention_kernel's fold schedule, with
 // its bits, a span on four warps.
 //
-// rows_s (when given): thread 0 leaves the block's (m0, packed, q_begin, pos0) there, m0 -1 without
-// rows — read before the wait, so that the combine after the walk (the cluster kernel's fold, the
-// split kernel's tail) needs no load of the step's lengths after it (the wait drops L1: a round trip
-// behind the next GEMM's weight burst, ~0.7 µs; run AD2).
+// rows_s (kToSmem): thread 0 leaves the block's (m0, packed, q_begin) there, m0 -1 without rows —
+// read before the wait, so that the cluster kernel's fold needs no load of the step's lengths after
+// it (the wait drops L1: a round trip behind the next GEMM's weight burst, ~0.7 µs; run AD2).
 #if defined(RILL_PDL_TRACE)
 // Trace builds: each cluster block's times of its Q and first tile landing and of its span's end (0: no
 // span), which block (0, 0, 0) of the cluster kernel reads after the barrier (attention_decode.cu).
@@ -59,11 +58,12 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   // the span holding this step's keys, written by the RoPE kernel) waits for the predecessors.
   BlockRows br;
   const bool has_rows = br.init(a, row, kBM, kBN);
-  if (rows_s != nullptr && threadIdx.x == 0) {
-    rows_s[0] = has_rows ? br.m0 : -1;
-    rows_s[1] = br.packed;
-    rows_s[2] = br.q_begin;
-    rows_s[3] = has_rows ? br.pos0 : 0;
+  if constexpr (kToSmem) {
+    if (threadIdx.x == 0) {
+      rows_s[0] = has_rows ? br.m0 : -1;
+      rows_s[1] = br.packed;
+      rows_s[2] = br.q_begin;
+    }
   }
   int span = first;
   if (has_rows && (span + 1) * st <= br.t_lo)  // the first of the block's spans holding a key the rows see

@@ -26,9 +26,6 @@ constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kSplitKBytes = size_t(32) << 20;  // split-K partials (the invariant GEMM up to M ≈ 256)
 constexpr size_t kAttentionWorkspaceBytes = size_t(64) << 20;
 constexpr int64_t kGemmCounters = 8192;  // output tiles of one split GEMM launch (≥ 151936 / 64)
-// (row, kv head, m-tile) groups of a decode split attention with its combine as the kernel's tail: at
-// most one wave of blocks (H200: 660 at head_dim 128), a block at least a group.
-constexpr int kAttentionCounterGroups = 4096;
 
 }  // namespace
 
@@ -43,8 +40,6 @@ CudaKernels::CudaKernels(int device_ordinal)
   matmul_->set_l2_flush_buffer(attention_workspace_.data(), attention_workspace_.size());
   gemm_counters_ = Buffer(allocator_, size_t(kGemmCounters) * sizeof(unsigned));
   RILL_CUDA_CHECK(cudaMemsetAsync(gemm_counters_.data(), 0, gemm_counters_.size(), stream_.get()));
-  attention_counters_ = Buffer(allocator_, size_t(2 * kAttentionCounterGroups) * sizeof(unsigned));
-  RILL_CUDA_CHECK(cudaMemsetAsync(attention_counters_.data(), 0, attention_counters_.size(), stream_.get()));
   RILL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   matmul_->set_gemm_counters(static_cast<unsigned*>(gemm_counters_.data()), kGemmCounters);
   configure_from_environment();

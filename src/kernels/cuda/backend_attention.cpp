@@ -199,8 +199,6 @@ void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const Attenti
   a.invariant = batch_invariant_;
   a.span_keys = attention_span_keys_;
   a.span_blocks = attention_span_blocks_;
-  a.span_counters = static_cast<unsigned*>(attention_counters_.data());
-  a.num_span_counter_groups = int(attention_counters_.size() / (2 * sizeof(unsigned)));
   // The RoPE op waiting for this attention (of its q, into its cache): handed to the launch, which
   // runs it inside the decode kernels or first. Anything else pending is settled first.
   if (rope_pending_ && pending_rope_.q == q.data() && pending_rope_.k_cache == cache.k.data() &&

@@ -169,7 +169,6 @@ class CudaKernels final : public Kernels {
   Buffer splitk_workspace_;
   Buffer attention_workspace_;
   Buffer gemm_counters_;  // zeroed tile counters of the invariant GEMM (split schedule)
-  Buffer attention_counters_;  // zeroed: the decode split attention's combine tail (AttentionArgs::span_counters)
   std::unique_ptr<MatmulEngine> matmul_;
   bool batch_invariant_ = true;
   int attention_splits_ = 0;
@@ -200,10 +199,6 @@ int parse_attention_span_blocks(const char* value);
 /// RILL_ATTENTION_CLUSTER: null → true; "1" → true, "0" → false (the decode attention over ≤ 16
 /// spans with its combine in one cluster kernel; same bits); anything else → an error naming it.
 bool parse_attention_cluster(const char* value);
-/// RILL_ATTENTION_COMBINE_TAIL: null → true; "1" → true, "0" → false (the decode split attention's
-/// span combine as the split kernel's tail, not a kernel of its own; same bits); anything else → an
-/// error naming the variable.
-bool parse_attention_combine_tail(const char* value);
 /// RILL_ATTENTION_DECODE_FOLD: null → the default (set_attention_decode_fold); 0, 1 or 2 → that
 /// mode; anything else → an error naming the variable.
 int parse_attention_decode_fold(const char* value);

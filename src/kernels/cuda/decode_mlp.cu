@@ -125,10 +125,17 @@ __device__ __forceinline__ Proj proj_of(const MlpKernelArgs& a, int i) {
   return p;
 }
 
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // Every lane spins until *p ≥ target (an acquire per lane: its own later loads see what the
 // counted writers wrote before their release).
 __device__ __forceinline__ void wait_count(const unsigned* p, unsigned target) {
-  while (ld_acquire_gpu(p) < target) {
+  while (load_acquire(p) < target) {
   }
 }
 

@@ -99,14 +99,6 @@ __device__ __forceinline__ uint4 load_stream16(const void* p, uint64_t policy) {
   return r;
 }
 
-// A GPU-scope acquire load of a counter (another block's release: its writes before it are seen by
-// this thread's later loads).
-__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 __device__ __forceinline__ float2 bf16x2_to_float2(uint32_t u) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
 }

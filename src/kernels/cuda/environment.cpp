@@ -151,9 +151,6 @@ std::string parse_leave_out(const char* value) {
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
 bool parse_attention_cluster(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_CLUSTER", value) != 0; }
-bool parse_attention_combine_tail(const char* value) {
-  return parse_wgmma_switch("RILL_ATTENTION_COMBINE_TAIL", value) != 0;
-}
 // The four-warp fold kernel wherever a decode attention block would walk every span of its row.
 constexpr int kDefaultDecodeFold = 2;
 int parse_attention_decode_fold(const char* value) {
@@ -177,7 +174,6 @@ void CudaKernels::configure_from_environment() {
   attention_span_keys_ = parse_attention_span_keys(std::getenv("RILL_ATTENTION_SPAN_KEYS"));
   attention_span_blocks_ = parse_attention_span_blocks(std::getenv("RILL_ATTENTION_SPAN_BLOCKS"));
   set_attention_cluster(parse_attention_cluster(std::getenv("RILL_ATTENTION_CLUSTER")));
-  set_attention_combine_tail(parse_attention_combine_tail(std::getenv("RILL_ATTENTION_COMBINE_TAIL")));
   set_attention_decode_fold(parse_attention_decode_fold(std::getenv("RILL_ATTENTION_DECODE_FOLD")));
   // Off by default: batch-1 decode 211.5 / 191.9 tok/s at 512 / 8192 keys against 214.8 / 195.8 with the
   // RoPE kernel first, 211.0 / 192.0 against 223.2 / 202.4 on another machine (bench/RESULTS.md run Q:

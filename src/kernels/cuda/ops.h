@@ -119,11 +119,6 @@ struct AttentionArgs {
   /// walking every span_blocks-th span (0: as many as fill one wave of resident blocks). Not part
   /// of the arithmetic: any value gives the same bits (tests, benchmarks).
   int span_blocks = 0;
-  /// Zeroed device counters, 2 a (row, kv head, m-tile) of the invariant decode split kernel, for its
-  /// span combine run as the kernel's tail (set_attention_combine_tail); the kernel leaves them zeroed.
-  /// Null: the combine runs as a kernel of its own.
-  unsigned* span_counters = nullptr;
-  int num_span_counter_groups = 0;  ///< (row, kv head, m-tile) groups span_counters holds
   /// Slots in each cache (num_blocks · block_size); 0: unknown (then no kernel that addresses the
   /// cache through tensor maps runs).
   int64_t num_slots = 0;
@@ -360,18 +355,9 @@ void set_attention_cluster(bool on);
 bool attention_cluster_enabled();
 /// Launches of the cluster kernel so far (tests check that it ran).
 uint64_t attention_cluster_launches();
-/// Invariant decode attention's split schedule at one m-tile (past the cluster kernel's reach: long
-/// contexts, or more rows than a wave of clusters) with its span combine as the split kernel's tail —
-/// the last blocks of a (row, kv head) to finish their spans fold the outputs (AttentionArgs::
-/// span_counters) — instead of a kernel of its own, where the grid is one wave
-/// (RILL_ATTENTION_COMBINE_TAIL, on by default). Same bits.
-void set_attention_combine_tail(bool on);
-bool attention_combine_tail_enabled();
-/// Launches of the split kernel with the combine as its tail so far (tests check that it ran).
-uint64_t attention_combine_tail_launches();
-/// Whether the calling thread's last launch_attention ended with the split schedule's span combine — a
-/// kernel of its own or the split kernel's tail (the split schedule past the cluster kernel's reach).
-/// The backend sizes the next GEMM's pre-wait burst by it (decode_prewait_after_attention).
+/// Whether the calling thread's last launch_attention ended with the span combine as a kernel of its
+/// own (the split schedule past the cluster kernel's reach: long contexts, or more rows than a wave of
+/// clusters). The backend sizes the next GEMM's pre-wait burst by it (decode_prewait_after_attention).
 bool attention_ended_with_combine();
 /// Invariant decode attention at one m-tile (≤ 16 packed query rows) on the four-warp fold kernel
 /// (attention_decode_fold_kernel; RILL_ATTENTION_DECODE_FOLD): 0 never (the one-warp fold kernel),
