@@ -23,6 +23,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -36,7 +37,7 @@ using rill::probe::median;
 
 constexpr int kThreads = 128, kRounds = 64, kClusters = 8;
 
-enum Mode { kSync, kRelaxed, kMbar };
+enum Mode { kSync, kRelaxed, kFenceRelaxed, kMbar, kPush };
 
 __device__ __forceinline__ float ld_remote(const float* local, unsigned rank) {
   uint32_t remote;
@@ -63,14 +64,33 @@ __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar) {
       : "memory");
 }
 
+// 4 bytes into block `rank`'s shared memory at the address of `local` there, completing on its mbarrier
+// at the address of `local_bar` there (st.async: no fence; the receiver's wait on the mbarrier orders it).
+__device__ __forceinline__ void push_remote(float* local, uint64_t* local_bar, unsigned rank, float v) {
+  uint32_t at, bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(at) : "r"(rill::cuda::smem_addr(local)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(rill::cuda::smem_addr(local_bar)), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(at),
+               "r"(__float_as_uint(v)), "r"(bar)
+               : "memory");
+}
+
 template <Mode kMode, bool kRead>
 __global__ void __launch_bounds__(kThreads) barrier_kernel(unsigned long long* ns, float* sink) {
   __shared__ float slot[kThreads];
   __shared__ __align__(8) uint64_t bars[kRounds];
+  __shared__ float recv[16][kThreads];  // kPush: block j's values at recv[j]
   const cg::cluster_group cluster = cg::this_cluster();
   const unsigned n = cluster.num_blocks(), rank = cluster.block_rank();
   if constexpr (kMode == kMbar) {
     for (int i = threadIdx.x; i < kRounds; i += kThreads) rill::cuda::mbar_init(&bars[i], n);
+    rill::cuda::mbar_init_fence();
+  }
+  if constexpr (kMode == kPush) {  // one arrival (with the bytes expected) and n blocks' pushes a round
+    for (int i = threadIdx.x; i < kRounds; i += kThreads) {
+      rill::cuda::mbar_init(&bars[i], 1);
+      rill::cuda::mbar_arrive_expect_tx(&bars[i], n * kThreads * 4u);
+    }
     rill::cuda::mbar_init_fence();
   }
   cluster.sync();  // every block's mbarriers are initialized before any arrives
@@ -83,12 +103,23 @@ __global__ void __launch_bounds__(kThreads) barrier_kernel(unsigned long long* n
     } else if constexpr (kMode == kRelaxed) {
       asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
       asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    } else if constexpr (kMode == kFenceRelaxed) {
+      asm volatile("fence.acq_rel.cluster;" ::: "memory");
+      asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+      asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    } else if constexpr (kMode == kPush) {
+      for (unsigned j = 0; j < n; ++j) push_remote(&recv[rank][threadIdx.x], &bars[r], j, v);
+      rill::cuda::mbar_wait(&bars[r], 0);
     } else {
       __syncthreads();  // the block's writes, then its arrivals (release: they cover them)
       if (threadIdx.x < n) mbar_arrive_remote(&bars[r], threadIdx.x);
       mbar_wait_cluster(&bars[r]);
     }
-    if constexpr (kRead) {
+    if constexpr (kMode == kPush) {  // the values are here already: a local read
+      float s = 0.f;
+      for (unsigned j = 0; j < n; ++j) s += recv[j][threadIdx.x];
+      v = s * 0.5f;
+    } else if constexpr (kRead) {
       float s = 0.f;
       for (unsigned j = 0; j < n; ++j) s += ld_remote(&slot[threadIdx.x], j);
       v = s * 0.5f;
@@ -102,8 +133,28 @@ __global__ void __launch_bounds__(kThreads) barrier_kernel(unsigned long long* n
   if (v == 12345.f) *sink = v;
 }
 
+// The weight stream beside the clusters (probe_util's stream_until; block 0 idle): kStreamCtas CTAs an SM,
+// kMaxDepth 8 KB copies in flight each (~128 KB an SM, the decode GEMMs' 120-192 KB).
+constexpr int kStreamCtas = 2;
+constexpr size_t kStreamSmem = size_t(rill::probe::kMaxDepth) * rill::probe::kChunk + 1024;
+__global__ void stream_kernel(const unsigned char* stream, int64_t chunks, const int* done, unsigned long long* res) {
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[rill::probe::kMaxDepth];
+  if (blockIdx.x == 0 || threadIdx.x != 0) return;
+  rill::probe::stream_until(stream, chunks, rill::probe::kMaxDepth, done, smem_raw, full, res);
+}
+
+struct Load {
+  const unsigned char* stream = nullptr;
+  int64_t chunks = 0;
+  int* done = nullptr;
+  unsigned long long* res = nullptr;
+  cudaStream_t side = nullptr, main = nullptr;
+  int sms = 0;
+};
+
 template <Mode kMode, bool kRead>
-double time_rounds(int c, unsigned long long* d_ns, float* d_sink) {
+double time_rounds(int c, unsigned long long* d_ns, float* d_sink, const Load* load = nullptr) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(kClusters * c));
   cfg.blockDim = dim3(kThreads);
@@ -118,7 +169,24 @@ double time_rounds(int c, unsigned long long* d_ns, float* d_sink) {
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   std::vector<double> t;
   for (int i = 0; i < 21; ++i) {
+    if (load) {  // the stream first, on its own stream; the clusters beside it; then the stream stops
+      CK(cudaMemsetAsync(load->done, 0, sizeof(int), load->side));
+      stream_kernel<<<kStreamCtas * load->sms + 1, 32, kStreamSmem, load->side>>>(load->stream, load->chunks,
+                                                                                    load->done, load->res);
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(load->main));
+      cfg.stream = load->main;
+      // (give the stream a moment to fill: a short spin on the host)
+      const auto t = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t < std::chrono::microseconds(200)) {
+      }
+    }
     CK(cudaLaunchKernelEx(&cfg, kernel, d_ns, d_sink));
+    if (load) {
+      CK(cudaStreamSynchronize(load->main));
+      const int one = 1;
+      CK(cudaMemcpyAsync(load->done, &one, sizeof(int), cudaMemcpyHostToDevice, load->main));
+    }
     CK(cudaDeviceSynchronize());
     unsigned long long ns = 0;
     CK(cudaMemcpy(&ns, d_ns, sizeof(ns), cudaMemcpyDeviceToHost));
@@ -141,17 +209,39 @@ int main() {
   // A round is the barrier under test, (the read,) then a cluster.sync so that the next round's write
   // cannot overtake another block's read: the barrier's own ns = the round's less half a sync round.
   std::printf("ns a round: the barrier under test (+ read), then a cluster.sync; [its own: less half a sync round]\n");
-  std::printf("%4s %16s %16s %16s %18s %18s\n", "C", "sync", "relaxed", "mbar", "sync + read", "mbar + read");
-  for (int c : {2, 4, 8, 16}) {
-    const double s = time_rounds<kSync, false>(c, d_ns, d_sink);
-    const double r = time_rounds<kRelaxed, false>(c, d_ns, d_sink);
-    const double m = time_rounds<kMbar, false>(c, d_ns, d_sink);
-    const double sr = time_rounds<kSync, true>(c, d_ns, d_sink);
-    const double mr = time_rounds<kMbar, true>(c, d_ns, d_sink);
-    const double h = s / 2;
-    std::printf("%4d %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f]\n", c, s, h, r, r - h, m,
-                m - h, sr, sr - h, mr, mr - h);
+  Load load;
+  load.sms = sms;
+  const size_t stream_bytes = size_t(4) << 30;
+  unsigned char* d_stream = nullptr;
+  CK(cudaMalloc(&d_stream, stream_bytes));
+  CK(cudaMemset(d_stream, 1, stream_bytes));
+  load.stream = d_stream;
+  load.chunks = int64_t(stream_bytes / rill::probe::kChunk);
+  CK(cudaMalloc(&load.done, sizeof(int)));
+  CK(cudaMalloc(&load.res, 3 * sizeof(unsigned long long)));
+  CK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kStreamSmem)));
+  CK(cudaStreamCreateWithFlags(&load.side, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&load.main, cudaStreamNonBlocking));
+  for (const Load* l : {static_cast<const Load*>(nullptr), static_cast<const Load*>(&load)}) {
+    std::printf("%s\n", l ? "beside a weight stream (2 CTAs an SM, 8 x 8 KB bulk copies in flight each)" : "GPU idle");
+    std::printf("%4s %16s %16s %16s %16s %18s %18s %18s\n", "C", "sync", "relaxed", "fence+relaxed", "mbar",
+                "sync + read", "mbar + read", "push (st.async)");
+    for (int c : {2, 4, 8, 16}) {
+      const double s = time_rounds<kSync, false>(c, d_ns, d_sink, l);
+      const double r = time_rounds<kRelaxed, false>(c, d_ns, d_sink, l);
+      const double f = time_rounds<kFenceRelaxed, false>(c, d_ns, d_sink, l);
+      const double m = time_rounds<kMbar, false>(c, d_ns, d_sink, l);
+      const double sr = time_rounds<kSync, true>(c, d_ns, d_sink, l);
+      const double mr = time_rounds<kMbar, true>(c, d_ns, d_sink, l);
+      const double p = time_rounds<kPush, true>(c, d_ns, d_sink, l);
+      const double h = s / 2;
+      std::printf("%4d %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f]\n",
+                  c, s, h, r, r - h, f, f - h, m, m - h, sr, sr - h, mr, mr - h, p, p - h);
+    }
   }
+  CK(cudaFree(d_stream));
+  CK(cudaFree(load.done));
+  CK(cudaFree(load.res));
   CK(cudaFree(d_ns));
   CK(cudaFree(d_sink));
   return 0;

@@ -19,6 +19,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/attention_decode.cuh"
@@ -29,6 +30,7 @@ namespace attention_detail {
 namespace {
 
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
+bool g_attention_cluster_push = true;  // set_attention_cluster_push (RILL_ATTENTION_CLUSTER_PUSH)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};
@@ -55,15 +57,36 @@ __global__ void __launch_bounds__(128, 5) attention_decode_fold_kernel(AttnKerne
 
 // Short contexts (a row's spans ≤ the cluster's kMaxCluster blocks): the split attention and its
 // span combine as one kernel. A thread-block cluster a (row, kv head), block r of it computing span
-// r into its own shared memory; after the cluster barrier each block folds a 1/C share of the
-// (packed row, dim) outputs that exist over the C blocks' partials (distributed shared memory) in span order
-// with attention_combine_spans_kernel's operations — the same bits, without the combine's launch,
-// hand-off and partials' round trips through L2 (a batch-1 decode step at 512 keys: ~3.8 µs a
-// layer of critical path for the combine kernel, run P).
+// r into its own shared memory; then each block folds a 1/C share of the (packed row, dim) outputs
+// that exist over the C blocks' partials in span order with attention_combine_spans_kernel's
+// operations — the same bits, without the combine's launch, hand-off and partials' round trips
+// through L2 (a batch-1 decode step at 512 keys: ~3.8 µs a layer of critical path for the combine
+// kernel, run P). How the partials reach the folding blocks:
+//   - kPush (the default, RILL_ATTENTION_CLUSTER_PUSH): each block pushes every block its share of its
+//     partial and its rows' (m, l) with st.async into a receive area of that block's shared memory,
+//     completing on the receiver's mbarrier; a block folds once its mbarrier has every block's bytes.
+//     No release fence anywhere: behind the o projection's weight burst a cluster barrier's release
+//     waits for the SM's copies in flight (~1 µs at 512 keys in run AE's trace; 5-8 µs beside a probe's
+//     stream: bench/kernels/cluster_barrier_probe.cu), and the kernel needed two. The receivers'
+//     mbarriers are initialized first thing and published by a relaxed cluster arrive, waited for only
+//     after the walk (an acquire: no drain).
+//   - else: the cluster barrier, the fold reading every block's partial through distributed shared
+//     memory, and a second barrier so that no block leaves while another reads its shared memory.
 constexpr int kMaxCluster = 16;
 
-template <int D, bool kRope = false>
-__global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKernelArgs a) {
+template <int D>
+struct ClusterPushCfg {
+  using C = DecodeSplitCfg<D>;
+  // The receive area after the walk's shared memory: [C][share] o (C shares of the rows' C · share
+  // outputs: at most kBM · D floats), then [kMaxCluster][kBM] (m, l).
+  static constexpr size_t kOBytes = size_t(C::kBM) * D * sizeof(float);
+  static constexpr size_t kMlBytes = size_t(kMaxCluster) * C::kBM * sizeof(float2);
+  static constexpr size_t kSmemBytes = C::kSmemBytes + kOBytes + kMlBytes;
+  static_assert(C::kSmemBytes % 16 == 0, "a 16-byte aligned receive area");
+};
+
+template <int D, bool kRope = false, bool kPush = true>
+__global__ void __launch_bounds__(128, kPush ? 4 : 5) attention_decode_cluster_kernel(AttnKernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+ (cluster_fits keeps older GPUs off it)
   using C = DecodeSplitCfg<D>;
   constexpr int kBM = C::kBM;
@@ -74,7 +97,17 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
   const int row = int(blockIdx.z) / n_blocks;
   float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);  // [kBM][D] o, then [kBM] (m, l)
   float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
-  __shared__ int rows_s[3];  // the block's (m0, packed, q_begin), read by the span walk before its wait
+  __shared__ int rows_s[4];  // the block's (m0, packed, q_begin, pos0), read by the span walk before its wait
+  __shared__ __align__(8) uint64_t recv_bar;  // kPush: every block's share of this block's outputs landed
+  float* recv_o = reinterpret_cast<float*>(smem_raw + C::kSmemBytes);
+  float2* recv_ml = reinterpret_cast<float2*>(smem_raw + C::kSmemBytes + ClusterPushCfg<D>::kOBytes);
+  if constexpr (kPush) {
+    if (threadIdx.x == 0) {
+      mbar_init(&recv_bar, 1);
+      mbar_init_fence();  // (the lightweight fence for mbarrier.init, then the relaxed arrive publishes it)
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  }
 #if defined(RILL_PDL_TRACE)
   if (threadIdx.x == 0) g_cluster_trace_times[0] = g_cluster_trace_times[1] = 0;
 #endif
@@ -84,13 +117,42 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
 #if defined(RILL_PDL_TRACE)
   if (threadIdx.x == 0 && g_cluster_trace_times[0]) g_cluster_trace_times[1] = global_ns();
 #endif
-  cluster.sync();  // every block's partial is in its shared memory (and rows_s)
-  pdl_trace_mark(3);  // (every block's)
+  __syncthreads();  // rows_s (a block without a span returned with no barrier after thread 0 wrote it)
+  const int m0 = rows_s[0], packed = rows_s[1], q_begin = rows_s[2];
+  // A 1/C share of the block's packed rows that exist: a batch-1 row of the 8B shape packs 4 of the
+  // 16 (its GQA group), so each block folds 4·D / C outputs, a thread at most one (shares of all 16
+  // rows left 12 of 16 blocks idle, and with C = 8 gave two blocks two outputs a thread, a distributed
+  // round trip and a merge chain after the other). rows · D / C is exact and a multiple of 4 (D 64 or
+  // 128, C a power of two ≤ 16).
+  const int rows = m0 >= 0 ? min(kBM, packed - m0) : 0, total = rows * D, per = total / n_blocks;
+  if constexpr (kPush) {
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block's mbarrier is initialized
+    if (rows > 0) {  // (the barrier above: this block's partial and (m, l) are in its shared memory)
+      // Block j gets outputs [j · per, (j + 1) · per) of this block's partial at recv_o[rank · per ...]
+      // and the rows' (m, l) at recv_ml[rank · kBM ...].
+      const int vecs = per / 4, items = vecs + rows;
+      const uint32_t bar = smem_addr(&recv_bar);
+      for (int i = int(threadIdx.x); i < n_blocks * items; i += C::kThreads) {
+        const int j = i / items, k = i % items;
+        if (k < vecs)
+          st_async_cluster(smem_addr(recv_o + rank * per + 4 * k), bar, j,
+                           *reinterpret_cast<const float4*>(part_s + j * per + 4 * k));
+        else
+          st_async_cluster(smem_addr(recv_ml + rank * kBM + (k - vecs)), bar, j, ml_s[k - vecs]);
+      }
+      if (threadIdx.x == 0) mbar_arrive_expect_tx(&recv_bar, unsigned(n_blocks * (vecs * 16 + rows * 8)));
+      mbar_wait(&recv_bar, 0);
+    }
+  } else {
+    cluster.sync();  // every block's partial is in its shared memory (and rows_s)
+  }
+  pdl_trace_mark(3);  // (every block's partial has reached this block)
 #if defined(RILL_PDL_TRACE)
   // Trace builds: which of the cluster's blocks the barrier waited for — marks 5 and 6 the latest Q /
   // first tile landing and span end over the blocks with a span, 7 the span end of the last of them
-  // (the span holding the step's new keys, whose tile is copied after the wait).
-  if (pdl_trace_block0()) {
+  // (the span holding the step's new keys, whose tile is copied after the wait). (Not with kPush: the
+  // other blocks' times would be read through distributed shared memory after they may have left.)
+  if (!kPush && pdl_trace_block0()) {
     unsigned long long m1 = 0, m2 = 0, last = 0;
     for (int j = 0; j < n_blocks; ++j) {
       const float2 v0 = ld_cluster_f32x2(smem_addr(&g_cluster_trace_times[0]), j);
@@ -105,25 +167,24 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
     pdl_trace_mark_at(7, last);
   }
 #endif
-  const int m0 = rows_s[0], packed = rows_s[1], q_begin = rows_s[2];
-  if (m0 >= 0) {
-    // A 1/C share of the block's packed rows that exist: a batch-1 row of the 8B shape packs 4 of
-    // the 16 (its GQA group), so each block folds 4·D / C outputs, a thread at most one (shares of
-    // all 16 rows left 12 of 16 blocks idle, and with C = 8 gave two blocks two outputs a thread,
-    // a distributed round trip and a merge chain after the other).
-    const int total = min(kBM, packed - m0) * D, per = (total + n_blocks - 1) / n_blocks;
-    const int end = min(total, (rank + 1) * per);
-    for (int e = rank * per + int(threadIdx.x); e < end; e += C::kThreads) {
+  if (rows > 0) {
+    for (int e = rank * per + int(threadIdx.x); e < (rank + 1) * per; e += C::kThreads) {
       const int r = e / D, d = e % D, m = m0 + r;
-      // Every block's value and (m, l) requested before the fold: one distributed round trip.
+      // Every block's value and (m, l): from the receive area (kPush), else requested through
+      // distributed shared memory before the fold (one round trip).
       float o[kMaxCluster];
       float2 ml[kMaxCluster];
       const uint32_t o_at = smem_addr(part_s + r * D + d), ml_at = smem_addr(ml_s + r);
 #pragma unroll
       for (int j = 0; j < kMaxCluster; ++j)
         if (j < n_blocks) {
-          o[j] = ld_cluster_f32(o_at, j);
-          ml[j] = ld_cluster_f32x2(ml_at, j);
+          if constexpr (kPush) {
+            o[j] = recv_o[j * per + (e - rank * per)];
+            ml[j] = recv_ml[j * kBM + r];
+          } else {
+            o[j] = ld_cluster_f32(o_at, j);
+            ml[j] = ld_cluster_f32x2(ml_at, j);
+          }
         }
       float acc = 0.f, acc_l = 0.f, acc_m = -INFINITY;  // SpanMerge over the spans in order
 #pragma unroll
@@ -141,7 +202,9 @@ __global__ void __launch_bounds__(128, 5) attention_decode_cluster_kernel(AttnKe
     }
   }
   pdl_trace_mark(4);  // (the fold is done)
-  cluster.sync();  // no block leaves while another reads its shared memory
+  // kPush: a block leaves once its own share has landed — every push into it has — and no block reads
+  // another's shared memory. Else the last barrier: no block leaves while another reads its partial.
+  if constexpr (!kPush) cluster.sync();
   pdl_trace_done();
 #endif
 }
@@ -242,23 +305,30 @@ unsigned cluster_blocks(int64_t spans) {
   return n;
 }
 
+// The cluster kernel's dynamic shared memory (kPush: with the receive area).
+template <int D, bool kPush>
+constexpr size_t cluster_smem() {
+  return kPush ? ClusterPushCfg<D>::kSmemBytes : DecodeSplitCfg<D>::kSmemBytes;
+}
+
 // Whether clusters of the blocks `spans` needs can be resident (sm_90+, the non-portable 16).
-template <int D, bool kRope>
+template <int D, bool kRope, bool kPush>
 bool cluster_fits(int64_t spans) {
   using DC = DecodeSplitCfg<D>;
-  constexpr auto kernel = attention_decode_cluster_kernel<D, kRope>;
+  constexpr auto kernel = attention_decode_cluster_kernel<D, kRope, kPush>;
+  constexpr size_t kSmem = cluster_smem<D, kPush>();
   static const int max_blocks = [] {
     int dev = 0, major = 0;
     RILL_CUDA_CHECK(cudaGetDevice(&dev));
     RILL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     if (major < 9) return 0;
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(DC::kSmemBytes)));
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
     RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     for (int n = kMaxCluster; n >= 2; n /= 2) {
       cudaLaunchConfig_t cfg = {};
       cfg.gridDim = dim3(1, 1, unsigned(n));
       cfg.blockDim = dim3(DC::kThreads);
-      cfg.dynamicSmemBytes = DC::kSmemBytes;
+      cfg.dynamicSmemBytes = kSmem;
       cudaLaunchAttribute attr{};
       attr.id = cudaLaunchAttributeClusterDimension;
       attr.val.clusterDim.x = 1;
@@ -336,18 +406,23 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
   // most blocks then hold no span, and every cluster waits for all of them; batch 1: 222.9, 221.8
   // against 220.0, 220.7. Run P.)
   const int64_t cluster_ctas = int64_t(m_tiles) * a.hkv * a.num_rows * cluster_blocks(spans);
-  if (spans <= kMaxCluster && g_attention_cluster && cluster_ctas <= int64_t(a.num_sms) * resident &&
-      (rope ? cluster_fits<D, true>(spans) : cluster_fits<D, false>(spans))) {
+  const bool push = g_attention_cluster_push;
+  const bool fits = rope ? (push ? cluster_fits<D, true, true>(spans) : cluster_fits<D, true, false>(spans))
+                         : (push ? cluster_fits<D, false, true>(spans) : cluster_fits<D, false, false>(spans));
+  if (spans <= kMaxCluster && g_attention_cluster && cluster_ctas <= int64_t(a.num_sms) * resident && fits) {
     const unsigned n = cluster_blocks(spans);
     k.span_step = int(n);
     grid.z = unsigned(a.num_rows) * n;
-    launch_pdl_cluster(rope ? attention_decode_cluster_kernel<D, true> : attention_decode_cluster_kernel<D, false>,
-                       dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, dim3(1, 1, n), k);
+    const auto kernel = rope ? (push ? attention_decode_cluster_kernel<D, true, true>
+                                     : attention_decode_cluster_kernel<D, true, false>)
+                             : (push ? attention_decode_cluster_kernel<D, false, true>
+                                     : attention_decode_cluster_kernel<D, false, false>);
+    const size_t smem = push ? cluster_smem<D, true>() : cluster_smem<D, false>();
+    launch_pdl_cluster(kernel, dim3(grid), dim3(DC::kThreads), smem, stream, dim3(1, 1, n), k);
     RILL_CUDA_CHECK_LAUNCH();
 #if defined(RILL_PDL_TRACE)
     if (pdl_trace_twice("attention")) {  // trace builds: the same launch again, its code warm (launch.h)
-      launch_pdl_cluster(rope ? attention_decode_cluster_kernel<D, true> : attention_decode_cluster_kernel<D, false>,
-                         dim3(grid), dim3(DC::kThreads), DC::kSmemBytes, stream, dim3(1, 1, n), k);
+      launch_pdl_cluster(kernel, dim3(grid), dim3(DC::kThreads), smem, stream, dim3(1, 1, n), k);
       RILL_CUDA_CHECK_LAUNCH();
     }
 #endif
@@ -405,6 +480,8 @@ template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionAr
 }  // namespace attention_detail
 
 void set_attention_cluster(bool on) { attention_detail::g_attention_cluster = on; }
+void set_attention_cluster_push(bool on) { attention_detail::g_attention_cluster_push = on; }
+bool attention_cluster_push() { return attention_detail::g_attention_cluster_push; }
 bool attention_ended_with_combine() { return attention_detail::g_ended_with_combine; }
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }
 uint64_t attention_cluster_launches() { return attention_detail::g_attention_cluster_launches.load(); }

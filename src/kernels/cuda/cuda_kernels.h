@@ -199,6 +199,10 @@ int parse_attention_span_blocks(const char* value);
 /// RILL_ATTENTION_CLUSTER: null → true; "1" → true, "0" → false (the decode attention over ≤ 16
 /// spans with its combine in one cluster kernel; same bits); anything else → an error naming it.
 bool parse_attention_cluster(const char* value);
+/// RILL_ATTENTION_CLUSTER_PUSH: null → true; "1" → true, "0" → false (the cluster kernel's partials pushed
+/// into the folding blocks with st.async, or read after a cluster barrier; same bits); anything else → an
+/// error naming the variable.
+bool parse_attention_cluster_push(const char* value);
 /// RILL_ATTENTION_DECODE_FOLD: null → the default (set_attention_decode_fold); 0, 1 or 2 → that
 /// mode; anything else → an error naming the variable.
 int parse_attention_decode_fold(const char* value);

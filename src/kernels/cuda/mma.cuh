@@ -32,6 +32,27 @@ __device__ __forceinline__ float2 ld_cluster_f32x2(uint32_t at, int rank) {
   return v;
 }
 
+// Stores into block `rank` of this cluster's shared memory at this block's shared address `at`,
+// completing on that block's mbarrier at this block's address `bar` with their bytes (st.async, sm_90+:
+// the receiver's wait on its mbarrier orders them — no release fence, which behind a weight stream
+// waits for the SM's copies in flight: bench/RESULTS.md run AE).
+__device__ __forceinline__ void st_async_cluster(uint32_t at, uint32_t bar, int rank, float4 v) {
+  uint32_t remote, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(at), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(remote),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_bar)
+               : "memory");
+}
+__device__ __forceinline__ void st_async_cluster(uint32_t at, uint32_t bar, int rank, float2 v) {
+  uint32_t remote, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(at), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(remote),
+               "f"(v.x), "f"(v.y), "r"(remote_bar)
+               : "memory");
+}
+
 /// 16 bytes global → shared, asynchronously; when !valid the destination is zero-filled.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   int src_bytes = valid ? 16 : 0;

@@ -353,6 +353,11 @@ uint64_t attention_wgmma_launches();
 /// by default). Same bits as the two kernels.
 void set_attention_cluster(bool on);
 bool attention_cluster_enabled();
+/// How the cluster kernel's blocks hand each other their partials: pushed with st.async into the folding
+/// block's shared memory, completing on its mbarrier (RILL_ATTENTION_CLUSTER_PUSH, on by default), or
+/// read through distributed shared memory after a cluster barrier (off). Same bits.
+void set_attention_cluster_push(bool on);
+bool attention_cluster_push();
 /// Launches of the cluster kernel so far (tests check that it ran).
 uint64_t attention_cluster_launches();
 /// Whether the calling thread's last launch_attention ended with the span combine as a kernel of its

@@ -220,8 +220,8 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
 
 // Decode over short block tables (≤ 16 spans of 64 keys at head_dim 64 / 128) and few rows (one
 // wave of clusters): the split attention and its span combine run as one cluster kernel (a cluster
-// a row and kv head, DSMEM fold) and must give the fold schedule's bits, and the two-kernel split
-// schedule's; tables of 4, 8 and 16 spans (clusters of 4, 8, 16), rows of 1-1024 keys two at a
+// a row and kv head; the partials pushed into the folding blocks or read after a barrier, both run)
+// and must give the fold schedule's bits, and the two-kernel split schedule's; tables of 4, 8 and 16 spans (clusters of 4, 8, 16), rows of 1-1024 keys two at a
 // time (spans past a row's keys: blocks with no span), 1 and 3 query tokens a row, a sliding
 // window (spans before it). 7 rows at once over 16 spans take the two kernels (more than a wave).
 TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
@@ -261,6 +261,13 @@ TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
           }
           for (float v : cluster) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
           EXPECT_TRUE(same_bits(fold.data(), cluster.data(), cluster.size())) << "cluster kernel differs from the fold";
+          // The other hand-off of the partials (pushed into the folding blocks, or read after a barrier).
+          const bool push = cuda::attention_cluster_push();
+          cuda::set_attention_cluster_push(!push);
+          auto other = c.run(parts, q, width, 2);
+          cuda::set_attention_cluster_push(push);
+          EXPECT_TRUE(same_bits(fold.data(), other.data(), other.size()))
+              << "cluster kernel with " << (push ? "the barrier" : "pushes") << " differs from the fold";
           cuda::set_attention_cluster(false);
           auto split = c.run(parts, q, width, 2);
           cuda::set_attention_cluster(true);

@@ -36,6 +36,10 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_TRUE(cuda::parse_attention_cluster("1"));
   EXPECT_FALSE(cuda::parse_attention_cluster("0"));
   expect_rejects(cuda::parse_attention_cluster, {"", "2", "on", " 1"}, "RILL_ATTENTION_CLUSTER");
+  EXPECT_TRUE(cuda::parse_attention_cluster_push(nullptr));
+  EXPECT_TRUE(cuda::parse_attention_cluster_push("1"));
+  EXPECT_FALSE(cuda::parse_attention_cluster_push("0"));
+  expect_rejects(cuda::parse_attention_cluster_push, {"", "2", "yes", "0 "}, "RILL_ATTENTION_CLUSTER_PUSH");
   EXPECT_EQ(cuda::parse_attention_decode_fold(nullptr), 2);
   EXPECT_EQ(cuda::parse_attention_decode_fold("0"), 0);
   EXPECT_EQ(cuda::parse_attention_decode_fold("1"), 1);
