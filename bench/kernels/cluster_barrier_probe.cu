@@ -10,7 +10,10 @@
 //            floor for the hardware barrier);
 //   mbar     point to point: after the block's own barrier, threads 0..C-1 of each block arrive
 //            (release, cluster scope) on an mbarrier in block j's shared memory, every thread waits
-//            on its own block's (acquire) — one fresh mbarrier a round, as a kernel would use it once.
+//            on its own block's (acquire) — one fresh mbarrier a round, as a kernel would use it once;
+//   push     st.async of the values into every block's shared memory on its mbarrier (no fence);
+//   init     thread 0 initializes an mbarrier and issues fence.mbarrier_init (what every decode GEMM
+//            CTA does at its start), or a CTA-scope proxy fence, then the relaxed barrier.
 // Each round a block writes 128 floats into its shared memory, passes the barrier and (with "+ read")
 // reads one float of every block of the cluster (the fold's one distributed round trip), the next
 // round's value depending on what it read. 8 clusters of C blocks (C = 2, 4, 8, 16), 128 threads a
@@ -37,7 +40,7 @@ using rill::probe::median;
 
 constexpr int kThreads = 128, kRounds = 64, kClusters = 8;
 
-enum Mode { kSync, kRelaxed, kFenceRelaxed, kMbar, kPush };
+enum Mode { kSync, kRelaxed, kFenceRelaxed, kMbar, kPush, kInitFence, kInitProxyFence };
 
 __device__ __forceinline__ float ld_remote(const float* local, unsigned rank) {
   uint32_t remote;
@@ -105,6 +108,16 @@ __global__ void __launch_bounds__(kThreads) barrier_kernel(unsigned long long* n
       asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
     } else if constexpr (kMode == kFenceRelaxed) {
       asm volatile("fence.acq_rel.cluster;" ::: "memory");
+      asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+      asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    } else if constexpr (kMode == kInitFence || kMode == kInitProxyFence) {
+      // What a decode GEMM CTA does at its start: thread 0 initializes an mbarrier and fences (the
+      // cluster-scope init fence, or a CTA-scope proxy fence), then the relaxed barrier of "relaxed".
+      if (threadIdx.x == 0) {
+        rill::cuda::mbar_init(&bars[r], 1);
+        if constexpr (kMode == kInitFence) rill::cuda::mbar_init_fence();
+        else rill::cuda::fence_proxy_async_shared();
+      }
       asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
       asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
     } else if constexpr (kMode == kPush) {
@@ -224,8 +237,8 @@ int main() {
   CK(cudaStreamCreateWithFlags(&load.main, cudaStreamNonBlocking));
   for (const Load* l : {static_cast<const Load*>(nullptr), static_cast<const Load*>(&load)}) {
     std::printf("%s\n", l ? "beside a weight stream (2 CTAs an SM, 8 x 8 KB bulk copies in flight each)" : "GPU idle");
-    std::printf("%4s %16s %16s %16s %16s %18s %18s %18s\n", "C", "sync", "relaxed", "fence+relaxed", "mbar",
-                "sync + read", "mbar + read", "push (st.async)");
+    std::printf("%4s %16s %16s %16s %16s %18s %18s %18s %18s %18s\n", "C", "sync", "relaxed", "fence+relaxed",
+                "mbar", "sync + read", "mbar + read", "push (st.async)", "init+init fence", "init+proxy fence");
     for (int c : {2, 4, 8, 16}) {
       const double s = time_rounds<kSync, false>(c, d_ns, d_sink, l);
       const double r = time_rounds<kRelaxed, false>(c, d_ns, d_sink, l);
@@ -234,9 +247,12 @@ int main() {
       const double sr = time_rounds<kSync, true>(c, d_ns, d_sink, l);
       const double mr = time_rounds<kMbar, true>(c, d_ns, d_sink, l);
       const double p = time_rounds<kPush, true>(c, d_ns, d_sink, l);
+      const double fi = time_rounds<kInitFence, false>(c, d_ns, d_sink, l);
+      const double fp = time_rounds<kInitProxyFence, false>(c, d_ns, d_sink, l);
       const double h = s / 2;
-      std::printf("%4d %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f]\n",
-                  c, s, h, r, r - h, f, f - h, m, m - h, sr, sr - h, mr, mr - h, p, p - h);
+      std::printf("%4d %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f]"
+                  " %9.0f [%5.0f] %9.0f [%5.0f]\n",
+                  c, s, h, r, r - h, f, f - h, m, m - h, sr, sr - h, mr, mr - h, p, p - h, fi, fi - h, fp, fp - h);
     }
   }
   CK(cudaFree(d_stream));

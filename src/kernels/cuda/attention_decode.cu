@@ -7,7 +7,7 @@
 //   - the four-warp split kernel: one block a (row, kv head) walking every step-th span, each
 //     span's partial to the workspace, then the span combine;
 //   - the cluster kernel: ≤ 16 spans and one wave of clusters, a cluster a (row, kv head), the
-//     combine inside through distributed shared memory;
+//     combine inside (the partials pushed between its blocks' shared memory);
 //   - the four-warp fold kernel: a block a (row, kv head) merging every span as it goes, where a
 //     split block would walk every span of its row anyway (batch ≥ 64 at 512 keys on the 8B shape).
 #include <cooperative_groups.h>
