@@ -44,7 +44,8 @@ enum Mode { kSync, kRelaxed, kFenceRelaxed, kMbar, kPush, kInitFence, kInitProxy
 
 __device__ __forceinline__ float ld_remote(const float* local, unsigned rank) {
   uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(rill::cuda::smem_addr(local)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(rill::cuda::smem_addr(local)),
+               "r"(rank));
   float v;
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
   return v;
@@ -52,7 +53,8 @@ __device__ __forceinline__ float ld_remote(const float* local, unsigned rank) {
 
 __device__ __forceinline__ void mbar_arrive_remote(uint64_t* local_bar, unsigned rank) {
   uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(rill::cuda::smem_addr(local_bar)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(rill::cuda::smem_addr(local_bar)),
+               "r"(rank));
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
@@ -250,8 +252,8 @@ int main() {
       const double fi = time_rounds<kInitFence, false>(c, d_ns, d_sink, l);
       const double fp = time_rounds<kInitProxyFence, false>(c, d_ns, d_sink, l);
       const double h = s / 2;
-      std::printf("%4d %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f]"
-                  " %9.0f [%5.0f] %9.0f [%5.0f]\n",
+      std::printf("%4d %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %7.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f]"
+                  " %9.0f [%5.0f] %9.0f [%5.0f] %9.0f [%5.0f]\n",
                   c, s, h, r, r - h, f, f - h, m, m - h, sr, sr - h, mr, mr - h, p, p - h, fi, fi - h, fp, fp - h);
     }
   }

@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(128, kPush ? 4 : 5) attention_decode_cluster_k
   const int row = int(blockIdx.z) / n_blocks;
   float* part_s = reinterpret_cast<float*>(smem_raw + C::kQBytes);  // [kBM][D] o, then [kBM] (m, l)
   float2* ml_s = reinterpret_cast<float2*>(part_s + kBM * D);
-  __shared__ int rows_s[4];  // the block's (m0, packed, q_begin, pos0), read by the span walk before its wait
+  __shared__ int rows_s[3];  // the block's (m0, packed, q_begin), read by the span walk before its wait
   __shared__ __align__(8) uint64_t recv_bar;  // kPush: every block's share of this block's outputs landed
   float* recv_o = reinterpret_cast<float*>(smem_raw + C::kSmemBytes);
   float2* recv_ml = reinterpret_cast<float2*>(smem_raw + C::kSmemBytes + ClusterPushCfg<D>::kOBytes);

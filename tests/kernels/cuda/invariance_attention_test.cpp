@@ -221,9 +221,10 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
 // Decode over short block tables (≤ 16 spans of 64 keys at head_dim 64 / 128) and few rows (one
 // wave of clusters): the split attention and its span combine run as one cluster kernel (a cluster
 // a row and kv head; the partials pushed into the folding blocks or read after a barrier, both run)
-// and must give the fold schedule's bits, and the two-kernel split schedule's; tables of 4, 8 and 16 spans (clusters of 4, 8, 16), rows of 1-1024 keys two at a
-// time (spans past a row's keys: blocks with no span), 1 and 3 query tokens a row, a sliding
-// window (spans before it). 7 rows at once over 16 spans take the two kernels (more than a wave).
+// and must give the fold schedule's bits, and the two-kernel split schedule's; tables of 4, 8 and
+// 16 spans (clusters of 4, 8, 16), rows of 1-1024 keys two at a time (spans past a row's keys:
+// blocks with no span), 1 and 3 query tokens a row, a sliding window (spans before it). 7 rows at
+// once over 16 spans take the two kernels (more than a wave).
 TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
   RILL_REQUIRE_GPU();
   ASSERT_TRUE(backend().batch_invariant());
