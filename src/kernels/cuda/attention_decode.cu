@@ -407,9 +407,11 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
   // against 220.0, 220.7. Run P.)
   const int64_t cluster_ctas = int64_t(m_tiles) * a.hkv * a.num_rows * cluster_blocks(spans);
   const bool push = g_attention_cluster_push;
-  const bool fits = rope ? (push ? cluster_fits<D, true, true>(spans) : cluster_fits<D, true, false>(spans))
-                         : (push ? cluster_fits<D, false, true>(spans) : cluster_fits<D, false, false>(spans));
-  if (spans <= kMaxCluster && g_attention_cluster && cluster_ctas <= int64_t(a.num_sms) * resident && fits) {
+  auto fits = [&] {
+    return rope ? (push ? cluster_fits<D, true, true>(spans) : cluster_fits<D, true, false>(spans))
+                : (push ? cluster_fits<D, false, true>(spans) : cluster_fits<D, false, false>(spans));
+  };
+  if (spans <= kMaxCluster && g_attention_cluster && cluster_ctas <= int64_t(a.num_sms) * resident && fits()) {
     const unsigned n = cluster_blocks(spans);
     k.span_step = int(n);
     grid.z = unsigned(a.num_rows) * n;

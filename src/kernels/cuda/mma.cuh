@@ -17,17 +17,21 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 // Loads from block `rank` of this thread-block cluster's shared memory at this block's shared
 // address `at` (mapa + ld.shared::cluster: 32-bit addresses, where map_shared_rank's generic
 // pointers take two registers each; sm_90+). Volatile: kept after the cluster barrier before them.
-__device__ __forceinline__ float ld_cluster_f32(uint32_t at, int rank) {
+// This block's shared address `at` in block `rank` of the cluster.
+__device__ __forceinline__ uint32_t map_cluster(uint32_t at, int rank) {
   uint32_t remote;
-  float v;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(at), "r"(rank));
+  return remote;
+}
+__device__ __forceinline__ float ld_cluster_f32(uint32_t at, int rank) {
+  const uint32_t remote = map_cluster(at, rank);
+  float v;
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
   return v;
 }
 __device__ __forceinline__ float2 ld_cluster_f32x2(uint32_t at, int rank) {
-  uint32_t remote;
+  const uint32_t remote = map_cluster(at, rank);
   float2 v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(at), "r"(rank));
   asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
   return v;
 }
@@ -37,17 +41,13 @@ __device__ __forceinline__ float2 ld_cluster_f32x2(uint32_t at, int rank) {
 // the receiver's wait on its mbarrier orders them — no release fence, which behind a weight stream
 // waits for the SM's copies in flight: bench/RESULTS.md run AE).
 __device__ __forceinline__ void st_async_cluster(uint32_t at, uint32_t bar, int rank, float4 v) {
-  uint32_t remote, remote_bar;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(at), "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(rank));
+  const uint32_t remote = map_cluster(at, rank), remote_bar = map_cluster(bar, rank);
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
                ::"r"(remote), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_bar)
                : "memory");
 }
 __device__ __forceinline__ void st_async_cluster(uint32_t at, uint32_t bar, int rank, float2 v) {
-  uint32_t remote, remote_bar;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(at), "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(bar), "r"(rank));
+  const uint32_t remote = map_cluster(at, rank), remote_bar = map_cluster(bar, rank);
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(remote),
                "f"(v.x), "f"(v.y), "r"(remote_bar)
                : "memory");
