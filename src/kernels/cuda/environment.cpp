@@ -170,15 +170,6 @@ int parse_decode_trigger(const char* value) {
        value);
 }
 
-bool parse_decode_init_fence(const char* value) {
-  if (!value) return true;
-  const std::string_view v(value);
-  if (v == "cluster") return true;
-  if (v == "cta") return false;
-  fail("RILL_DECODE_INIT_FENCE: must be cluster or cta (the fence after the decode GEMM's barrier init), got '{}'",
-       value);
-}
-
 // The variables are read once, when the backend is made (before any kernel runs).
 void CudaKernels::configure_from_environment() {
   const char* inv = std::getenv("RILL_BATCH_INVARIANT");
@@ -233,7 +224,6 @@ void CudaKernels::configure_from_environment() {
   set_decode_defer_split(parse_decode_defer_split(std::getenv("RILL_DECODE_DEFER_SPLIT")) != 0);
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
-  set_decode_cluster_init_fence(parse_decode_init_fence(std::getenv("RILL_DECODE_INIT_FENCE")));
   decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU"));
   fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
   // Off by default: batch-1 decode 181.5 against 204.3 tok/s with the four ops (bench/RESULTS.md run N).

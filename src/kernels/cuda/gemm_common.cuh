@@ -35,7 +35,6 @@ struct GemmKernelArgs {
   int prewait_fill;     // warpgroup decode: stages filled before the wait, prewait_stages in flight (0: off)
   bool late_trigger;    // warpgroup decode: the next kernel may launch once the last weight tile is requested
   bool exit_trigger;    // warpgroup decode: no trigger at all — the next kernel launches as this grid completes
-  bool cluster_init_fence;  // warpgroup decode: fence.mbarrier_init after the barriers' init (else a CTA proxy fence)
   bool split_schedule;
   bool defer_fold;  // warpgroup decode, split schedule: write the partials only (GemmArgs::defer)
 };

@@ -36,7 +36,6 @@
 namespace rill::cuda::gemm_detail {
 
 bool g_decode_late_trigger = false;  // set_decode_late_trigger (gemm_common.cuh)
-bool g_decode_cluster_init_fence = true;  // set_decode_cluster_init_fence
 int g_decode_ctas_per_sm = 0;        // set_decode_ctas_per_sm
 
 namespace {
@@ -91,7 +90,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 
   if (threadIdx.x == 0) {
     for (int p = 0; p < kStages; ++p) mbar_init(&landed[p], 1);
-    init_stage_barriers(full, empty, kStages, 4, 1, a.cluster_init_fence);  // a release per consumer warp
+    init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp (and the init fence)
   }
   __syncthreads();
 
@@ -347,7 +346,6 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   a.prewait_stages = prewait < 0 ? 1 << 30 : prewait;
   a.prewait_fill = g_decode_prewait_fill;
   a.late_trigger = g_decode_late_trigger || k.exit_trigger;  // (exit: no consumer trigger either)
-  a.cluster_init_fence = g_decode_cluster_init_fence;
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM). Configuration 19 takes the smallest x stage holding
   // M (at least set_decode_min_x_rows): 16 rows, 7 stages of 10 KB, or 32 rows, 6 stages of 12 KB
@@ -396,7 +394,6 @@ void set_decode_prewait_fill(int stages) { gemm_detail::g_decode_prewait_fill = 
 void set_decode_prewait_after_attention(int stages) { gemm_detail::g_decode_prewait_after_attention = stages; }
 int decode_prewait_after_attention() { return gemm_detail::g_decode_prewait_after_attention; }
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
-void set_decode_cluster_init_fence(bool cluster) { gemm_detail::g_decode_cluster_init_fence = cluster; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
 void set_decode_l2_promotion(int bytes) { gemm_detail::g_decode_l2_promotion = bytes; }

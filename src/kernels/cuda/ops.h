@@ -331,11 +331,6 @@ void set_decode_few_item_stages(int stages);
 /// (false: RILL_DECODE_TRIGGER=early) or once it has requested its last weight tile (true, the
 /// backend's default).
 void set_decode_late_trigger(bool late);
-/// The fence after the warpgroup decode GEMM's stage barriers are initialized: the cluster-scope
-/// `fence.mbarrier_init` (true) or the CTA-scope proxy fence (false). The kernel runs without a
-/// cluster, so its barriers meet only its own threads and its own tensor copies, which the CTA-scope
-/// fence and the block barrier after it order (RILL_DECODE_INIT_FENCE). Same bits either way.
-void set_decode_cluster_init_fence(bool cluster);
 /// Resident CTAs an SM of the warpgroup decode GEMM (0: as many as fit, three; RILL_DECODE_CTAS).
 /// Fewer leave shared memory for the next GEMM's CTAs to start their weight stream while this one
 /// ends (with RILL_PDL_TRIGGER=early). Same bits either way: the split ranges do not change.

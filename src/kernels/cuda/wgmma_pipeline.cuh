@@ -28,18 +28,14 @@ struct DecodeTile {
 #if defined(RILL_WGMMA_DEVICE)
 // Fresh stage barriers: "full" completes on `full_arrivals` arrivals (one: the producer's) and the
 // stage's bytes, "empty" on one arrival from each of `consumer_warps` warps. Thread 0; the caller
-// syncs the CTA after it. cluster_fence: the cluster-scope `fence.mbarrier_init`; false: the
-// CTA-scope proxy fence (enough where no other CTA touches the barriers: a launch without a cluster).
+// syncs the CTA after it.
 __device__ __forceinline__ void init_stage_barriers(uint64_t* full, uint64_t* empty, int stages, int consumer_warps,
-                                                    unsigned full_arrivals = 1, bool cluster_fence = true) {
+                                                    unsigned full_arrivals = 1) {
   for (int s = 0; s < stages; ++s) {
     mbar_init(&full[s], full_arrivals);
     mbar_init(&empty[s], unsigned(consumer_warps));
   }
-  if (cluster_fence)
-    mbar_init_fence();
-  else
-    fence_proxy_async_shared();
+  mbar_init_fence();
 }
 #endif
 

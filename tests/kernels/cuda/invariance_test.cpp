@@ -256,8 +256,7 @@ TEST(CudaInvariance, FewItemStagesKeepBits) {
 // stages 1 (every tile after the first waits for one to land), 3 and 5; fills of some and of all
 // stages (12: every CTA's all); the few-item CTAs (9 stages) and the others (6-8). And a deeper
 // burst without a fill (9: every stage of the few-item CTAs before the wait, as the o projection
-// takes with RILL_DECODE_PREWAIT_AFTER_ATTENTION=9). And either fence after the stage barriers' init
-// (set_decode_cluster_init_fence).
+// takes with RILL_DECODE_PREWAIT_AFTER_ATTENTION=9).
 TEST(CudaInvariance, PrewaitFillKeepsBits) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
@@ -271,16 +270,9 @@ TEST(CudaInvariance, PrewaitFillKeepsBits) {
                           cuda::set_decode_prewait_stages(pre);
                           cuda::set_decode_prewait_fill(fill);
                         }});
-  for (bool cluster : {true, false})  // the fence after the stage barriers' init (RILL_DECODE_INIT_FENCE)
-    settings.push_back({cluster ? "cluster init fence" : "cta init fence", [cluster] {
-                          cuda::set_decode_prewait_stages(5);
-                          cuda::set_decode_prewait_fill(0);
-                          cuda::set_decode_cluster_init_fence(cluster);
-                        }});
   expect_decode_settings_keep_bits(settings, [] {
     cuda::set_decode_prewait_stages(cuda::parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
     cuda::set_decode_prewait_fill(cuda::parse_decode_prewait_fill(std::getenv("RILL_DECODE_PREWAIT_FILL")));
-    cuda::set_decode_cluster_init_fence(cuda::parse_decode_init_fence(std::getenv("RILL_DECODE_INIT_FENCE")));
   });
 }
 

@@ -40,10 +40,6 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_TRUE(cuda::parse_attention_cluster_push("1"));
   EXPECT_FALSE(cuda::parse_attention_cluster_push("0"));
   expect_rejects(cuda::parse_attention_cluster_push, {"", "2", "yes", "0 "}, "RILL_ATTENTION_CLUSTER_PUSH");
-  EXPECT_TRUE(cuda::parse_decode_init_fence(nullptr));
-  EXPECT_TRUE(cuda::parse_decode_init_fence("cluster"));
-  EXPECT_FALSE(cuda::parse_decode_init_fence("cta"));
-  expect_rejects(cuda::parse_decode_init_fence, {"", "1", "CTA", "cta "}, "RILL_DECODE_INIT_FENCE");
   EXPECT_EQ(cuda::parse_attention_decode_fold(nullptr), 2);
   EXPECT_EQ(cuda::parse_attention_decode_fold("0"), 0);
   EXPECT_EQ(cuda::parse_attention_decode_fold("1"), 1);
