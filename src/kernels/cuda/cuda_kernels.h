@@ -260,9 +260,6 @@ int parse_decode_few_item_stages(const char* value);
 /// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
 /// error naming the variable.
 int parse_decode_ctas(const char* value);
-/// RILL_DECODE_QKV_CTAS: null → 0; 0-3 → that many resident CTAs an SM of the q/k/v decode GEMM (0: as
-/// the other decode GEMMs); anything else → an error naming the variable.
-int parse_decode_qkv_ctas(const char* value);
 /// RILL_DECODE_X_ROWS: null → 16; 16, 32, 64 → configuration 19's smallest x stage in rows (a
 /// measurement knob: 64 runs the 64-row stage at every M; the bits do not change); anything else
 /// → an error naming the variable.

@@ -128,10 +128,6 @@ int parse_decode_few_item_stages(const char* value) {
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
 }
-int parse_decode_qkv_ctas(const char* value) {
-  return parse_int_in_range("RILL_DECODE_QKV_CTAS", value, 0, 0, 3,
-                            " (resident CTAs an SM of the q/k/v decode GEMM; 0: as the others)");
-}
 int parse_decode_x_rows(const char* value) {
   if (!value) return 16;
   const auto rows = exact_int(value);
@@ -223,7 +219,6 @@ void CudaKernels::configure_from_environment() {
   set_decode_few_item_stages(parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
-  set_decode_qkv_ctas_per_sm(parse_decode_qkv_ctas(std::getenv("RILL_DECODE_QKV_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).
   set_decode_min_x_rows(parse_decode_x_rows(std::getenv("RILL_DECODE_X_ROWS")));
   set_decode_defer_split(parse_decode_defer_split(std::getenv("RILL_DECODE_DEFER_SPLIT")) != 0);

@@ -37,7 +37,6 @@ namespace rill::cuda::gemm_detail {
 
 bool g_decode_late_trigger = false;  // set_decode_late_trigger (gemm_common.cuh)
 int g_decode_ctas_per_sm = 0;        // set_decode_ctas_per_sm
-int g_decode_qkv_ctas_per_sm = 0;    // set_decode_qkv_ctas_per_sm
 
 namespace {
 
@@ -305,8 +304,7 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
                            cudaStream_t stream) {
   constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
   constexpr size_t smem = decode_smem_bytes<kBN, kXRows, kStages, kGlu>();
-  int resident = resident_per_sm<kBN, kXRows, kStages, kGlu>();  // (sets the shared memory attribute)
-  if (a.ny == 3 && g_decode_qkv_ctas_per_sm > 0) resident = std::min(resident, g_decode_qkv_ctas_per_sm);
+  const int resident = resident_per_sm<kBN, kXRows, kStages, kGlu>();  // (sets the shared memory attribute)
   if (a.m > kXRows)
     throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
                             : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64 (32 with SwiGLU)");
@@ -397,7 +395,6 @@ void set_decode_prewait_after_attention(int stages) { gemm_detail::g_decode_prew
 int decode_prewait_after_attention() { return gemm_detail::g_decode_prewait_after_attention; }
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
-void set_decode_qkv_ctas_per_sm(int ctas) { gemm_detail::g_decode_qkv_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
 void set_decode_l2_promotion(int bytes) { gemm_detail::g_decode_l2_promotion = bytes; }
 void set_decode_few_item_stages(int stages) { gemm_detail::g_decode_few_item_stages = stages; }

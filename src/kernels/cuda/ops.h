@@ -331,10 +331,6 @@ void set_decode_few_item_stages(int stages);
 /// (false: RILL_DECODE_TRIGGER=early) or once it has requested its last weight tile (true, the
 /// backend's default).
 void set_decode_late_trigger(bool late);
-/// Resident CTAs an SM of the warpgroup decode GEMM's launches with three outputs (the fused q/k/v
-/// projection; 0: as set_decode_ctas_per_sm). Fewer leave room for the next kernel's blocks to be placed
-/// while the projection streams (RILL_DECODE_QKV_CTAS). Same bits.
-void set_decode_qkv_ctas_per_sm(int ctas);
 /// Resident CTAs an SM of the warpgroup decode GEMM (0: as many as fit, three; RILL_DECODE_CTAS).
 /// Fewer leave shared memory for the next GEMM's CTAs to start their weight stream while this one
 /// ends (with RILL_PDL_TRIGGER=early). Same bits either way: the split ranges do not change.

@@ -119,10 +119,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_ctas("1"), 1);
   EXPECT_EQ(cuda::parse_decode_ctas("3"), 3);
   expect_rejects(cuda::parse_decode_ctas, {"", "0", "4", "2x", "02"}, "RILL_DECODE_CTAS");
-  EXPECT_EQ(cuda::parse_decode_qkv_ctas(nullptr), 0);
-  EXPECT_EQ(cuda::parse_decode_qkv_ctas("0"), 0);
-  EXPECT_EQ(cuda::parse_decode_qkv_ctas("2"), 2);
-  expect_rejects(cuda::parse_decode_qkv_ctas, {"", "4", "-1", "2x"}, "RILL_DECODE_QKV_CTAS");
   EXPECT_EQ(cuda::parse_decode_x_rows(nullptr), 16);
   EXPECT_EQ(cuda::parse_decode_x_rows("16"), 16);
   EXPECT_EQ(cuda::parse_decode_x_rows("32"), 32);
