@@ -22,7 +22,7 @@ struct NormKernelArgs {
   int64_t rows, dim;
   float eps;
   bool one_plus, fp32_scale;
-  bool early_trigger;  // pdl_early_trigger()
+  bool early_trigger;  // pdl_norm_early_trigger()
   PartialsIn xp;       // x still as partials (the register path only; x receives the folded row)
 };
 
@@ -169,7 +169,7 @@ template <typename W>
 void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
   NormKernelArgs<W> k{static_cast<const bf16*>(a.x), static_cast<bf16*>(a.residual), static_cast<const W*>(a.w),
                       static_cast<bf16*>(a.y), a.rows, a.dim, a.eps, a.one_plus_weight, a.scale_in_fp32,
-                      pdl_early_trigger(), {}};
+                      pdl_norm_early_trigger(), {}};
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   bool vec = a.dim % 8 == 0 && aligned(a.x) && aligned(a.y) && (!a.residual || aligned(a.residual));
   constexpr int kRowsPerBlock = 8, kBlock = 512, kWarpHold = 4, kBlockHold = 2;

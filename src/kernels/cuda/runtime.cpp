@@ -25,6 +25,10 @@ bool pdl_rope_early_trigger() {
   const int mode = g_pdl_trigger.load(std::memory_order_relaxed);
   return mode == 1 || mode == 2;
 }
+bool pdl_norm_early_trigger() {
+  const int mode = g_pdl_trigger.load(std::memory_order_relaxed);
+  return mode == 1 || mode == 4;
+}
 bool pdl_attention_early_trigger() {
   const int mode = g_pdl_trigger.load(std::memory_order_relaxed);
   return mode == 1 || mode == 3;
@@ -38,9 +42,10 @@ int parse_pdl_trigger(const char* value) {
   if (v == "early") return 1;
   if (v == "rope") return 2;
   if (v == "attention") return 3;
-  fail("RILL_PDL_TRIGGER: must be wait, early, rope or attention (when the latency-bound kernels let the next "
-       "kernel launch: after their wait, before it, or before it in the RoPE or the decode attention kernels "
-       "only), got '{}'",
+  if (v == "norm") return 4;
+  fail("RILL_PDL_TRIGGER: must be wait, early, rope, attention or norm (when the latency-bound kernels let the "
+       "next kernel launch: after their wait, before it, or before it in the RoPE, the decode attention or the "
+       "add + RMSNorm kernels only), got '{}'",
        v);
 }
 

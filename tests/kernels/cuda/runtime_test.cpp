@@ -66,7 +66,8 @@ TEST(CudaRuntime, PdlSettingFromEnvironment) {
   EXPECT_EQ(cuda::parse_pdl_trigger("early"), 1);
   EXPECT_EQ(cuda::parse_pdl_trigger("rope"), 2);
   EXPECT_EQ(cuda::parse_pdl_trigger("attention"), 3);
-  expect_rejects(cuda::parse_pdl_trigger, {"", "late", "Early", "early ", "rope,attention"}, "RILL_PDL_TRIGGER");
+  EXPECT_EQ(cuda::parse_pdl_trigger("norm"), 4);
+  expect_rejects(cuda::parse_pdl_trigger, {"", "late", "Early", "early ", "rope,attention", "norms"}, "RILL_PDL_TRIGGER");
 }
 
 // Needs no GPU: runs in CI too.
