@@ -242,9 +242,15 @@ void CudaKernels::configure_from_environment() {
   set_attention_wgmma(attn_wgmma != 0);
   // Programmatic dependent launch needs sm_90 (griddepcontrol); older GPUs launch as before.
   set_pdl_enabled(parse_pdl_setting(std::getenv("RILL_PDL")) && info_.cc_major >= 9);
-  // After the wait by default: early measured 199.2 against 203.5-203.7 tok/s at 512 keys (the next
-  // GEMM's weight requests then slow the one before it; bench/RESULTS.md run M3).
-  set_pdl_trigger(std::max(0, parse_pdl_trigger(std::getenv("RILL_PDL_TRIGGER"))));
+  // By default the add + RMSNorm kernel lets the next GEMM launch before its own wait and the other
+  // latency-bound kernels after theirs: batch-1 decode +0.2% at 512 keys, +0.65% at 8,192 over "wait"
+  // (bench/RESULTS.md run AG: the GEMM after a norm starts being placed and requesting weights during
+  // the previous GEMM's tail, which has requested its last weight tile by then); every kernel before
+  // its wait ("early") measured -1.3% at 512 keys (run AG; run M3: the o and down GEMMs' requests
+  // then slow the kernels before them).
+  constexpr int kDefaultTrigger = 4;  // parse_pdl_trigger("norm")
+  const int trigger = parse_pdl_trigger(std::getenv("RILL_PDL_TRIGGER"));
+  set_pdl_trigger(trigger < 0 ? kDefaultTrigger : trigger);
 #if defined(RILL_PDL_TRACE)
   pdl_trace_start();
 #endif
