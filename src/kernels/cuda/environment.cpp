@@ -125,6 +125,14 @@ int parse_decode_few_item_stages(const char* value) {
        "items), got '{}'",
        value);
 }
+int parse_norm_cluster(const char* value) {
+  if (!value) return 0;
+  const auto blocks = exact_int(value);
+  if (blocks && (*blocks == 0 || *blocks == 2 || *blocks == 4 || *blocks == 8)) return *blocks;
+  fail("RILL_NORM_CLUSTER: must be 0, 2, 4 or 8 (blocks of a cluster that normalises one row of 1,025-8,192; 0: "
+       "one block a row), got '{}'",
+       value);
+}
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
 }
@@ -217,6 +225,12 @@ void CudaKernels::configure_from_environment() {
   // (three an SM) and 229.43 / 229.57 with 12 stages (bench/RESULTS.md run Y5); batches 2-8 +3.2-5.3% and, with
   // configuration 19's launches sized alike, 16 / 32 +3.0 / +2.5% against 0 (run Z).
   set_decode_few_item_stages(parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
+  // One block a row by default (a measurement knob; bench/RESULTS.md run AG).
+  const int norm_blocks = parse_norm_cluster(std::getenv("RILL_NORM_CLUSTER"));
+  if (norm_blocks > 0 && info_.cc_major < 9)
+    fail("RILL_NORM_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", norm_blocks, info_.cc_major,
+         info_.cc_minor);
+  set_norm_cluster(norm_blocks);
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).

@@ -46,6 +46,12 @@ __device__ __forceinline__ void st_async_cluster(uint32_t at, uint32_t bar, int 
                ::"r"(remote), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_bar)
                : "memory");
 }
+__device__ __forceinline__ void st_async_cluster(uint32_t at, uint32_t bar, int rank, float v) {
+  const uint32_t remote = map_cluster(at, rank), remote_bar = map_cluster(bar, rank);
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(remote), "f"(v),
+               "r"(remote_bar)
+               : "memory");
+}
 __device__ __forceinline__ void st_async_cluster(uint32_t at, uint32_t bar, int rank, float2 v) {
   const uint32_t remote = map_cluster(at, rank), remote_bar = map_cluster(bar, rank);
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(remote),

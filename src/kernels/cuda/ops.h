@@ -46,6 +46,13 @@ struct RmsNormArgs {
   PartialsIn x_partials;     ///< x still as partials (x then receives its folded values)
 };
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
+/// Rows of 1,025-8,192 (the register path's block-a-row rows) normalised by a thread-block cluster of
+/// `blocks` (2, 4 or 8; 0: one block a row, the default) instead of one block: each block loads and
+/// normalises its share of the row's elements and pushes its warps' sums of squares into every block
+/// of the cluster (st.async), where the one-block kernel's block_sum adds them — the same operations,
+/// the same bits. RILL_NORM_CLUSTER (a measurement knob).
+void set_norm_cluster(int blocks);
+int norm_cluster();
 
 struct RopeArgs {
   void* q = nullptr;                ///< bf16 [tokens, hq, head_dim], rotated in place

@@ -7,6 +7,7 @@
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/partials.cuh"
 
@@ -165,6 +166,102 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
   }
 }
 
+// rms_norm_kernel's register path (kVec 8, a block of kBlock threads a row) on a cluster of kC blocks a
+// row: block `rank` runs threads [rank · kBlock / kC, ...) of the one-block kernel, each with the same
+// elements and the same operations; the row's sum of squares is block_sum's — each warp's warp_sum, then
+// the kBlock / 32 warp sums added by warp_sum in warp order — with every warp's sum pushed into every
+// block's `sums` by st.async (no release fence: under the decode weight stream one waits for the SM's
+// copies in flight, bench/RESULTS.md run AE). The receivers' barriers are published by a relaxed
+// cluster arrive before the wait on the previous kernel and awaited only before the pushes. A block
+// leaves once all kC · warps sums have landed in it; nobody reads its shared memory after that.
+template <typename W, int kBlock, int kC, int kHold>
+__global__ void __launch_bounds__(kBlock / kC) rms_norm_cluster_kernel(NormKernelArgs<W> a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kVec = 8, kThreads = kBlock / kC, kWarps = kBlock / 32;
+  static_assert(kThreads % 32 == 0 && kWarps <= 32, "whole warps a block, at most 32 a row");
+  __shared__ float sums[kWarps];
+  __shared__ __align__(8) uint64_t bar;
+  const int rank = int(blockIdx.x % kC), lane = int(threadIdx.x & 31);
+  const int64_t row = blockIdx.x / kC;
+  const int t = rank * kThreads + int(threadIdx.x);  // the one-block kernel's thread
+  if (threadIdx.x == 0) {
+    mbar_init(&bar, 1);
+    mbar_init_fence();
+  }
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  constexpr int kWChunks = int(sizeof(W)) * kVec / 16;
+  W wv[kHold][kVec];
+#pragma unroll
+  for (int h = 0; h < kHold; ++h) {
+    const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * kVec;
+    if (c < a.dim)
+#pragma unroll
+      for (int j = 0; j < kWChunks; ++j) reinterpret_cast<uint4*>(wv[h])[j] = reinterpret_cast<const uint4*>(a.w + c)[j];
+  }
+  pdl_wait_trigger(a.early_trigger);
+  const bf16* x = a.x + row * a.dim;
+  bf16* r = a.residual ? a.residual + row * a.dim : nullptr;
+  bf16* y = a.y + row * a.dim;
+  uint4 v[kHold], rv[kHold];
+#pragma unroll
+  for (int h = 0; h < kHold; ++h) {
+    const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * kVec;
+    if (c >= a.dim) continue;
+    if (a.xp.ws) {
+      v[h] = folded8(a.xp, row, c);
+      *reinterpret_cast<uint4*>(const_cast<bf16*>(x) + c) = v[h];
+    } else {
+      v[h] = *reinterpret_cast<const uint4*>(x + c);
+    }
+    if (r) rv[h] = *reinterpret_cast<const uint4*>(r + c);
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int h = 0; h < kHold; ++h) {
+    const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * kVec;
+    if (c >= a.dim) continue;
+    bf16* e = reinterpret_cast<bf16*>(&v[h]);
+    if (r) {
+      const bf16* re = reinterpret_cast<const bf16*>(&rv[h]);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) e[i] = __float2bfloat16_rn(__bfloat162float(re[i]) + __bfloat162float(e[i]));
+      *reinterpret_cast<uint4*>(r + c) = v[h];
+    }
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const float f = __bfloat162float(e[i]);
+      ss += f * f;
+    }
+  }
+  pdl_trace_mark(1);
+  ss = warp_sum(ss);
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block's barrier is initialized
+  // Lane j < kC of each warp pushes the warp's sum to block j, at the warp's index in the row.
+  const int warp = t / 32;
+  if (lane < kC) st_async_cluster(smem_addr(&sums[warp]), smem_addr(&bar), lane, ss);
+  if (threadIdx.x == 0) mbar_arrive_expect_tx(&bar, unsigned(kWarps * sizeof(float)));
+  mbar_wait(&bar, 0);
+  ss = warp_sum(lane < kWarps ? sums[lane] : 0.f);
+  pdl_trace_mark(2);
+  const float inv = rsqrtf(ss / float(a.dim) + a.eps);
+#pragma unroll
+  for (int h = 0; h < kHold; ++h) {
+    const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * kVec;
+    if (c >= a.dim) continue;
+    bf16* e = reinterpret_cast<bf16*>(&v[h]);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const float xhat = __bfloat162float(e[i]) * inv;
+      e[i] = __float2bfloat16_rn(norm_out(xhat, to_float(wv[h][i]), a.one_plus, a.fp32_scale));
+    }
+    *reinterpret_cast<uint4*>(y + c) = v[h];
+  }
+  pdl_trace_done();
+#endif
+}
+
+int g_norm_cluster = 0;  // set_norm_cluster
+
 template <typename W>
 void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
   NormKernelArgs<W> k{static_cast<const bf16*>(a.x), static_cast<bf16*>(a.residual), static_cast<const W*>(a.w),
@@ -184,6 +281,17 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
     if (hold) launch_pdl(rms_norm_kernel<W, 8, 32, kWarpHold>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
     else if (vec) launch_pdl(rms_norm_kernel<W, 8, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
     else launch_pdl(rms_norm_kernel<W, 1, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
+  } else if (hold && g_norm_cluster > 0) {
+    const unsigned c = unsigned(g_norm_cluster), grid = unsigned(a.rows) * c;
+    if (c == 2)
+      launch_pdl_cluster(rms_norm_cluster_kernel<W, kBlock, 2, kBlockHold>, dim3(grid), dim3(kBlock / 2), 0, stream,
+                         dim3(2), k);
+    else if (c == 4)
+      launch_pdl_cluster(rms_norm_cluster_kernel<W, kBlock, 4, kBlockHold>, dim3(grid), dim3(kBlock / 4), 0, stream,
+                         dim3(4), k);
+    else
+      launch_pdl_cluster(rms_norm_cluster_kernel<W, kBlock, 8, kBlockHold>, dim3(grid), dim3(kBlock / 8), 0, stream,
+                         dim3(8), k);
   } else {
     const dim3 grid(unsigned(a.rows));
     if (hold) launch_pdl(rms_norm_kernel<W, 8, kBlock, kBlockHold>, grid, dim3(kBlock), 0, stream, k);
@@ -194,6 +302,9 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+void set_norm_cluster(int blocks) { g_norm_cluster = blocks; }
+int norm_cluster() { return g_norm_cluster; }
 
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return;

@@ -3,6 +3,7 @@
 // must be < 1e-2 and ≥ 99% of outputs bit-equal to the emulation (label cuda). The widths reach
 // each kernel path: per-warp rows, a block's rows held in registers, and the two-pass loop.
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/invariance_util.h"
 
 namespace rill {
 namespace {
@@ -104,6 +105,42 @@ TEST(CudaRmsNorm, FusedAddRmsNorm) {
     EXPECT_LT(rel_error(y, ref.exact), 1e-2) << "dim " << dim;
     EXPECT_GT(exact_fraction(y, ref.emulated), 0.99) << "dim " << dim;
   }
+}
+
+// The add + RMSNorm rows of 1,025-8,192 on a cluster of 2, 4 or 8 blocks (set_norm_cluster): the bits of
+// one block a row, for the new residual and the output, at row widths that leave some blocks' threads
+// past the row's end.
+TEST(CudaRmsNorm, ClusterRowsKeepBits) {
+  RILL_REQUIRE_GPU();
+  if (backend().info().cc_major < 9) GTEST_SKIP() << "thread-block clusters need sm_90";
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int restore = cuda::norm_cluster();
+  for (int64_t dim : {4096, 8192, 2560, 1032}) {
+    for (int64_t rows : {1, 3}) {
+      NormParams p{1e-6f, false, false};
+      auto r = random_bf16_values(rng, size_t(rows * dim), -3.f, 3.f);
+      auto x = random_bf16_values(rng, size_t(rows * dim), -3.f, 3.f);
+      auto w = random_bf16_values(rng, size_t(dim), 0.5f, 1.5f);
+      std::vector<float> want_y, want_r;
+      for (int blocks : {0, 2, 4, 8}) {
+        cuda::set_norm_cluster(blocks);
+        DevTensor dr = upload_bf16(r, {rows, dim}), dx = upload_bf16(x, {rows, dim}), dw = upload_bf16(w, {dim});
+        DevTensor dy(DType::bf16, {rows, dim});
+        dy.poison();
+        backend().add_rms_norm(dr.t, dx.t, dw.t, p, dy.t);
+        auto y = download_bf16(dy), res = download_bf16(dr);
+        if (blocks == 0) {
+          want_y = y, want_r = res;
+          continue;
+        }
+        EXPECT_EQ(differing_bits(want_y, y), 0u) << "dim " << dim << " rows " << rows << " cluster " << blocks;
+        EXPECT_EQ(differing_bits(want_r, res), 0u) << "dim " << dim << " rows " << rows << " cluster " << blocks;
+      }
+    }
+  }
+  cuda::set_norm_cluster(restore);
 }
 
 }  // namespace
