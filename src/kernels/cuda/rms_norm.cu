@@ -32,6 +32,79 @@ __device__ __forceinline__ float norm_out_at(float xhat, const W* w, int64_t c, 
   return norm_out(xhat, to_float(w[c]), one_plus, fp32_scale);
 }
 
+// The register path's steps (kHold vectors of 8 a thread, thread t of a row of kStride threads holding
+// elements (t + h · kStride) · 8 ...): its weight vectors, requested before the wait; its row's vectors
+// — x (or the deferred product's fold, also stored as x) plus the residual, which it stores back — and
+// its share of the sum of squares; and the normalized output. rms_norm_kernel and rms_norm_cluster_kernel
+// run the same steps, so their bits are the same.
+template <typename W, int kStride, int kHold>
+__device__ __forceinline__ void hold_weights(const NormKernelArgs<W>& a, int t, W (&wv)[kHold][8]) {
+  constexpr int kWChunks = int(sizeof(W)) * 8 / 16;
+#pragma unroll
+  for (int h = 0; h < kHold; ++h) {
+    const int64_t c = (int64_t(t) + int64_t(h) * kStride) * 8;
+    if (c < a.dim)
+#pragma unroll
+      for (int j = 0; j < kWChunks; ++j) reinterpret_cast<uint4*>(wv[h])[j] = reinterpret_cast<const uint4*>(a.w + c)[j];
+  }
+}
+
+template <typename W, int kStride, int kHold>
+__device__ __forceinline__ float hold_row(const NormKernelArgs<W>& a, int64_t row, int t, uint4 (&v)[kHold]) {
+  const bf16* x = a.x + row * a.dim;
+  bf16* r = a.residual ? a.residual + row * a.dim : nullptr;
+  uint4 rv[kHold];
+#pragma unroll
+  for (int h = 0; h < kHold; ++h) {
+    const int64_t c = (int64_t(t) + int64_t(h) * kStride) * 8;
+    if (c >= a.dim) continue;
+    if (a.xp.ws) {  // a deferred GEMM product: its fold, and the row it would have written
+      v[h] = folded8(a.xp, row, c);
+      *reinterpret_cast<uint4*>(const_cast<bf16*>(x) + c) = v[h];
+    } else {
+      v[h] = *reinterpret_cast<const uint4*>(x + c);
+    }
+    if (r) rv[h] = *reinterpret_cast<const uint4*>(r + c);
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int h = 0; h < kHold; ++h) {
+    const int64_t c = (int64_t(t) + int64_t(h) * kStride) * 8;
+    if (c >= a.dim) continue;
+    bf16* e = reinterpret_cast<bf16*>(&v[h]);
+    if (r) {
+      const bf16* re = reinterpret_cast<const bf16*>(&rv[h]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) e[i] = __float2bfloat16_rn(__bfloat162float(re[i]) + __bfloat162float(e[i]));
+      *reinterpret_cast<uint4*>(r + c) = v[h];
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float f = __bfloat162float(e[i]);
+      ss += f * f;
+    }
+  }
+  return ss;
+}
+
+template <typename W, int kStride, int kHold>
+__device__ __forceinline__ void store_held(const NormKernelArgs<W>& a, int64_t row, int t, float inv, uint4 (&v)[kHold],
+                                           const W (&wv)[kHold][8]) {
+  bf16* y = a.y + row * a.dim;
+#pragma unroll
+  for (int h = 0; h < kHold; ++h) {
+    const int64_t c = (int64_t(t) + int64_t(h) * kStride) * 8;
+    if (c >= a.dim) continue;
+    bf16* e = reinterpret_cast<bf16*>(&v[h]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float xhat = __bfloat162float(e[i]) * inv;
+      e[i] = __float2bfloat16_rn(norm_out(xhat, to_float(wv[h][i]), a.one_plus, a.fp32_scale));
+    }
+    *reinterpret_cast<uint4*>(y + c) = v[h];
+  }
+}
+
 // kVec elements per access (8: 16-byte loads; 1: scalar). kRowThreads threads per row.
 // kHold > 0 (16-byte aligned rows and weight, dim ≤ kHold · kRowThreads · 8): each thread keeps its
 // ≤ kHold vectors of the row in registers between the two passes, and its weight vectors are
@@ -46,68 +119,16 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
   int t = kRowThreads == 32 ? (threadIdx.x & 31) : threadIdx.x;
   if constexpr (kHold > 0) {
     static_assert(kVec == 8, "the register path moves 16-byte vectors");
-    constexpr int kWChunks = int(sizeof(W)) * kVec / 16;
     W wv[kHold][kVec];
-#pragma unroll
-    for (int h = 0; h < kHold; ++h) {
-      const int64_t c = (int64_t(t) + int64_t(h) * kRowThreads) * kVec;
-      if (c < a.dim)
-#pragma unroll
-        for (int j = 0; j < kWChunks; ++j)
-          reinterpret_cast<uint4*>(wv[h])[j] = reinterpret_cast<const uint4*>(a.w + c)[j];
-    }
+    hold_weights<W, kRowThreads, kHold>(a, t, wv);
     pdl_wait_trigger(a.early_trigger);
     if (kRowThreads == 32 && row >= a.rows) return;
-    const bf16* x = a.x + row * a.dim;
-    bf16* r = a.residual ? a.residual + row * a.dim : nullptr;
-    bf16* y = a.y + row * a.dim;
-    uint4 v[kHold], rv[kHold];
-#pragma unroll
-    for (int h = 0; h < kHold; ++h) {
-      const int64_t c = (int64_t(t) + int64_t(h) * kRowThreads) * kVec;
-      if (c >= a.dim) continue;
-      if (a.xp.ws) {  // a deferred GEMM product: its fold, and the row it would have written
-        v[h] = folded8(a.xp, row, c);
-        *reinterpret_cast<uint4*>(const_cast<bf16*>(x) + c) = v[h];
-      } else {
-        v[h] = *reinterpret_cast<const uint4*>(x + c);
-      }
-      if (r) rv[h] = *reinterpret_cast<const uint4*>(r + c);
-    }
-    float ss = 0.f;
-#pragma unroll
-    for (int h = 0; h < kHold; ++h) {
-      const int64_t c = (int64_t(t) + int64_t(h) * kRowThreads) * kVec;
-      if (c >= a.dim) continue;
-      bf16* e = reinterpret_cast<bf16*>(&v[h]);
-      if (r) {
-        const bf16* re = reinterpret_cast<const bf16*>(&rv[h]);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) e[i] = __float2bfloat16_rn(__bfloat162float(re[i]) + __bfloat162float(e[i]));
-        *reinterpret_cast<uint4*>(r + c) = v[h];
-      }
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const float f = __bfloat162float(e[i]);
-        ss += f * f;
-      }
-    }
+    uint4 v[kHold];
+    float ss = hold_row<W, kRowThreads, kHold>(a, row, t, v);
     pdl_trace_mark(1);  // (trace builds: thread 0's loads have landed)
     ss = kRowThreads == 32 ? warp_sum(ss) : block_sum(ss, scratch);
     pdl_trace_mark(2);  // (the row's sum of squares)
-    const float inv = rsqrtf(ss / float(a.dim) + a.eps);
-#pragma unroll
-    for (int h = 0; h < kHold; ++h) {
-      const int64_t c = (int64_t(t) + int64_t(h) * kRowThreads) * kVec;
-      if (c >= a.dim) continue;
-      bf16* e = reinterpret_cast<bf16*>(&v[h]);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const float xhat = __bfloat162float(e[i]) * inv;
-        e[i] = __float2bfloat16_rn(norm_out(xhat, to_float(wv[h][i]), a.one_plus, a.fp32_scale));
-      }
-      *reinterpret_cast<uint4*>(y + c) = v[h];
-    }
+    store_held<W, kRowThreads, kHold>(a, row, t, rsqrtf(ss / float(a.dim) + a.eps), v, wv);
     pdl_trace_done();
     return;
   }
@@ -189,50 +210,11 @@ __global__ void __launch_bounds__(kBlock / kC) rms_norm_cluster_kernel(NormKerne
     mbar_init_fence();
   }
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  constexpr int kWChunks = int(sizeof(W)) * kVec / 16;
   W wv[kHold][kVec];
-#pragma unroll
-  for (int h = 0; h < kHold; ++h) {
-    const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * kVec;
-    if (c < a.dim)
-#pragma unroll
-      for (int j = 0; j < kWChunks; ++j) reinterpret_cast<uint4*>(wv[h])[j] = reinterpret_cast<const uint4*>(a.w + c)[j];
-  }
+  hold_weights<W, kBlock, kHold>(a, t, wv);
   pdl_wait_trigger(a.early_trigger);
-  const bf16* x = a.x + row * a.dim;
-  bf16* r = a.residual ? a.residual + row * a.dim : nullptr;
-  bf16* y = a.y + row * a.dim;
-  uint4 v[kHold], rv[kHold];
-#pragma unroll
-  for (int h = 0; h < kHold; ++h) {
-    const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * kVec;
-    if (c >= a.dim) continue;
-    if (a.xp.ws) {
-      v[h] = folded8(a.xp, row, c);
-      *reinterpret_cast<uint4*>(const_cast<bf16*>(x) + c) = v[h];
-    } else {
-      v[h] = *reinterpret_cast<const uint4*>(x + c);
-    }
-    if (r) rv[h] = *reinterpret_cast<const uint4*>(r + c);
-  }
-  float ss = 0.f;
-#pragma unroll
-  for (int h = 0; h < kHold; ++h) {
-    const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * kVec;
-    if (c >= a.dim) continue;
-    bf16* e = reinterpret_cast<bf16*>(&v[h]);
-    if (r) {
-      const bf16* re = reinterpret_cast<const bf16*>(&rv[h]);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) e[i] = __float2bfloat16_rn(__bfloat162float(re[i]) + __bfloat162float(e[i]));
-      *reinterpret_cast<uint4*>(r + c) = v[h];
-    }
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      const float f = __bfloat162float(e[i]);
-      ss += f * f;
-    }
-  }
+  uint4 v[kHold];
+  float ss = hold_row<W, kBlock, kHold>(a, row, t, v);
   pdl_trace_mark(1);
   ss = warp_sum(ss);
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block's barrier is initialized
@@ -243,19 +225,7 @@ __global__ void __launch_bounds__(kBlock / kC) rms_norm_cluster_kernel(NormKerne
   mbar_wait(&bar, 0);
   ss = warp_sum(lane < kWarps ? sums[lane] : 0.f);
   pdl_trace_mark(2);
-  const float inv = rsqrtf(ss / float(a.dim) + a.eps);
-#pragma unroll
-  for (int h = 0; h < kHold; ++h) {
-    const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * kVec;
-    if (c >= a.dim) continue;
-    bf16* e = reinterpret_cast<bf16*>(&v[h]);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      const float xhat = __bfloat162float(e[i]) * inv;
-      e[i] = __float2bfloat16_rn(norm_out(xhat, to_float(wv[h][i]), a.one_plus, a.fp32_scale));
-    }
-    *reinterpret_cast<uint4*>(y + c) = v[h];
-  }
+  store_held<W, kBlock, kHold>(a, row, t, rsqrtf(ss / float(a.dim) + a.eps), v, wv);
   pdl_trace_done();
 #endif
 }
