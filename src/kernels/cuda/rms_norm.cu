@@ -45,7 +45,8 @@ __device__ __forceinline__ void hold_weights(const NormKernelArgs<W>& a, int t, 
     const int64_t c = (int64_t(t) + int64_t(h) * kStride) * 8;
     if (c < a.dim)
 #pragma unroll
-      for (int j = 0; j < kWChunks; ++j) reinterpret_cast<uint4*>(wv[h])[j] = reinterpret_cast<const uint4*>(a.w + c)[j];
+      for (int j = 0; j < kWChunks; ++j)
+        reinterpret_cast<uint4*>(wv[h])[j] = reinterpret_cast<const uint4*>(a.w + c)[j];
   }
 }
 

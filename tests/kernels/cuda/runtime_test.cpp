@@ -67,7 +67,8 @@ TEST(CudaRuntime, PdlSettingFromEnvironment) {
   EXPECT_EQ(cuda::parse_pdl_trigger("rope"), 2);
   EXPECT_EQ(cuda::parse_pdl_trigger("attention"), 3);
   EXPECT_EQ(cuda::parse_pdl_trigger("norm"), 4);
-  expect_rejects(cuda::parse_pdl_trigger, {"", "late", "Early", "early ", "rope,attention", "norms"}, "RILL_PDL_TRIGGER");
+  expect_rejects(cuda::parse_pdl_trigger, {"", "late", "Early", "early ", "rope,attention", "norms"},
+                 "RILL_PDL_TRIGGER");
 }
 
 // Needs no GPU: runs in CI too.
