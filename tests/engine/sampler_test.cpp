@@ -256,7 +256,9 @@ TEST_F(SampleOp, PendingDrawCountsAsAnOutputToken) {
     const std::vector<float> got_w = workspace_;
     run(kLogits, V, counted, counted_all);
     EXPECT_EQ(got, tokens_) << "temperature " << temperature;
-    if (temperature == 0.f) EXPECT_EQ(0, std::memcmp(got_w.data(), workspace_.data(), got_w.size() * 4));
+    if (temperature == 0.f) {
+      EXPECT_EQ(0, std::memcmp(got_w.data(), workspace_.data(), got_w.size() * 4));
+    }
   }
   // Token 0 (raw 2.0, counted twice: 1.55) drops below token 1's 1.5 once counted a third time (1.35).
   SamplingRowParams p;

@@ -61,16 +61,17 @@ using gemm_detail::kPipeBK;
 using Tile = gemm_detail::DecodeTile<64, 8>;
 constexpr int kBN = 64;
 constexpr int kMaxStages = 24;       // one CTA an SM: as many stages as its shared memory holds
-constexpr int kEpiSlots = 4;         // items handed from the consumers to the epilogue warp
+[[maybe_unused]] constexpr int kEpiSlots = 4;         // items handed from the consumers to the epilogue warp
 constexpr int kMaxSplits = 8;        // gemm_split's most ranges
 constexpr int kNormThreads = 512;    // rms_norm_kernel's block for rows of 1025..8192
-constexpr int kNormVirtualWarps = kNormThreads / 32;
-constexpr int kTraceSlots = 128;  // DecodeMlpArgs::trace: a CTA's slots
-constexpr int kTraceItems = 30;
-constexpr int kRing = 4;          // items announced by the producer ahead of the x warp and the consumers
+[[maybe_unused]] constexpr int kNormVirtualWarps = kNormThreads / 32;
+[[maybe_unused]] constexpr int kTraceSlots = 128;  // DecodeMlpArgs::trace: a CTA's slots
+[[maybe_unused]] constexpr int kTraceItems = 30;
+[[maybe_unused]] constexpr int kRing = 4;          // items announced by the producer ahead of the x warp and the consumers
 // Device counters (DecodeMlpArgs::counters, after the tile counters): the work queue's next item,
 // o's folded tiles, gate/up's folded tiles, CTAs done, then per down range its folded SwiGLU tiles.
-constexpr int kFlagNext = 0, kFlagODone = 1, kFlagGuDone = 2, kFlagCtasDone = 3, kFlagActRanges = 4;
+[[maybe_unused]] constexpr int kFlagNext = 0, kFlagODone = 1, kFlagGuDone = 2, kFlagCtasDone = 3,
+                                kFlagActRanges = 4;
 
 struct Proj {
   int64_t n, k;
@@ -101,7 +102,7 @@ struct Item {
 
 // The grid's g-th work item: o's items range by range, then gate/up's column tile by column tile
 // (a tile's ranges together, so SwiGLU columns are folded early), then down's range by range.
-__device__ __forceinline__ Item item_at(const MlpKernelArgs& a, int g) {
+[[maybe_unused]] __device__ __forceinline__ Item item_at(const MlpKernelArgs& a, int g) {
   Item it;
   it.proj = 0;
   if (g >= a.p[0].items) {
@@ -118,7 +119,7 @@ __device__ __forceinline__ Item item_at(const MlpKernelArgs& a, int g) {
 }
 
 // Projection i's fields in registers (a dynamic index into the parameters would copy them to the stack).
-__device__ __forceinline__ Proj proj_of(const MlpKernelArgs& a, int i) {
+[[maybe_unused]] __device__ __forceinline__ Proj proj_of(const MlpKernelArgs& a, int i) {
   Proj p = a.p[0];
   if (i == 1) p = a.p[1];
   if (i == 2) p = a.p[2];
@@ -134,17 +135,17 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 
 // Every lane spins until *p ≥ target (an acquire per lane: its own later loads see what the
 // counted writers wrote before their release).
-__device__ __forceinline__ void wait_count(const unsigned* p, unsigned target) {
+[[maybe_unused]] __device__ __forceinline__ void wait_count(const unsigned* p, unsigned target) {
   while (load_acquire(p) < target) {
   }
 }
 
 // elems bf16 (a multiple of 8) from global src (published data: read at L2) into shared dst, by the
 // warp; land_rows waits until every copy the warp issued has landed.
-__device__ __forceinline__ void issue_row(unsigned char* dst, const bf16* src, int64_t elems, int lane) {
+[[maybe_unused]] __device__ __forceinline__ void issue_row(unsigned char* dst, const bf16* src, int64_t elems, int lane) {
   for (int64_t c = lane; c < elems / 8; c += 32) cp_async16(dst + c * 16, src + c * 8, true);
 }
-__device__ __forceinline__ void land_rows() {
+[[maybe_unused]] __device__ __forceinline__ void land_rows() {
   cp_async_commit();
   cp_async_wait<0>();
   asm volatile("" ::: "memory");

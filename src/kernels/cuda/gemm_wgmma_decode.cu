@@ -249,14 +249,14 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
         const float o = swiglu_of_sums(gv, uv);
         if (ok) a.ys[0][row * inter + c] = __float2bfloat16_rn(o);
       }
-      continue;
-    }
-    for (int idx = threadIdx.x - 128; idx < int(a.m) * kBN; idx += 128) {
-      const int64_t row = idx / kBN, col = n0 + idx % kBN;
-      if (col >= a.n) continue;
-      float v = fold_partials(a.ws + row * a.n + col, a.m * a.n, a.splits);
-      if (a.bias) v += __bfloat162float(a.bias[col]);
-      *out_at(a, row, col) = __float2bfloat16_rn(v);
+    } else {
+      for (int idx = threadIdx.x - 128; idx < int(a.m) * kBN; idx += 128) {
+        const int64_t row = idx / kBN, col = n0 + idx % kBN;
+        if (col >= a.n) continue;
+        float v = fold_partials(a.ws + row * a.n + col, a.m * a.n, a.splits);
+        if (a.bias) v += __bfloat162float(a.bias[col]);
+        *out_at(a, row, col) = __float2bfloat16_rn(v);
+      }
     }
   }
 #else
