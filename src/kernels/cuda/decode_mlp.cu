@@ -67,7 +67,8 @@ constexpr int kNormThreads = 512;    // rms_norm_kernel's block for rows of 1025
 [[maybe_unused]] constexpr int kNormVirtualWarps = kNormThreads / 32;
 [[maybe_unused]] constexpr int kTraceSlots = 128;  // DecodeMlpArgs::trace: a CTA's slots
 [[maybe_unused]] constexpr int kTraceItems = 30;
-[[maybe_unused]] constexpr int kRing = 4;          // items announced by the producer ahead of the x warp and the consumers
+// Items announced by the producer ahead of the x warp and the consumers.
+[[maybe_unused]] constexpr int kRing = 4;
 // Device counters (DecodeMlpArgs::counters, after the tile counters): the work queue's next item,
 // o's folded tiles, gate/up's folded tiles, CTAs done, then per down range its folded SwiGLU tiles.
 [[maybe_unused]] constexpr int kFlagNext = 0, kFlagODone = 1, kFlagGuDone = 2, kFlagCtasDone = 3,
@@ -142,7 +143,8 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 
 // elems bf16 (a multiple of 8) from global src (published data: read at L2) into shared dst, by the
 // warp; land_rows waits until every copy the warp issued has landed.
-[[maybe_unused]] __device__ __forceinline__ void issue_row(unsigned char* dst, const bf16* src, int64_t elems, int lane) {
+[[maybe_unused]] __device__ __forceinline__ void issue_row(unsigned char* dst, const bf16* src, int64_t elems,
+                                                           int lane) {
   for (int64_t c = lane; c < elems / 8; c += 32) cp_async16(dst + c * 16, src + c * 8, true);
 }
 [[maybe_unused]] __device__ __forceinline__ void land_rows() {
