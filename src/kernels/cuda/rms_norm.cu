@@ -253,16 +253,11 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
     else if (vec) launch_pdl(rms_norm_kernel<W, 8, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
     else launch_pdl(rms_norm_kernel<W, 1, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
   } else if (hold && g_norm_cluster > 0) {
-    const unsigned c = unsigned(g_norm_cluster), grid = unsigned(a.rows) * c;
-    if (c == 2)
-      launch_pdl_cluster(rms_norm_cluster_kernel<W, kBlock, 2, kBlockHold>, dim3(grid), dim3(kBlock / 2), 0, stream,
-                         dim3(2), k);
-    else if (c == 4)
-      launch_pdl_cluster(rms_norm_cluster_kernel<W, kBlock, 4, kBlockHold>, dim3(grid), dim3(kBlock / 4), 0, stream,
-                         dim3(4), k);
-    else
-      launch_pdl_cluster(rms_norm_cluster_kernel<W, kBlock, 8, kBlockHold>, dim3(grid), dim3(kBlock / 8), 0, stream,
-                         dim3(8), k);
+    const unsigned c = unsigned(g_norm_cluster);
+    auto kernel = c == 2   ? rms_norm_cluster_kernel<W, kBlock, 2, kBlockHold>
+                  : c == 4 ? rms_norm_cluster_kernel<W, kBlock, 4, kBlockHold>
+                           : rms_norm_cluster_kernel<W, kBlock, 8, kBlockHold>;
+    launch_pdl_cluster(kernel, dim3(unsigned(a.rows) * c), dim3(kBlock / c), 0, stream, dim3(c), k);
   } else {
     const dim3 grid(unsigned(a.rows));
     if (hold) launch_pdl(rms_norm_kernel<W, 8, kBlock, kBlockHold>, grid, dim3(kBlock), 0, stream, k);
