@@ -254,10 +254,14 @@ int parse_decode_prewait_after_attention(const char* value);
 /// warpgroup decode GEMM's weight copies (a measurement knob; the bits do not change); anything
 /// else → an error naming the variable.
 int parse_decode_l2_promotion(const char* value);
-/// RILL_NORM_CLUSTER: null → 0 (one block a row); 0, 2, 4 or 8 → the add + RMSNorm kernel's rows of
-/// 1,025-8,192 on clusters of that many blocks (set_norm_cluster; the bits do not change); anything else
-/// → an error naming the variable.
+/// RILL_NORM_CLUSTER: null → -1 (clusters of 8, 4 or 2 blocks a row while they fit one wave of the SMs,
+/// one block beyond); 0 (one block a row), 2, 4, 8 or 16 → the add + RMSNorm kernel's rows of 1,025-8,192
+/// on clusters of that many blocks at every batch (set_norm_cluster; the bits do not change); anything
+/// else → an error naming the variable.
 int parse_norm_cluster(const char* value);
+/// RILL_ROPE_BLOCK: null → 256; 64, 128 or 256 → threads a block of the head-chunk RoPE kernel
+/// (set_rope_block; the bits do not change); anything else → an error naming the variable.
+int parse_rope_block(const char* value);
 /// RILL_DECODE_FEW_ITEM_STAGES: null → 9; 0, 9 or 12 (set_decode_few_item_stages); else an error.
 int parse_decode_few_item_stages(const char* value);
 /// RILL_DECODE_CTAS: null → 0 (as many CTAs an SM as fit); 1..3 → at most that many resident CTAs an

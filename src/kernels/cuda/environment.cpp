@@ -126,12 +126,18 @@ int parse_decode_few_item_stages(const char* value) {
        value);
 }
 int parse_norm_cluster(const char* value) {
-  if (!value) return 0;
+  if (!value) return -1;
   const auto blocks = exact_int(value);
-  if (blocks && (*blocks == 0 || *blocks == 2 || *blocks == 4 || *blocks == 8)) return *blocks;
-  fail("RILL_NORM_CLUSTER: must be 0, 2, 4 or 8 (blocks of a cluster that normalises one row of 1,025-8,192; 0: "
-       "one block a row), got '{}'",
+  if (blocks && (*blocks == 0 || *blocks == 2 || *blocks == 4 || *blocks == 8 || *blocks == 16)) return *blocks;
+  fail("RILL_NORM_CLUSTER: must be 0, 2, 4, 8 or 16 (blocks of a cluster that normalises one row of 1,025-8,192 "
+       "at every batch; 0: one block a row; unset: clusters while they fit one wave of the SMs), got '{}'",
        value);
+}
+int parse_rope_block(const char* value) {
+  if (!value) return 256;
+  const auto threads = exact_int(value);
+  if (threads && (*threads == 64 || *threads == 128 || *threads == 256)) return *threads;
+  fail("RILL_ROPE_BLOCK: must be 64, 128 or 256 (threads a block of the RoPE kernel), got '{}'", value);
 }
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
@@ -225,12 +231,13 @@ void CudaKernels::configure_from_environment() {
   // (three an SM) and 229.43 / 229.57 with 12 stages (bench/RESULTS.md run Y5); batches 2-8 +3.2-5.3% and, with
   // configuration 19's launches sized alike, 16 / 32 +3.0 / +2.5% against 0 (run Z).
   set_decode_few_item_stages(parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
-  // One block a row by default (a measurement knob; bench/RESULTS.md run AG).
+  // Clusters of blocks a row while they fit one wave by default (bench/RESULTS.md run AH); none before sm_90.
   const int norm_blocks = parse_norm_cluster(std::getenv("RILL_NORM_CLUSTER"));
   if (norm_blocks > 0 && info_.cc_major < 9)
     fail("RILL_NORM_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", norm_blocks, info_.cc_major,
          info_.cc_minor);
-  set_norm_cluster(norm_blocks);
+  set_norm_cluster(info_.cc_major < 9 ? 0 : norm_blocks, info_.num_sms);
+  set_rope_block(parse_rope_block(std::getenv("RILL_ROPE_BLOCK")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).

@@ -47,11 +47,12 @@ struct RmsNormArgs {
 };
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
 /// Rows of 1,025-8,192 (the register path's block-a-row rows) normalised by a thread-block cluster of
-/// `blocks` (2, 4 or 8; 0: one block a row, the default) instead of one block: each block loads and
-/// normalises its share of the row's elements and pushes its warps' sums of squares into every block
-/// of the cluster (st.async), where the one-block kernel's block_sum adds them — the same operations,
-/// the same bits. RILL_NORM_CLUSTER (a measurement knob).
-void set_norm_cluster(int blocks);
+/// `blocks` (2, 4, 8 or 16; 0: one block a row; -1, the default: 8, 4 or 2 while the rows' clusters fit
+/// one wave of `num_sms` SMs, one block beyond) instead of one block: each block loads and normalises
+/// its share of the row's elements and pushes its warps' sums of squares into every block of the
+/// cluster (st.async), where the one-block kernel's block_sum adds them — the same operations, the same
+/// bits. RILL_NORM_CLUSTER. num_sms 0 keeps the count set before (132 at first).
+void set_norm_cluster(int blocks, int num_sms = 0);
 int norm_cluster();
 
 struct RopeArgs {
@@ -79,6 +80,9 @@ struct RopeArgs {
   PartialsIn q_partials, k_partials, v_partials;
 };
 void launch_rope(const RopeArgs& a, cudaStream_t stream);
+/// Threads a block of the head-chunk RoPE kernel (64, 128 or 256, the default): a batch-1 decode step's
+/// 40 heads of 128 on 3, 5 or 10 blocks. The same operations a head. RILL_ROPE_BLOCK.
+void set_rope_block(int threads);
 /// Whether the batch-invariant decode attention kernels at `head_dim` can run this RoPE op inside
 /// their blocks (AttentionArgs::rope): full rotary at head_dim 64 / 128, a cache to store into,
 /// the aligned layout and deferred inputs the chunk kernel folds on load.

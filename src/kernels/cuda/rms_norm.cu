@@ -231,7 +231,28 @@ __global__ void __launch_bounds__(kBlock / kC) rms_norm_cluster_kernel(NormKerne
 #endif
 }
 
-int g_norm_cluster = 0;  // set_norm_cluster
+int g_norm_cluster = -1;  // set_norm_cluster: -1 the rule of norm_cluster_for, else that many blocks
+int g_norm_sms = 132;
+
+// Blocks a row: `forced` when set (0: one block); else 8, 4 or 2 while the rows' clusters fit one
+// wave of the SMs (batch-1 decode 243.2 / 243.3 tok/s with 8 against 238.9 / 239.2 with one block at
+// 512 keys, 220.5 / 220.6 against 217.1 / 217.0 at 8,192; bench/RESULTS.md run AH), one block beyond.
+int norm_cluster_for(int64_t rows, int forced, int sms) {
+  if (forced >= 0) return forced;
+  for (int c = 8; c >= 2; c /= 2)
+    if (rows * c <= sms) return c;
+  return 0;
+}
+
+// Clusters of 16 are beyond the portable size: allowed once per kernel.
+template <typename K>
+void allow_cluster16(K kernel) {
+  static const bool done = [&] {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    return true;
+  }();
+  (void)done;
+}
 
 template <typename W>
 void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
@@ -252,11 +273,12 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
     if (hold) launch_pdl(rms_norm_kernel<W, 8, 32, kWarpHold>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
     else if (vec) launch_pdl(rms_norm_kernel<W, 8, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
     else launch_pdl(rms_norm_kernel<W, 1, 32, 0>, dim3(grid), dim3(32 * kRowsPerBlock), 0, stream, k);
-  } else if (hold && g_norm_cluster > 0) {
-    const unsigned c = unsigned(g_norm_cluster);
-    auto kernel = c == 2   ? rms_norm_cluster_kernel<W, kBlock, 2, kBlockHold>
-                  : c == 4 ? rms_norm_cluster_kernel<W, kBlock, 4, kBlockHold>
-                           : rms_norm_cluster_kernel<W, kBlock, 8, kBlockHold>;
+  } else if (const unsigned c = unsigned(norm_cluster_for(a.rows, g_norm_cluster, g_norm_sms)); hold && c > 0) {
+    auto kernel = c == 2    ? rms_norm_cluster_kernel<W, kBlock, 2, kBlockHold>
+                  : c == 4  ? rms_norm_cluster_kernel<W, kBlock, 4, kBlockHold>
+                  : c == 8  ? rms_norm_cluster_kernel<W, kBlock, 8, kBlockHold>
+                            : rms_norm_cluster_kernel<W, kBlock, 16, kBlockHold>;
+    if (c == 16) allow_cluster16(kernel);
     launch_pdl_cluster(kernel, dim3(unsigned(a.rows) * c), dim3(kBlock / c), 0, stream, dim3(c), k);
   } else {
     const dim3 grid(unsigned(a.rows));
@@ -269,7 +291,10 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-void set_norm_cluster(int blocks) { g_norm_cluster = blocks; }
+void set_norm_cluster(int blocks, int num_sms) {
+  g_norm_cluster = blocks;
+  if (num_sms > 0) g_norm_sms = num_sms;
+}
 int norm_cluster() { return g_norm_cluster; }
 
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {

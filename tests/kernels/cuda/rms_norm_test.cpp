@@ -118,13 +118,13 @@ TEST(CudaRmsNorm, ClusterRowsKeepBits) {
   std::mt19937_64 rng(seed);
   const int restore = cuda::norm_cluster();
   for (int64_t dim : {4096, 8192, 2560, 1032}) {
-    for (int64_t rows : {1, 3}) {
+    for (int64_t rows : {1, 3, 40}) {
       NormParams p{1e-6f, false, false};
       auto r = random_bf16_values(rng, size_t(rows * dim), -3.f, 3.f);
       auto x = random_bf16_values(rng, size_t(rows * dim), -3.f, 3.f);
       auto w = random_bf16_values(rng, size_t(dim), 0.5f, 1.5f);
       std::vector<float> want_y, want_r;
-      for (int blocks : {0, 2, 4, 8}) {
+      for (int blocks : {0, 2, 4, 8, 16, -1}) {  // -1: the default rule (8 / 4 / 2 by rows)
         cuda::set_norm_cluster(blocks);
         DevTensor dr = upload_bf16(r, {rows, dim}), dx = upload_bf16(x, {rows, dim}), dw = upload_bf16(w, {dim});
         DevTensor dy(DType::bf16, {rows, dim});
