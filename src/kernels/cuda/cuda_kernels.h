@@ -259,9 +259,6 @@ int parse_decode_l2_promotion(const char* value);
 /// on clusters of that many blocks at every batch (set_norm_cluster; the bits do not change); anything
 /// else → an error naming the variable.
 int parse_norm_cluster(const char* value);
-/// RILL_ROPE_BLOCK: null → 256; 64, 128 or 256 → threads a block of the head-chunk RoPE kernel
-/// (set_rope_block; the bits do not change); anything else → an error naming the variable.
-int parse_rope_block(const char* value);
 /// RILL_DECODE_FEW_ITEM_STAGES: null → 9; 0, 9 or 12 (set_decode_few_item_stages); else an error.
 int parse_decode_few_item_stages(const char* value);
 /// RILL_DECODE_CTAS: null → 0 (as many CTAs an SM as fit); 1..3 → at most that many resident CTAs an

@@ -133,12 +133,6 @@ int parse_norm_cluster(const char* value) {
        "at every batch; 0: one block a row; unset: clusters while they fit one wave of the SMs), got '{}'",
        value);
 }
-int parse_rope_block(const char* value) {
-  if (!value) return 256;
-  const auto threads = exact_int(value);
-  if (threads && (*threads == 64 || *threads == 128 || *threads == 256)) return *threads;
-  fail("RILL_ROPE_BLOCK: must be 64, 128 or 256 (threads a block of the RoPE kernel), got '{}'", value);
-}
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
 }
@@ -237,7 +231,6 @@ void CudaKernels::configure_from_environment() {
     fail("RILL_NORM_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", norm_blocks, info_.cc_major,
          info_.cc_minor);
   set_norm_cluster(info_.cc_major < 9 ? 0 : norm_blocks, info_.num_sms);
-  set_rope_block(parse_rope_block(std::getenv("RILL_ROPE_BLOCK")));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).

@@ -80,9 +80,6 @@ struct RopeArgs {
   PartialsIn q_partials, k_partials, v_partials;
 };
 void launch_rope(const RopeArgs& a, cudaStream_t stream);
-/// Threads a block of the head-chunk RoPE kernel (64, 128 or 256, the default): a batch-1 decode step's
-/// 40 heads of 128 on 3, 5 or 10 blocks. The same operations a head. RILL_ROPE_BLOCK.
-void set_rope_block(int threads);
 /// Whether the batch-invariant decode attention kernels at `head_dim` can run this RoPE op inside
 /// their blocks (AttentionArgs::rope): full rotary at head_dim 64 / 128, a cache to store into,
 /// the aligned layout and deferred inputs the chunk kernel folds on load.

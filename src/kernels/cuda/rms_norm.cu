@@ -2,8 +2,9 @@
 // Rounding follows NormParams exactly: Llama/Qwen3 round x̂ to bf16, then multiply by the bf16
 // weight and round again; scale_in_fp32 multiplies in f32 and rounds once; one_plus_weight
 // uses (1 + w). The mean of squares is taken in f32 over the (rounded) input row.
-// One warp per row for short rows (per-head q/k norms), one block per row otherwise. Each
-// element is read and written by the same thread in both passes, so x and y may alias.
+// One warp per row for short rows (per-head q/k norms), one block per row otherwise — or, while the
+// rows are few (decode), a cluster of blocks per row with the same operations. Each element is read
+// and written by the same thread in both passes, so x and y may alias.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"

@@ -140,9 +140,9 @@ __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
 // step's position and slot (uploaded before the step's first kernel), the rotation table, the
 // norm weights — is read before the wait (launch.h); after it, the head chunk and the v chunk are
 // requested together: one dependent memory round trip (a batch-1 decode step waits on it).
-template <int kC, int kT>
-__global__ void __launch_bounds__(kT) rope_heads_kernel(RopeArgs a) {
-  constexpr int kHalf = kC * 4, kHeadsPerBlock = kT / kC, kD = kC * 8;
+template <int kC>
+__global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
+  constexpr int kHalf = kC * 4, kHeadsPerBlock = kThreads / kC, kD = kC * 8;
   __shared__ float cos_s[kHalf], sin_s[kHalf];
   const int64_t t = blockIdx.x;
   fill_rotation(a, float(a.positions[t]), kHalf, cos_s, sin_s);
@@ -225,14 +225,10 @@ bool folds_on_load(const RopeArgs& a) {
 }
 }  // namespace
 
-int g_rope_block = kThreads;  // set_rope_block
-
 bool rope_fits_decode_attention(const RopeArgs& a, int head_dim) {
   return a.head_dim == head_dim && (head_dim == 64 || head_dim == 128) && a.k_cache && a.v && a.slot_mapping &&
          heads_layout(a) && folds_on_load(a);
 }
-
-void set_rope_block(int threads) { g_rope_block = threads; }
 
 void launch_rope(const RopeArgs& args, cudaStream_t stream) {
   if (args.tokens == 0) return;
@@ -256,22 +252,14 @@ void launch_rope(const RopeArgs& args, cudaStream_t stream) {
     a.q_partials = a.k_partials = a.v_partials = PartialsIn{};
   }
   if (heads_kernel) {
-    const int threads = g_rope_block;
-    const unsigned groups = unsigned((a.hq + a.hkv + threads / (d / 8) - 1) / (threads / (d / 8)));
+    const unsigned groups = unsigned((a.hq + a.hkv + kThreads / (d / 8) - 1) / (kThreads / (d / 8)));
     const dim3 grid(unsigned(a.tokens), groups);
-    auto launch = [&]<int kT>() {
-      if (d == 64) launch_pdl(rope_heads_kernel<8, kT>, grid, dim3(kT), 0, stream, a);
-      else if (d == 128) launch_pdl(rope_heads_kernel<16, kT>, grid, dim3(kT), 0, stream, a);
-      else launch_pdl(rope_heads_kernel<32, kT>, grid, dim3(kT), 0, stream, a);
-    };
-    auto launch_sized = [&] {
-      if (threads == 64) launch.template operator()<64>();
-      else if (threads == 128) launch.template operator()<128>();
-      else launch.template operator()<kThreads>();
-    };
-    launch_sized();
+    if (d == 64) launch_pdl(rope_heads_kernel<8>, grid, dim3(kThreads), 0, stream, a);
+    else if (d == 128) launch_pdl(rope_heads_kernel<16>, grid, dim3(kThreads), 0, stream, a);
+    else launch_pdl(rope_heads_kernel<32>, grid, dim3(kThreads), 0, stream, a);
 #if defined(RILL_PDL_TRACE)
-    if (pdl_trace_twice("rope")) launch_sized();  // trace builds: the same launch again, its code warm (launch.h)
+    if (d == 128 && pdl_trace_twice("rope"))  // trace builds: the same launch again, its code warm (launch.h)
+      launch_pdl(rope_heads_kernel<16>, grid, dim3(kThreads), 0, stream, a);
 #endif
   } else {
     launch_pdl(rope_kernel, dim3(unsigned(a.tokens), q_groups + 1), dim3(kThreads), 0, stream, a, vec, vec_rotate);

@@ -114,9 +114,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_norm_cluster("16"), 16);
   EXPECT_EQ(cuda::parse_norm_cluster("0"), 0);
   expect_rejects(cuda::parse_norm_cluster, {"", "1", "3", "32", "-1", "-2", "4 ", "auto"}, "RILL_NORM_CLUSTER");
-  EXPECT_EQ(cuda::parse_rope_block(nullptr), 256);
-  EXPECT_EQ(cuda::parse_rope_block("64"), 64);
-  expect_rejects(cuda::parse_rope_block, {"", "32", "96", "512", "128 "}, "RILL_ROPE_BLOCK");
   EXPECT_EQ(cuda::parse_decode_l2_promotion(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_l2_promotion("128"), 128);
   EXPECT_EQ(cuda::parse_decode_l2_promotion("256"), 256);
