@@ -242,7 +242,9 @@ struct GemmArgs {
   float* workspace = nullptr;  ///< split partials (f32); may be null (then one CTA folds every split)
   size_t workspace_bytes = 0;
   int num_sms = 132;
-  int config = 0;  ///< 0 = by M; tests, benchmarks: 1, 5, 6 tiled decode, 2 mid, 3 / 4 prefill, 7, 8 streaming decode (M ≤ 16), 9, 10 bulk-copy decode, 11-15 warpgroup (sm_90a), 18, 19 warpgroup decode (M ≤ 8 / ≤ 64, sm_90a)
+  /// 0 = by M; tests, benchmarks: 1, 5, 6 tiled decode, 2 mid, 3 / 4 prefill, 7, 8 streaming decode
+  /// (M ≤ 16), 9, 10 bulk-copy decode, 11-15 warpgroup (sm_90a), 18, 19 warpgroup decode (M ≤ 8 / ≤ 64, sm_90a)
+  int config = 0;
   /// Outputs split by columns (fused projections): when num_outs > 0, outs[s] holds the product's
   /// columns [out_end[s - 1], out_end[s]) with that width as its row stride, and y is unused
   /// (Qwen3.5's GDN input projection has six outputs).

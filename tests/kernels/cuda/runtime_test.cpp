@@ -31,7 +31,8 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_EQ(cuda::parse_attention_span_keys(nullptr), 0);
   EXPECT_EQ(cuda::parse_attention_span_keys("64"), 64);
   EXPECT_EQ(cuda::parse_attention_span_keys("256"), 256);
-  expect_rejects(cuda::parse_attention_span_keys, {"", "0", "-64", "100", "64x", "16384", "abc"}, "RILL_ATTENTION_SPAN_KEYS");
+  expect_rejects(cuda::parse_attention_span_keys, {"", "0", "-64", "100", "64x", "16384", "abc"},
+                 "RILL_ATTENTION_SPAN_KEYS");
   EXPECT_TRUE(cuda::parse_attention_cluster(nullptr));
   EXPECT_TRUE(cuda::parse_attention_cluster("1"));
   EXPECT_FALSE(cuda::parse_attention_cluster("0"));
@@ -79,7 +80,8 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_split_ctas("4"), 4);
   EXPECT_EQ(cuda::parse_decode_gemm_config("10"), 10);
   EXPECT_EQ(cuda::parse_decode_gemm_config("19"), 19);
-  expect_rejects(cuda::parse_decode_gemm_config, {"", "0", "2", "11", "15", "17", "20", "1x", "-1"}, "RILL_DECODE_GEMM_CONFIG");
+  expect_rejects(cuda::parse_decode_gemm_config, {"", "0", "2", "11", "15", "17", "20", "1x", "-1"},
+                 "RILL_DECODE_GEMM_CONFIG");
   EXPECT_EQ(cuda::parse_gemm_l2_prefetch("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_l2_prefetch("8"), 8);
   expect_rejects(cuda::parse_gemm_l2_prefetch, {"", "33", "-1", "8x"}, "RILL_GEMM_L2_PREFETCH");
@@ -298,7 +300,8 @@ TEST(CudaRuntime, ReadbackBehindQueuedWork) {
     // The previous step's values, read while this step's add may still run.
     const auto* got = static_cast<const bf16_t*>(rb[(step - 1) % 2]->wait());
     const std::vector<float>& want = expected[size_t(step - 1)];
-    for (int64_t i = 0; i < n; i += 997) ASSERT_EQ(bf16_to_f32(got[i]), want[size_t(i)]) << "step " << step - 1 << " i " << i;
+    for (int64_t i = 0; i < n; i += 997)
+      ASSERT_EQ(bf16_to_f32(got[i]), want[size_t(i)]) << "step " << step - 1 << " i " << i;
   }
   const auto* last = static_cast<const bf16_t*>(rb[1]->wait());
   for (int64_t i = 0; i < n; i += 997) ASSERT_EQ(bf16_to_f32(last[i]), expected[5][size_t(i)]) << i;
