@@ -46,11 +46,12 @@ bool pdl_attention_early_trigger();
 /// The add + RMSNorm kernel's trigger: before its wait when pdl_early_trigger() or mode 4.
 bool pdl_norm_early_trigger();
 /// A parse_pdl_trigger mode: 0 after every wait, 1 before every wait, 2 / 3 / 4 before the wait in the
-/// RoPE / the decode attention / the add + RMSNorm kernels only (measurement knobs).
+/// RoPE / the decode attention / the add + RMSNorm kernels only (4 is the backend's default; the others
+/// are measurement knobs).
 void set_pdl_trigger(int mode);
 /// RILL_PDL_TRIGGER: null → the default (see the backend); "wait" → 0 (trigger after the wait);
-/// "early" → 1 (before it); "rope" / "attention" / "norm" → 2 / 3 / 4 (before it in those kernels only); anything
-/// else → an error naming the variable.
+/// "early" → 1 (before it); "rope" / "attention" / "norm" → 2 / 3 / 4 (before it in those kernels
+/// only); anything else → an error naming the variable.
 int parse_pdl_trigger(const char* value);
 
 /// The GPU's global timer in ns (%globaltimer): trace builds and measurement aids.

@@ -245,11 +245,12 @@ int norm_cluster_for(int64_t rows, int forced, int sms) {
   return 0;
 }
 
-// Clusters of 16 are beyond the portable size: allowed once per kernel.
-template <typename K>
-void allow_cluster16(K kernel) {
-  static const bool done = [&] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+// Clusters of 16 are beyond the portable size: allowed once for the 16-block kernel of weight type W.
+template <typename W, int kBlock, int kHold>
+void allow_cluster16() {
+  static const bool done = [] {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(rms_norm_cluster_kernel<W, kBlock, 16, kHold>,
+                                         cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     return true;
   }();
   (void)done;
@@ -279,7 +280,7 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
                   : c == 4  ? rms_norm_cluster_kernel<W, kBlock, 4, kBlockHold>
                   : c == 8  ? rms_norm_cluster_kernel<W, kBlock, 8, kBlockHold>
                             : rms_norm_cluster_kernel<W, kBlock, 16, kBlockHold>;
-    if (c == 16) allow_cluster16(kernel);
+    if (c == 16) allow_cluster16<W, kBlock, kBlockHold>();
     launch_pdl_cluster(kernel, dim3(unsigned(a.rows) * c), dim3(kBlock / c), 0, stream, dim3(c), k);
   } else {
     const dim3 grid(unsigned(a.rows));
