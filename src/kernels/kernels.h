@@ -205,6 +205,19 @@ class Kernels {
     rms_norm(kh, k_norm, np, kh);
     rope_store_kv(q, k, v, batch, table, cache);
   }
+  /// The attention's input projection and its RoPE op: matmul_outputs(h, qkv_w, qkv_bias) into q, k
+  /// and v (as [T, heads·D] views), then norm_rope_store_kv (q_norm and k_norm given: Qwen3) or
+  /// rope_store_kv. Backends may fuse them (same bits); this default runs them in turn.
+  virtual void qkv_rope_store_kv(const Tensor& h, const Tensor& qkv_w, const Tensor* qkv_bias, Tensor& q, Tensor& k,
+                                 Tensor& v, const Tensor* q_norm, const Tensor* k_norm, const NormParams& np,
+                                 const AttentionBatch& batch, const RopeTable& table, KvLayer& cache) {
+    Tensor q2 = q.view({q.size(0), q.size(1) * q.size(2)}), k2 = k.view({k.size(0), k.size(1) * k.size(2)});
+    Tensor v2 = v.view({v.size(0), v.size(1) * v.size(2)});
+    Tensor* const outs[] = {&q2, &k2, &v2};
+    matmul_outputs(h, qkv_w, qkv_bias, outs);
+    if (q_norm && k_norm) norm_rope_store_kv(q, k, v, *q_norm, *k_norm, np, batch, table, cache);
+    else rope_store_kv(q, k, v, batch, table, cache);
+  }
   /// out[T,Hq,D] = softmax(q·Kᵀ·scale + causal mask)·V over each row's paged KV (GQA: query
   /// head h reads kv head h / (Hq/Hkv)). The step's own K/V must already be in the cache.
   virtual void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch,

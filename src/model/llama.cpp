@@ -202,7 +202,6 @@ Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits
   Tensor gate_up = arena.tensor(act, {T, 2 * I});
   Tensor mlp_in = arena.tensor(act, {T, I});
 
-  Tensor q2 = q.view({T, Hq * D}), k2 = kk.view({T, Hkv * D}), v2 = v.view({T, Hkv * D});
   Tensor attn2 = attn.view({T, Hq * D});
 
   AttentionParams ap;
@@ -216,10 +215,9 @@ Tensor LlamaModel::body(const StepInputs& in, Arena& arena, bool all_rows_logits
     } else {
       k.add_rms_norm(residual, delta, L.input_norm, norm_, h);
     }
-    Tensor* const qkv_out[] = {&q2, &k2, &v2};
-    k.matmul_outputs(h, L.qkv, opt(L.qkv_bias), qkv_out);
-    if (family_ == Family::qwen3) k.norm_rope_store_kv(q, kk, v, L.q_norm, L.k_norm, norm_, ab, rope_, cache[i]);
-    else k.rope_store_kv(q, kk, v, ab, rope_, cache[i]);
+    const bool qk_norm = family_ == Family::qwen3;
+    k.qkv_rope_store_kv(h, L.qkv, opt(L.qkv_bias), q, kk, v, qk_norm ? &L.q_norm : nullptr,
+                        qk_norm ? &L.k_norm : nullptr, norm_, ab, rope_, cache[i]);
     ap.sliding_window = c.layer_types[i] == "sliding_attention" ? int32_t(c.sliding_window) : 0;
     k.attention(q, cache[i], ab, ap, attn);
     k.o_proj_mlp(attn2, L.o, opt(L.o_bias), L.post_norm, norm_, L.gate_up, opt(L.gate_up_bias), L.down,

@@ -283,6 +283,12 @@ void CudaKernels::matmul(const Tensor& x, const Tensor& w, const Tensor* bias, T
 }
 
 void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) {
+  matmul_outputs_rope(x, w, bias, ys, nullptr, nullptr);
+}
+
+void CudaKernels::matmul_outputs_rope(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                      std::span<Tensor* const> ys, const RopeArgs* rope, bool* rope_ran) {
+  if (rope_ran) *rope_ran = false;
   settle();
   next_gemm_prewait();
   void* outs[GemmArgs::kMaxOuts] = {};
@@ -304,7 +310,7 @@ void CudaKernels::matmul_outputs(const Tensor& x, const Tensor& w, const Tensor*
   }
   fused = fused && end == n && (!bias || (bias->dtype() == DType::bf16 && bias->numel() == n));
   if (fused && matmul_->run_outputs(x.data(), w.data(), bias ? bias->data() : nullptr, outs, ends, int(ys.size()), m,
-                                    n, k, deferral()))
+                                    n, k, deferral(), rope, rope_ran))
     return;
   Kernels::matmul_outputs(x, w, bias, ys);  // one checked matmul a range
 }

@@ -94,6 +94,12 @@ void CudaKernels::norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, cons
     return;
   }
   RopeArgs a = rope_args("norm_rope_store_kv", q, k, batch.positions, table);
+  rope_norm_args(a, q_norm, k_norm, np);
+  rope_store_kv_launch(a, k, v, batch, cache);
+}
+
+void CudaKernels::rope_norm_args(RopeArgs& a, const Tensor& q_norm, const Tensor& k_norm, const NormParams& np) {
+  const int64_t d = a.head_dim;
   for (const Tensor* w : {&q_norm, &k_norm}) {
     expect_on_device(*w, "norm_rope_store_kv", "norm weight");
     RILL_ENSURE((w->dtype() == DType::f32 || w->dtype() == DType::bf16) && w->numel() == d &&
@@ -107,11 +113,10 @@ void CudaKernels::norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, cons
   a.norm_one_plus = np.one_plus_weight;
   a.norm_fp32_scale = np.scale_in_fp32;
   a.norm_eps = np.eps;
-  rope_store_kv_launch(a, k, v, batch, cache);
 }
 
-void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tensor& v, const AttentionBatch& batch,
-                                       KvLayer& cache) {
+void CudaKernels::rope_store_kv_args(RopeArgs& a, const Tensor& k, const Tensor& v, const AttentionBatch& batch,
+                                     KvLayer& cache) {
   expect_on_device(v, "rope_store_kv", "v");
   expect_dtype(v, DType::bf16, "rope_store_kv", "v");
   expect_on_device(batch.slot_mapping, "rope_store_kv", "slot_mapping");
@@ -120,12 +125,17 @@ void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tenso
               "[rope_store_kv] k {}, v {}, slot_mapping {} disagree", k.describe(), v.describe(),
               batch.slot_mapping.describe());
   check_cache("rope_store_kv", cache, k.size(1), k.size(2));
-  take_pending_qkv(a, k, v);
   a.v = v.data();
   a.slot_mapping = batch.slot_mapping.data_as<int32_t>();
   a.k_cache = cache.k.data();
   a.v_cache = cache.v.data();
   a.num_slots = cache.k.size(0) * cache.k.size(1);
+}
+
+void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tensor& v, const AttentionBatch& batch,
+                                       KvLayer& cache) {
+  rope_store_kv_args(a, k, v, batch, cache);
+  take_pending_qkv(a, k, v);
   if (a.q_partials.ws && a.k_partials.ws && a.v_partials.ws && attention_rope_enabled()) {
     pending_rope_ = a;  // for the attention reading q (a step graph's decode attention runs it inside)
     rope_pending_ = true;
@@ -133,6 +143,35 @@ void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tenso
   }
   if (left_out('r')) return;  // a measurement build (RILL_LEAVE_OUT)
   launch_rope(a, stream_.get());
+}
+
+// The fused launch where it may fit (decode rows, head_dim 128 at full rotary, the layout the RoPE
+// heads kernel takes); the GEMM then decides (launch_gemm_wgmma_decode_rope). Where it did not run,
+// the GEMM ran as matmul_outputs would have (its product possibly deferred) and the RoPE op follows.
+void CudaKernels::qkv_rope_store_kv(const Tensor& h, const Tensor& qkv_w, const Tensor* qkv_bias, Tensor& q,
+                                    Tensor& k, Tensor& v, const Tensor* q_norm, const Tensor* k_norm,
+                                    const NormParams& np, const AttentionBatch& batch, const RopeTable& table,
+                                    KvLayer& cache) {
+  auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
+  const bool norm = q_norm && k_norm;
+  const bool may_fuse = qkv_rope_enabled() && batch_invariant_ && !attention_rope_enabled() && q.ndim() == 3 &&
+                        k.ndim() == 3 && v.ndim() == 3 && q.size(0) <= 2 && q.size(2) == 128 &&
+                        table.rotary_dim == 128 && aligned(q) && aligned(k) && aligned(v) && q.is_contiguous() &&
+                        k.is_contiguous() && v.is_contiguous() && (norm || (!q_norm && !k_norm));
+  if (!may_fuse) {
+    Kernels::qkv_rope_store_kv(h, qkv_w, qkv_bias, q, k, v, q_norm, k_norm, np, batch, table, cache);
+    return;
+  }
+  RopeArgs a = rope_args(norm ? "norm_rope_store_kv" : "rope_store_kv", q, k, batch.positions, table);
+  if (norm) rope_norm_args(a, *q_norm, *k_norm, np);
+  rope_store_kv_args(a, k, v, batch, cache);
+  Tensor q2 = q.view({q.size(0), q.size(1) * q.size(2)}), k2 = k.view({k.size(0), k.size(1) * k.size(2)});
+  Tensor v2 = v.view({v.size(0), v.size(1) * v.size(2)});
+  Tensor* const outs[] = {&q2, &k2, &v2};
+  bool ran = false;
+  matmul_outputs_rope(h, qkv_w, qkv_bias, outs, &a, &ran);
+  if (ran) return;
+  rope_store_kv_launch(a, k, v, batch, cache);
 }
 
 void CudaKernels::attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch,

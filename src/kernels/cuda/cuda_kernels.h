@@ -45,6 +45,12 @@ class CudaKernels final : public Kernels {
   void norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
                           const NormParams& np, const AttentionBatch& batch, const RopeTable& table,
                           KvLayer& cache) override;
+  /// At batch 1-2 of a decode step (head_dim 128, full rotary, the invariant GEMM's configuration 18,
+  /// RILL_QKV_ROPE not 0): one launch, the RoPE op in the GEMM's epilogue on clusters of 8 CTAs a
+  /// head (GemmArgs::rope; same bits as the two ops). Elsewhere the two ops.
+  void qkv_rope_store_kv(const Tensor& h, const Tensor& qkv_w, const Tensor* qkv_bias, Tensor& q, Tensor& k, Tensor& v,
+                         const Tensor* q_norm, const Tensor* k_norm, const NormParams& np, const AttentionBatch& batch,
+                         const RopeTable& table, KvLayer& cache) override;
   void attention(const Tensor& q, const KvLayer& cache, const AttentionBatch& batch, const AttentionParams& p,
                  Tensor& out) override;
   void swiglu(const Tensor& x, Tensor& y) override;
@@ -135,6 +141,13 @@ class CudaKernels final : public Kernels {
   void configure_from_environment();  // RILL_* settings (environment.cpp)
   void rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tensor& v, const AttentionBatch& batch,
                             KvLayer& cache);
+  // rope_store_kv_launch's checks and cache fields; the norm weights' (norm_rope_store_kv).
+  void rope_store_kv_args(RopeArgs& a, const Tensor& k, const Tensor& v, const AttentionBatch& batch,
+                          KvLayer& cache);
+  void rope_norm_args(RopeArgs& a, const Tensor& q_norm, const Tensor& k_norm, const NormParams& np);
+  // matmul_outputs with GemmArgs::rope (*rope_ran: whether the RoPE op ran in the GEMM).
+  void matmul_outputs_rope(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys,
+                           const RopeArgs* rope, bool* rope_ran);
   // Deferred folds (RILL_DECODE_DEFER, on by default, in captured step graphs). A batch-1..64 decode
   // GEMM of the invariant mode leaves its product as split-K partials (GemmArgs::defer; its end then
   // has no fence, arrival count or partials' round trip: ~0.3 ms a batch-1 8B step) and pending_
@@ -209,6 +222,7 @@ int parse_attention_decode_fold(const char* value);
 /// RILL_ATTENTION_ROPE: null or "0" → false; "1" → true (the RoPE op inside the decode attention; same
 /// bits; measured slower, bench/RESULTS.md run Q); anything else → an error naming the variable.
 bool parse_attention_rope(const char* value);
+bool parse_qkv_rope(const char* value);  // RILL_QKV_ROPE: unset / 1 on, 0 off
 /// RILL_DECODE_GEMM_CONFIG: null → 0 (timed per shape); 1, 5, 6, 7, 8, 9 or 10 → that
 /// configuration for every decode GEMM; anything else → an error naming the variable.
 int parse_decode_gemm_config(const char* value);

@@ -25,11 +25,14 @@
 // and one latency-bound kernel fewer in a decode step's critical path.
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/rope_common.cuh"
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/wgmma_pipeline.cuh"
 
@@ -49,16 +52,112 @@ int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
 int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
 
-template <int kBN, int kXRows, int kStages, bool kGlu = false>
+// The RoPE op in the epilogue (kRope, launch_gemm_wgmma_decode_rope): M ≤ kRopeRows rows, head_dim
+// 128 (two column tiles a head), splits 4 or 8.
+constexpr int kRopeRows = 2, kRopeCluster = 8, kRopeMaxSplits = 8;
+struct NoRope {};
+template <bool kRope>
+using DecodeRope = std::conditional_t<kRope, RopeArgs, NoRope>;
+
+#if defined(RILL_WGMMA_DEVICE)
+// The RoPE op of one head's two chunks in the q/k/v GEMM's epilogue — rope_heads_kernel's arithmetic
+// (rope.cu) on the values it would have read: cluster rank o owns chunk o (columns 8o .. 8o + 7 of
+// the head) and its partner chunk o + 8 (64 further), lane 2·row + half of warp 0 one chunk of a row.
+// The partials of the chunk's 8 columns are folded as partials.cuh's folded8 does (from 0, in range
+// order, then the bias, one rounding); a q or k head is normalized (Qwen3's q/k norms: the chunk's
+// sum of squares, the partner's added, the 8 owners' sums exchanged by st.async and added in the
+// butterfly's order, head_ss16) and rotated; the values go where the RoPE kernel writes them (q; k
+// and v, and their cache rows at the row's slot).
+__device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKernelArgs& a, int splits,
+                                              const float* parts, float* sums, uint64_t* bars, int lane) {
+  using namespace rope_detail;
+  constexpr int kD = 128;
+  const int owner = int(blockIdx.x % kRopeCluster), head = int(blockIdx.x / kRopeCluster);
+  const int row = lane / 2, half = lane % 2;
+  const bool live = row < a.m;
+  const int c0 = half * (kD / 2) + 8 * owner;  // the chunk's first column in the head
+  if (lane == 0) mbar_arrive_expect_tx(&bars[0], unsigned(splits * a.m * 2 * 8 * sizeof(float)));
+  mbar_wait(&bars[0], 0);
+  const int64_t col = int64_t(head) * kD + c0;  // the product's column
+  uint4 raw;
+  {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = 0.f;
+    const float* p = parts + (live ? row : 0) * 16 + half * 8;
+    for (int rg = 0; rg < splits; ++rg) {
+      const float4 lo = *reinterpret_cast<const float4*>(p + rg * kRopeRows * 16);
+      const float4 hi = *reinterpret_cast<const float4*>(p + rg * kRopeRows * 16 + 4);
+      v[0] += lo.x, v[1] += lo.y, v[2] += lo.z, v[3] += lo.w, v[4] += hi.x, v[5] += hi.y, v[6] += hi.z, v[7] += hi.w;
+    }
+    bf16* o = reinterpret_cast<bf16*>(&raw);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = __float2bfloat16_rn(a.bias ? v[e] + __bfloat162float(a.bias[col + e]) : v[e]);
+  }
+  const bool is_q = head < r.hq, is_k = !is_q && head < r.hq + r.hkv;
+  const int64_t t = live ? row : 0;
+  if (is_q || is_k) {  // (the whole cluster takes the same branch: one head)
+    if (r.q_norm) {
+      float nw[8];
+      norm_weights8(r, is_k ? r.k_norm : r.q_norm, c0, nw);
+      const float ss = chunk_ss(raw);
+      const float first = ss + __shfl_xor_sync(0xffffffffu, ss, 1);  // ss(chunk o) + ss(chunk o + 8) on half 0
+      if (live && half == 0) {
+#pragma unroll
+        for (int j = 0; j < kRopeCluster; ++j)
+          st_async_cluster(smem_addr(&sums[row * 8 + owner]), smem_addr(&bars[1]), j, first);
+      }
+      if (lane == 0) mbar_arrive_expect_tx(&bars[1], unsigned(a.m * kRopeCluster * sizeof(float)));
+      mbar_wait(&bars[1], 0);
+      float tl[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) tl[j] = sums[t * 8 + j];
+      const float inv = rsqrtf(head_ss16(tl) / float(kD) + r.norm_eps);
+      normalize8(r, nw, reinterpret_cast<bf16*>(&raw), inv);
+    }
+    uint4 other;
+    other.x = __shfl_xor_sync(0xffffffffu, raw.x, 1);
+    other.y = __shfl_xor_sync(0xffffffffu, raw.y, 1);
+    other.z = __shfl_xor_sync(0xffffffffu, raw.z, 1);
+    other.w = __shfl_xor_sync(0xffffffffu, raw.w, 1);
+    float cs[8], sn[8];
+    const float pos = float(r.positions[t]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) rotation_at(r, pos, 8 * owner + e, cs[e], sn[e]);
+    rotate_chunk(raw, other, cs, sn, half == 0);
+  }
+  if (!live) return;
+  const int64_t kv_row = int64_t(r.hkv) * kD;
+  if (is_q) {
+    *reinterpret_cast<uint4*>(static_cast<bf16*>(r.q) + (t * r.hq + head) * kD + c0) = raw;
+    return;
+  }
+  const int kvh = is_k ? head - r.hq : head - r.hq - r.hkv;
+  const int64_t off = int64_t(kvh) * kD + c0;
+  bf16* dst = is_k ? static_cast<bf16*>(r.k) : static_cast<bf16*>(const_cast<void*>(r.v));
+  *reinterpret_cast<uint4*>(dst + t * kv_row + off) = raw;
+  const int32_t slot = r.slot_mapping[t];
+  if (slot < 0 || slot >= r.num_slots) return;
+  bf16* cache = static_cast<bf16*>(is_k ? r.k_cache : r.v_cache);
+  *reinterpret_cast<uint4*>(cache + slot * kv_row + off) = raw;
+}
+#endif
+
+template <int kBN, int kXRows, int kStages, bool kGlu = false, bool kRope = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
-                             GemmKernelArgs a, int splits) {
+                             GemmKernelArgs a, int splits, const __grid_constant__ DecodeRope<kRope> rope) {
 #if defined(RILL_WGMMA_DEVICE)
   using T = DecodeTile<kBN, kXRows>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   __shared__ uint64_t landed[kStages];  // the pre-wait fill's weight tiles (phase 0 only)
   __shared__ unsigned is_last;
+  // kRope: the range partials of this CTA's two chunks ([range][row][first / second half][8]) and the
+  // head's first-level sums of squares ([row][owner]), each landing by st.async on its barrier.
+  __shared__ __align__(16) float rope_parts[kRope ? kRopeMaxSplits * kRopeRows * 2 * 8 : 1];
+  __shared__ float rope_sums[kRope ? kRopeRows * 8 : 1];
+  __shared__ __align__(8) uint64_t rope_bars[2];
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* sx = base;                         // kStages × 1 KB, then
   unsigned char* sw = base + kStages * T::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
@@ -69,6 +168,18 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   const int tiles = int((a.n + kBN - 1) / kBN), items = tiles * splits;  // (a launch has < 2^31 items)
   const int ktiles = int((a.k + kBK - 1) / kBK);
   const bool split = splits > 1;
+  // The CTA's i-th work item, or -1 past its last. kRope: a cluster of 8 CTAs a head (column tiles
+  // 2·head and 2·head + 1), rank r taking tile 2·head + r / 4 and its ranges (r % 4)·S/4 ... in order.
+  auto cta_item = [&](int i) -> int {
+    if constexpr (kRope) {
+      const int per = splits / 4, b = int(blockIdx.x);
+      if (i >= per) return -1;
+      return ((b % 4) * per + i) * tiles + 2 * (b / kRopeCluster) + (b % kRopeCluster) / 4;
+    } else {
+      const int64_t item = int64_t(blockIdx.x) + int64_t(i) * gridDim.x;
+      return item < items ? int(item) : -1;
+    }
+  };
   auto item_range = [&](int item, int64_t& n0, int& range, int& kt_begin, int& kt_end) {
     n0 = int64_t(item % tiles) * kBN;
     range = item / tiles;
@@ -90,9 +201,12 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 
   if (threadIdx.x == 0) {
     for (int p = 0; p < kStages; ++p) mbar_init(&landed[p], 1);
+    if constexpr (kRope) mbar_init(&rope_bars[0], 1), mbar_init(&rope_bars[1], 1);
     init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp (and the init fence)
   }
   __syncthreads();
+  // kRope: the barriers are published to the cluster (awaited by the consumers before their pushes).
+  if constexpr (kRope) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
@@ -100,7 +214,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
       int s = 0;
       unsigned phase = 0;
       bool waited = false;
-      for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      for (int i = 0, item; (item = cta_item(i)) >= 0; ++i) {
         int64_t n0;
         int range, kt_begin, kt_end;
         item_range(item, n0, range, kt_begin, kt_end);
@@ -168,12 +282,13 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 
   pdl_wait();  // before the first global write
   if (!a.late_trigger) pdl_trigger();
+  if constexpr (kRope) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
   float acc[kBN / 8][4], total[kBN / 8][4];
   int s = 0, prev = 0;
   unsigned phase = 0;
-  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+  for (int i = 0, item; (item = cta_item(i)) >= 0; ++i) {
     int64_t n0;
     int range, kt_begin, kt_end;
     item_range(item, n0, range, kt_begin, kt_end);
@@ -182,6 +297,19 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
                    T::kXBytes, w_base, T::kWBytes, lane,
                    [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
+    if constexpr (kRope) {
+      // The range's partial (what the split schedule writes to the workspace): chunk j of the tile
+      // (its columns 8j .. 8j + 7) goes to cluster rank j, at [range][row][tile's half]. Rows < M ≤ 2
+      // sit in warp 0's lanes 0-7 (row g, columns 8j + 2·tig + e).
+      if (warp == 0 && g < a.m) {
+        const int half = int(blockIdx.x % kRopeCluster) / 4;
+        const uint32_t at = smem_addr(&rope_parts[((range * kRopeRows + g) * 2 + half) * 8 + 2 * tig]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          st_async_cluster(at, smem_addr(&rope_bars[0]), j, make_float2(total[j][0], total[j][1]));
+      }
+      continue;
+    }
 
     // Accumulator [j][2h + e]: row 16·warp + g + 8h, product column n0 + 8j + 2·tig + e (wgmma.cuh);
     // with kGlu, j < kBN / 16 holds gate's column i0 + 8j + 2·tig + e and j + kBN / 16 up's.
@@ -259,6 +387,9 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
       }
     }
   }
+  if constexpr (kRope) {
+    if (warp == 0) rope_epilogue(rope, a, splits, rope_parts, rope_sums, rope_bars, lane);
+  }
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
 #endif
@@ -321,12 +452,73 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));
   GemmKernelArgs la = a;
   la.defer_fold = a.defer_fold && split;
-  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw, la, split ? a.splits : 1);
+  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw, la, split ? a.splits : 1, NoRope{});
   RILL_CUDA_CHECK_LAUNCH();
   return split;
 }
 
+// Configuration 18's kernel with the RoPE op in its epilogue (kRope): clusters of 8 CTAs a head,
+// one wave. Whether a launch of `heads` clusters fits that wave (queried once: the clusters of 8
+// three-an-SM CTAs the GPCs hold).
+constexpr auto kRopeKernel = gemm_wgmma_decode_kernel<64, 8, 8, false, true>;
+constexpr size_t kRopeSmem = decode_smem_bytes<64, 8, 8, false>();
+int rope_cluster_slots() {
+  static const int slots = [] {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kRopeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kRopeSmem)));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(kRopeCluster);
+    cfg.blockDim = dim3(256);
+    cfg.dynamicSmemBytes = kRopeSmem;
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = kRopeCluster;
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    RILL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kRopeKernel, &cfg));
+    return n;
+  }();
+  return slots;
+}
+
+// The launch settings every decode variant takes: the range's k tiles, the pre-wait depth, the trigger.
+GemmKernelArgs decode_kernel_args(const GemmKernelArgs& k) {
+  GemmKernelArgs a = k;
+  a.tiles_per_split = int(a.ks / kBK);
+  const int prewait = k.prewait_stages >= 0 ? k.prewait_stages : g_decode_prewait;
+  a.prewait_stages = prewait < 0 ? 1 << 30 : prewait;
+  a.prewait_fill = g_decode_prewait_fill;
+  a.late_trigger = g_decode_late_trigger || k.exit_trigger;  // (exit: no consumer trigger either)
+  return a;
+}
 }  // namespace
+
+bool decode_rope_fits(const GemmKernelArgs& k, const RopeArgs& r) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const int64_t qw = int64_t(r.hq) * 128, kw = int64_t(r.hkv) * 128;
+  return gemm_wgmma_available() && k.m >= 1 && k.m <= kRopeRows && r.tokens == k.m && r.head_dim == 128 &&
+         r.rotary_dim == 128 && r.k_cache && r.v_cache && r.v && r.slot_mapping && k.ny == 3 && k.n == qw + 2 * kw &&
+         k.ys[0] == r.q && k.ys[1] == r.k && k.ys[2] == r.v && k.y_end[0] == qw && k.y_end[1] == qw + kw &&
+         k.splits % 4 == 0 && k.splits <= kRopeMaxSplits && k.ks % kBK == 0 && k.k % 8 == 0 && aligned(r.q) &&
+         aligned(r.k) && aligned(r.v) && aligned(r.k_cache) && aligned(r.v_cache) &&
+         r.hq + 2 * r.hkv <= rope_cluster_slots();
+}
+
+bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, cudaStream_t stream) {
+  if (!decode_rope_fits(k, r)) return false;
+  GemmKernelArgs a = decode_kernel_args(k);
+  a.ws = nullptr;
+  a.counters = nullptr;
+  a.defer_fold = false;
+  const CUtensorMap tx = weight_tile_map(a.x, a.m, a.k, 8);
+  const CUtensorMap tw = weight_tile_map(a.w, a.n, a.k, 64, g_decode_l2_promotion);
+  const unsigned heads = unsigned(r.hq + 2 * r.hkv);
+  launch_pdl_cluster(kRopeKernel, dim3(heads * kRopeCluster), dim3(256), kRopeSmem, stream, dim3(kRopeCluster), tx, tw,
+                     a, a.splits, r);
+  RILL_CUDA_CHECK_LAUNCH();
+  return true;
+}
 
 int64_t decode_glu_slots(int64_t m, int num_sms) {
   const int resident = m <= 8    ? resident_per_sm<64, 8, 8, true>()
@@ -340,12 +532,7 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   if (!gemm_wgmma_available())
     throw_error("[matmul] GEMM configurations 18, 19 need an sm_90 GPU and a build for sm_90a "
                 "(RILL_CUDA_ARCHITECTURES=90a)");
-  GemmKernelArgs a = k;
-  a.tiles_per_split = int(a.ks / kBK);
-  const int prewait = k.prewait_stages >= 0 ? k.prewait_stages : g_decode_prewait;
-  a.prewait_stages = prewait < 0 ? 1 << 30 : prewait;
-  a.prewait_fill = g_decode_prewait_fill;
-  a.late_trigger = g_decode_late_trigger || k.exit_trigger;  // (exit: no consumer trigger either)
+  GemmKernelArgs a = decode_kernel_args(k);
   // 64 columns a tile (32 measured slower: 1.50-2.29 vs 1.91-2.67 TB/s on the 8B shapes at M = 1);
   // M ≤ 8: 8 stages of 9 KB (three CTAs an SM). Configuration 19 takes the smallest x stage holding
   // M (at least set_decode_min_x_rows): 16 rows, 7 stages of 10 KB, or 32 rows, 6 stages of 12 KB

@@ -237,6 +237,8 @@ int64_t MatmulEngine::decode_rows() const { return gemm_wgmma_enabled() ? 64 : 1
 std::vector<std::pair<int, double>> MatmulEngine::time_decode_configs(GemmArgs a, std::vector<int> configs) {
   if (configs.empty()) configs = decode_configs();
   a.defer = nullptr;  // the timed runs write the product
+  a.rope = nullptr;   // ... and nothing else
+  a.rope_ran = nullptr;
   // Each timed run starts with L2 overwritten, as in choose(): decode streams weights from HBM.
   attach_workspaces(a);
   Event start = Event::create(), stop = Event::create();
@@ -305,8 +307,9 @@ void MatmulEngine::run_invariant(const void* x, const void* w, const void* bias,
 
 bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, void* const* outs,
                                const int64_t* out_end, int num_outs, int64_t m, int64_t n, int64_t k,
-                               GemmPartials* defer) {
+                               GemmPartials* defer, const RopeArgs* rope, bool* rope_ran) {
   if (defer) *defer = GemmPartials{};
+  if (rope_ran) *rope_ran = false;
   if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || num_outs > GemmArgs::kMaxOuts) return false;
   int64_t begin = 0;
   for (int s = 0; s < num_outs; ++s) {
@@ -321,6 +324,8 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
   }
   a.num_outs = num_outs;
   a.defer = defer;
+  a.rope = rope_ran ? rope : nullptr;
+  a.rope_ran = rope_ran;
   launch_invariant(a);
   return true;
 }

@@ -56,8 +56,11 @@ class MatmulEngine {
   /// Batch-invariant mode with our GEMM: one launch writing consecutive column ranges of the
   /// product to separate outputs (outs[s] holds columns [out_end[s - 1], out_end[s])). Returns
   /// false, doing nothing, when another path is in use (the caller then runs one matmul a range).
+  /// `rope` (q, k, v the three outputs): the RoPE op in the GEMM's epilogue where it fits
+  /// (GemmArgs::rope); *rope_ran tells whether it ran.
   bool run_outputs(const void* x, const void* w, const void* bias, void* const* outs, const int64_t* out_end,
-                   int num_outs, int64_t m, int64_t n, int64_t k, GemmPartials* defer = nullptr);
+                   int num_outs, int64_t m, int64_t n, int64_t k, GemmPartials* defer = nullptr,
+                   const RopeArgs* rope = nullptr, bool* rope_ran = nullptr);
   /// Batch-invariant mode with our GEMM: y[M, inter] = SwiGLU of x · wᵀ (w [2·inter, K]: gate rows,
   /// then up rows) in one launch, the bits of run() then launch_swiglu: prefill-sized M where
   /// gemm_swiglu_fits; decode rows by decode_mode (RILL_DECODE_SWIGLU: 0 never; 1 the split

@@ -279,6 +279,13 @@ struct GemmArgs {
   /// -1: set_decode_prewait_stages' depth (MatmulEngine::set_next_prewait sets it for the GEMM after
   /// an attention op). Same bits for any value.
   int prewait_stages = -1;
+  /// Non-null: the product is q, k and v of one attention layer (three outputs, RopeArgs' q, k, v)
+  /// and this RoPE op (norm_rope_store_kv / rope_store_kv, its cache and slots set) may run in the
+  /// GEMM's epilogue: the warpgroup decode kernel at M ≤ 2 on clusters of 8 CTAs a head
+  /// (gemm_wgmma_decode.cu, launch_gemm_wgmma_decode_rope). *rope_ran tells whether it did; if not,
+  /// the GEMM ran as without it (its partials in *defer where set) and the caller runs the op.
+  const RopeArgs* rope = nullptr;
+  bool* rope_ran = nullptr;
 };
 /// Whether launch_gemm can fuse SwiGLU (GemmArgs::glu_inter) into an m × 2·inter × k GEMM here, and
 /// it pays: the warpgroup GEMM enabled, inter % 64 == 0, k % 8 == 0, and 128 × 128 output tiles
@@ -386,6 +393,11 @@ uint64_t attention_decode_fold_launches();
 /// RILL_ATTENTION_ROPE=1; off by default: measured slower, bench/RESULTS.md run Q). Same bits as its
 /// own kernel first.
 void set_attention_rope(bool on);
+/// The RoPE op in the q/k/v GEMM's epilogue (GemmArgs::rope; RILL_QKV_ROPE, default on): same bits.
+void set_qkv_rope(bool on);
+bool qkv_rope_enabled();
+/// q/k/v GEMM launches that ran the RoPE op in their epilogue so far (tests check that it ran).
+uint64_t qkv_rope_launches();
 bool attention_rope_enabled();
 /// Attention launches that ran the RoPE op inside so far (tests check that it ran).
 uint64_t attention_rope_launches();

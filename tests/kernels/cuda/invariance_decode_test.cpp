@@ -335,6 +335,84 @@ TEST(CudaInvariance, RopeInsideAttentionEqualsRopeFirst) {
 }
 
 
+// The RoPE op in the q/k/v GEMM's epilogue (qkv_rope_store_kv at 1-2 rows, RILL_QKV_ROPE): q, k, v
+// and the cache rows must be bitwise what the GEMM and the RoPE kernel give (its partials deferred,
+// as in a decode graph) — with and without Qwen3's q/k norms, 8 split ranges (the 8B shape) and 4
+// (a smaller one, with a bias), a padding token (slot -1) at 2 rows; and the fused kernel must have run.
+TEST(CudaInvariance, QkvRopeEpilogueEqualsRopeKernel) {
+  RILL_REQUIRE_GPU();
+  (void)backend();
+  if (!cuda::gemm_wgmma_enabled()) GTEST_SKIP() << "the warpgroup decode GEMM (sm_90a) is not in use";
+  ASSERT_TRUE(backend().batch_invariant());
+  struct Restore {
+    int defer = backend().decode_defer();
+    bool on = cuda::qkv_rope_enabled();
+    ~Restore() {
+      backend().set_decode_defer(defer);
+      backend().matmul_engine().set_decode_config(0);
+      cuda::set_qkv_rope(on);
+    }
+  } restore;
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    int64_t H, hq, hkv;
+    bool bias;
+  };
+  constexpr int64_t D = 128, bs = 16, nblocks = 8;
+  for (const Shape& sh : {Shape{4096, 32, 8, false}, Shape{2048, 16, 4, true}}) {
+    const int64_t H = sh.H, hq = sh.hq, hkv = sh.hkv, nqkv = (hq + 2 * hkv) * D;
+    SCOPED_TRACE(::testing::Message() << "hidden " << H << ", split ranges "
+                                      << cuda::gemm_split(nqkv, H, backend().info().num_sms).splits);
+    DevTensor wqkv = upload_bf16(random_bf16_values(rng, size_t(nqkv * H), -0.05f, 0.05f), {nqkv, H});
+    DevTensor bqkv = upload_bf16(random_bf16_values(rng, size_t(nqkv)), {nqkv});
+    const QkNormRope qk(rng, D);
+    NormParams np;
+    for (int64_t m : {1, 2}) {
+      for (bool norm : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << m << " rows, q/k norms " << norm);
+        std::vector<int32_t> pos, slot;
+        for (int64_t i = 0; i < m; ++i) pos.push_back(int32_t(std::uniform_int_distribution<int>(0, 30000)(rng)));
+        for (int64_t i = 0; i < m; ++i) slot.push_back(int32_t(3 + 17 * i));
+        if (m > 1) slot[1] = -1;  // a padding token: nothing stored
+        DevTensor dpos = upload_i32(pos, {m}), dslot = upload_i32(slot, {m});
+        AttentionBatch batch;
+        batch.positions = dpos.t;
+        batch.slot_mapping = dslot.t;
+        const std::vector<float> x0 = random_bf16_values(rng, size_t(m * H), -2.f, 2.f);
+        const std::vector<float> c0 = random_bf16_values(rng, size_t(nblocks * bs * hkv * D), -2.f, 2.f);
+        backend().matmul_engine().set_decode_config(18);
+        backend().set_decode_defer(2);
+        auto run = [&](bool fused) {
+          cuda::set_qkv_rope(fused);
+          DevTensor x = upload_bf16(x0, {m, H});
+          DevTensor q(DType::bf16, {m, hq, D}), k(DType::bf16, {m, hkv, D}), v(DType::bf16, {m, hkv, D});
+          DevTensor kc = upload_bf16(c0, {nblocks, bs, hkv, D}), vc = upload_bf16(c0, {nblocks, bs, hkv, D});
+          for (DevTensor* t : {&q, &k, &v}) t->poison();
+          KvLayer cache{kc.t, vc.t};
+          const uint64_t before = cuda::qkv_rope_launches();
+          backend().qkv_rope_store_kv(x.t, wqkv.t, sh.bias ? &bqkv.t : nullptr, q.t, k.t, v.t,
+                                      norm ? &qk.qn.t : nullptr, norm ? &qk.kn.t : nullptr, np, batch, qk.table,
+                                      cache);
+          EXPECT_EQ(cuda::qkv_rope_launches() > before, fused) << "where the RoPE op ran";
+          EXPECT_FALSE(backend().pending().active());
+          std::vector<std::vector<float>> res;
+          for (DevTensor* t : {&q, &k, &v, &kc, &vc}) res.push_back(download_bf16(*t));
+          return res;
+        };
+        const auto want = run(false), got = run(true);
+        const char* names[] = {"q", "k", "v", "k cache", "v cache"};
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(want[i].size(), got[i].size());
+          EXPECT_EQ(differing_bits(want[i], got[i]), 0u) << names[i];
+        }
+        EXPECT_NE(differing_bits(want[3], c0), 0u) << "the step's k row was stored";
+      }
+    }
+  }
+}
+
 // A measurement, printed (not an assertion): the fused decode MLP block alone against the four ops on
 // the 8B shapes (median of 15 launches, L2 overwritten first), and one launch's timeline from the
 // kernel's trace stamps: when each projection's items ran, how many CTAs were busy over time, and
