@@ -46,7 +46,7 @@ class CudaKernels final : public Kernels {
                           const NormParams& np, const AttentionBatch& batch, const RopeTable& table,
                           KvLayer& cache) override;
   /// At batch 1-2 of a decode step (head_dim 128, full rotary, the invariant GEMM's configuration 18,
-  /// RILL_QKV_ROPE not 0): one launch, the RoPE op in the GEMM's epilogue on clusters of 8 CTAs a
+  /// RILL_QKV_ROPE not 0): one launch, the RoPE op in the GEMM's epilogue on clusters of 4 CTAs a
   /// head (GemmArgs::rope; same bits as the two ops). Elsewhere the two ops.
   void qkv_rope_store_kv(const Tensor& h, const Tensor& qkv_w, const Tensor* qkv_bias, Tensor& q, Tensor& k, Tensor& v,
                          const Tensor* q_norm, const Tensor* k_norm, const NormParams& np, const AttentionBatch& batch,

@@ -112,7 +112,7 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& a, int variant, size_t ws_by
 /// One wave of the decode SwiGLU variant's CTAs at M rows: resident CTAs an SM × the SMs.
 int64_t decode_glu_slots(int64_t m, int num_sms);
 // Configuration 18 with the RoPE op of GemmArgs::rope in its epilogue (gemm_wgmma_decode.cu): false,
-// launching nothing, where it does not fit (M ≤ 2, head_dim 128 at full rotary, 4 or 8 split ranges,
+// launching nothing, where it does not fit (M ≤ 2, head_dim 128 at full rotary, 2, 4 or 8 split ranges,
 // q, k and v the three outputs, a cache, the heads' clusters in one wave).
 bool decode_rope_fits(const GemmKernelArgs& k, const RopeArgs& r);
 bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, cudaStream_t stream);

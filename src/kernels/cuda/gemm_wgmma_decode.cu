@@ -53,16 +53,20 @@ int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless s
 int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
 
 // The RoPE op in the epilogue (kRope, launch_gemm_wgmma_decode_rope): M ≤ kRopeRows rows, head_dim
-// 128 (two column tiles a head), splits 4 or 8.
-constexpr int kRopeRows = 2, kRopeCluster = 8, kRopeMaxSplits = 8;
+// 128 (two column tiles a head), splits 4 or 8, a cluster of kRopeCluster CTAs a head — 4: clusters of
+// 8 three-an-SM CTAs (one a tile's two ranges) did not fit 48 in a wave on the H200's GPCs (the 8B
+// shape's 32 + 8 + 8 heads), so a CTA takes a tile's S / 2 ranges, two an SM. Rank o of a cluster owns
+// kRopePairs rotation pairs of chunks: chunks kRopePairs·o + p and their partners 8 further.
+constexpr int kRopeRows = 2, kRopeCluster = 4, kRopeMaxSplits = 8, kRopePairs = 8 / kRopeCluster;
 struct NoRope {};
 template <bool kRope>
 using DecodeRope = std::conditional_t<kRope, RopeArgs, NoRope>;
 
 #if defined(RILL_WGMMA_DEVICE)
 // The RoPE op of one head's two chunks in the q/k/v GEMM's epilogue — rope_heads_kernel's arithmetic
-// (rope.cu) on the values it would have read: cluster rank o owns chunk o (columns 8o .. 8o + 7 of
-// the head) and its partner chunk o + 8 (64 further), lane 2·row + half of warp 0 one chunk of a row.
+// (rope.cu) on the values it would have read: cluster rank o owns chunks c = kRopePairs·o + p (columns
+// 8c .. 8c + 7 of the head) and their partners c + 8 (64 further), lane (row·kRopePairs + p)·2 + half
+// of warp 0 one chunk of a row.
 // The partials of the chunk's 8 columns are folded as partials.cuh's folded8 does (from 0, in range
 // order, then the bias, one rounding); a q or k head is normalized (Qwen3's q/k norms: the chunk's
 // sum of squares, the partner's added, the 8 owners' sums exchanged by st.async and added in the
@@ -73,10 +77,12 @@ __device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKerne
   using namespace rope_detail;
   constexpr int kD = 128;
   const int owner = int(blockIdx.x % kRopeCluster), head = int(blockIdx.x / kRopeCluster);
-  const int row = lane / 2, half = lane % 2;
+  const int row = lane / (2 * kRopePairs), pair = (lane / 2) % kRopePairs, half = lane % 2;
   const bool live = row < a.m;
-  const int c0 = half * (kD / 2) + 8 * owner;  // the chunk's first column in the head
-  if (lane == 0) mbar_arrive_expect_tx(&bars[0], unsigned(splits * a.m * 2 * 8 * sizeof(float)));
+  const int chunk = owner * kRopePairs + pair;  // < 8: the pair's chunk in the first half
+  const int c0 = half * (kD / 2) + 8 * chunk;   // this lane's chunk's first column in the head
+  constexpr int kRangeFloats = kRopeRows * 2 * kRopePairs * 8;
+  if (lane == 0) mbar_arrive_expect_tx(&bars[0], unsigned(splits * a.m * 2 * kRopePairs * 8 * sizeof(float)));
   mbar_wait(&bars[0], 0);
   const int64_t col = int64_t(head) * kD + c0;  // the product's column
   uint4 raw;
@@ -84,10 +90,10 @@ __device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKerne
     float v[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = 0.f;
-    const float* p = parts + (live ? row : 0) * 16 + half * 8;
+    const float* p = parts + (((live ? row : 0) * 2 + half) * kRopePairs + pair) * 8;
     for (int rg = 0; rg < splits; ++rg) {
-      const float4 lo = *reinterpret_cast<const float4*>(p + rg * kRopeRows * 16);
-      const float4 hi = *reinterpret_cast<const float4*>(p + rg * kRopeRows * 16 + 4);
+      const float4 lo = *reinterpret_cast<const float4*>(p + rg * kRangeFloats);
+      const float4 hi = *reinterpret_cast<const float4*>(p + rg * kRangeFloats + 4);
       v[0] += lo.x, v[1] += lo.y, v[2] += lo.z, v[3] += lo.w, v[4] += hi.x, v[5] += hi.y, v[6] += hi.z, v[7] += hi.w;
     }
     bf16* o = reinterpret_cast<bf16*>(&raw);
@@ -101,13 +107,13 @@ __device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKerne
       float nw[8];
       norm_weights8(r, is_k ? r.k_norm : r.q_norm, c0, nw);
       const float ss = chunk_ss(raw);
-      const float first = ss + __shfl_xor_sync(0xffffffffu, ss, 1);  // ss(chunk o) + ss(chunk o + 8) on half 0
+      const float first = ss + __shfl_xor_sync(0xffffffffu, ss, 1);  // ss(chunk c) + ss(chunk c + 8) on half 0
       if (live && half == 0) {
 #pragma unroll
         for (int j = 0; j < kRopeCluster; ++j)
-          st_async_cluster(smem_addr(&sums[row * 8 + owner]), smem_addr(&bars[1]), j, first);
+          st_async_cluster(smem_addr(&sums[row * 8 + chunk]), smem_addr(&bars[1]), j, first);
       }
-      if (lane == 0) mbar_arrive_expect_tx(&bars[1], unsigned(a.m * kRopeCluster * sizeof(float)));
+      if (lane == 0) mbar_arrive_expect_tx(&bars[1], unsigned(a.m * 8 * sizeof(float)));
       mbar_wait(&bars[1], 0);
       float tl[8];
 #pragma unroll
@@ -123,7 +129,7 @@ __device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKerne
     float cs[8], sn[8];
     const float pos = float(r.positions[t]);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) rotation_at(r, pos, 8 * owner + e, cs[e], sn[e]);
+    for (int e = 0; e < 8; ++e) rotation_at(r, pos, 8 * chunk + e, cs[e], sn[e]);
     rotate_chunk(raw, other, cs, sn, half == 0);
   }
   if (!live) return;
@@ -153,9 +159,9 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   __shared__ uint64_t full[kStages], empty[kStages];
   __shared__ uint64_t landed[kStages];  // the pre-wait fill's weight tiles (phase 0 only)
   __shared__ unsigned is_last;
-  // kRope: the range partials of this CTA's two chunks ([range][row][first / second half][8]) and the
-  // head's first-level sums of squares ([row][owner]), each landing by st.async on its barrier.
-  __shared__ __align__(16) float rope_parts[kRope ? kRopeMaxSplits * kRopeRows * 2 * 8 : 1];
+  // kRope: the range partials of the chunks this CTA owns ([range][row][half][pair][8]) and the head's
+  // first-level sums of squares ([row][chunk < 8]), each landing by st.async on its barrier.
+  __shared__ __align__(16) float rope_parts[kRope ? kRopeMaxSplits * kRopeRows * 2 * kRopePairs * 8 : 1];
   __shared__ float rope_sums[kRope ? kRopeRows * 8 : 1];
   __shared__ __align__(8) uint64_t rope_bars[2];
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -168,13 +174,15 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   const int tiles = int((a.n + kBN - 1) / kBN), items = tiles * splits;  // (a launch has < 2^31 items)
   const int ktiles = int((a.k + kBK - 1) / kBK);
   const bool split = splits > 1;
-  // The CTA's i-th work item, or -1 past its last. kRope: a cluster of 8 CTAs a head (column tiles
-  // 2·head and 2·head + 1), rank r taking tile 2·head + r / 4 and its ranges (r % 4)·S/4 ... in order.
+  // The CTA's i-th work item, or -1 past its last. kRope: a cluster of C CTAs a head (column tiles
+  // 2·head and 2·head + 1), rank r taking tile 2·head + r / (C/2) and its ranges (r % (C/2))·per ...
+  // (per = S / (C/2)) in order.
   auto cta_item = [&](int i) -> int {
     if constexpr (kRope) {
-      const int per = splits / 4, b = int(blockIdx.x);
+      constexpr int kPerTile = kRopeCluster / 2;
+      const int per = splits / kPerTile, b = int(blockIdx.x), r = b % kRopeCluster;
       if (i >= per) return -1;
-      return ((b % 4) * per + i) * tiles + 2 * (b / kRopeCluster) + (b % kRopeCluster) / 4;
+      return ((r % kPerTile) * per + i) * tiles + 2 * (b / kRopeCluster) + r / kPerTile;
     } else {
       const int64_t item = int64_t(blockIdx.x) + int64_t(i) * gridDim.x;
       return item < items ? int(item) : -1;
@@ -299,14 +307,16 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
                    [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
     if constexpr (kRope) {
       // The range's partial (what the split schedule writes to the workspace): chunk j of the tile
-      // (its columns 8j .. 8j + 7) goes to cluster rank j, at [range][row][tile's half]. Rows < M ≤ 2
-      // sit in warp 0's lanes 0-7 (row g, columns 8j + 2·tig + e).
+      // (its columns 8j .. 8j + 7) goes to its owner, rank j / kRopePairs, at [range][row][tile's
+      // half][j % kRopePairs]. Rows < M ≤ 2 sit in warp 0's lanes 0-7 (row g, columns 8j + 2·tig + e).
       if (warp == 0 && g < a.m) {
-        const int half = int(blockIdx.x % kRopeCluster) / 4;
-        const uint32_t at = smem_addr(&rope_parts[((range * kRopeRows + g) * 2 + half) * 8 + 2 * tig]);
+        const int half = int(blockIdx.x % kRopeCluster) / (kRopeCluster / 2);
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
-          st_async_cluster(at, smem_addr(&rope_bars[0]), j, make_float2(total[j][0], total[j][1]));
+        for (int j = 0; j < 8; ++j) {
+          const int at = (((range * kRopeRows + g) * 2 + half) * kRopePairs + j % kRopePairs) * 8 + 2 * tig;
+          st_async_cluster(smem_addr(&rope_parts[at]), smem_addr(&rope_bars[0]), j / kRopePairs,
+                           make_float2(total[j][0], total[j][1]));
+        }
       }
       continue;
     }
@@ -457,11 +467,11 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   return split;
 }
 
-// Configuration 18's kernel with the RoPE op in its epilogue (kRope): clusters of 8 CTAs a head,
-// one wave. Whether a launch of `heads` clusters fits that wave (queried once: the clusters of 8
-// three-an-SM CTAs the GPCs hold).
-constexpr auto kRopeKernel = gemm_wgmma_decode_kernel<64, 8, 8, false, true>;
-constexpr size_t kRopeSmem = decode_smem_bytes<64, 8, 8, false>();
+// Configuration 18's kernel with the RoPE op in its epilogue (kRope): clusters of kRopeCluster CTAs
+// a head, one wave, 12 stages a CTA (two an SM: the o and down projections' few-item CTAs, which
+// stream as fast). Whether a launch of `heads` clusters fits that wave: queried once.
+constexpr auto kRopeKernel = gemm_wgmma_decode_kernel<64, 8, 12, false, true>;
+constexpr size_t kRopeSmem = decode_smem_bytes<64, 8, 12, false>();
 int rope_cluster_slots() {
   static const int slots = [] {
     RILL_CUDA_CHECK(cudaFuncSetAttribute(kRopeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kRopeSmem)));
@@ -495,13 +505,14 @@ GemmKernelArgs decode_kernel_args(const GemmKernelArgs& k) {
 }  // namespace
 
 bool decode_rope_fits(const GemmKernelArgs& k, const RopeArgs& r) {
+  static_assert(kRopePairs * kRopeCluster == 8, "a cluster's owners cover the head's 8 pairs of chunks");
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int64_t qw = int64_t(r.hq) * 128, kw = int64_t(r.hkv) * 128;
   return gemm_wgmma_available() && k.m >= 1 && k.m <= kRopeRows && r.tokens == k.m && r.head_dim == 128 &&
          r.rotary_dim == 128 && r.k_cache && r.v_cache && r.v && r.slot_mapping && k.ny == 3 && k.n == qw + 2 * kw &&
          k.ys[0] == r.q && k.ys[1] == r.k && k.ys[2] == r.v && k.y_end[0] == qw && k.y_end[1] == qw + kw &&
-         k.splits % 4 == 0 && k.splits <= kRopeMaxSplits && k.ks % kBK == 0 && k.k % 8 == 0 && aligned(r.q) &&
-         aligned(r.k) && aligned(r.v) && aligned(r.k_cache) && aligned(r.v_cache) &&
+         k.splits % (kRopeCluster / 2) == 0 && k.splits <= kRopeMaxSplits && k.ks % kBK == 0 && k.k % 8 == 0 &&
+         aligned(r.q) && aligned(r.k) && aligned(r.v) && aligned(r.k_cache) && aligned(r.v_cache) &&
          r.hq + 2 * r.hkv <= rope_cluster_slots();
 }
 

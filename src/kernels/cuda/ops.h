@@ -281,7 +281,7 @@ struct GemmArgs {
   int prewait_stages = -1;
   /// Non-null: the product is q, k and v of one attention layer (three outputs, RopeArgs' q, k, v)
   /// and this RoPE op (norm_rope_store_kv / rope_store_kv, its cache and slots set) may run in the
-  /// GEMM's epilogue: the warpgroup decode kernel at M ≤ 2 on clusters of 8 CTAs a head
+  /// GEMM's epilogue: the warpgroup decode kernel at M ≤ 2 on clusters of 4 CTAs a head
   /// (gemm_wgmma_decode.cu, launch_gemm_wgmma_decode_rope). *rope_ran tells whether it did; if not,
   /// the GEMM ran as without it (its partials in *defer where set) and the caller runs the op.
   const RopeArgs* rope = nullptr;
