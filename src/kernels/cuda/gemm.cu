@@ -540,7 +540,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 18: case 19: {
       if (config == 18 && a.rope && a.rope_ran && g_qkv_rope &&
-          gemm_detail::launch_gemm_wgmma_decode_rope(k, *a.rope, stream)) {
+          gemm_detail::launch_gemm_wgmma_decode_rope(k, *a.rope, a.num_sms, stream)) {
         *a.rope_ran = true;  // q, k, v and the cache rows written; nothing deferred
         g_qkv_rope_launches.fetch_add(1);
         return;

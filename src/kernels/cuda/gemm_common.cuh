@@ -115,7 +115,7 @@ int64_t decode_glu_slots(int64_t m, int num_sms);
 // launching nothing, where it does not fit (M ≤ 2, head_dim 128 at full rotary, 2, 4 or 8 split ranges,
 // q, k and v the three outputs, a cache, the heads' clusters in one wave).
 bool decode_rope_fits(const GemmKernelArgs& k, const RopeArgs& r);
-bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, cudaStream_t stream);
+bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, int num_sms, cudaStream_t stream);
 /// A bf16 weight [rows, k] read in box_rows × 64-k boxes with the 128-byte swizzle (the warpgroup
 /// kernels' w tiles; gemm_wgmma.cu).
 CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows, int promotion_bytes = 256);

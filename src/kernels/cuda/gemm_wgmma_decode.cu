@@ -516,15 +516,24 @@ bool decode_rope_fits(const GemmKernelArgs& k, const RopeArgs& r) {
          r.hq + 2 * r.hkv <= rope_cluster_slots();
 }
 
-bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, cudaStream_t stream) {
+bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, int num_sms, cudaStream_t stream) {
   if (!decode_rope_fits(k, r)) return false;
   GemmKernelArgs a = decode_kernel_args(k);
   a.ws = nullptr;
   a.counters = nullptr;
   a.defer_fold = false;
+  const unsigned heads = unsigned(r.hq + 2 * r.hkv);
+  // As many weight bytes requested before the wait as the unfused launch (its persistent CTAs, three
+  // an SM, each the decode pre-wait depth): that burst is what streams while the norm before runs
+  // (with half the CTAs and the same depth, batch-1 decode lost 2.5% at 512 keys).
+  if (a.prewait_stages < (1 << 30)) {
+    const int64_t unfused = std::min<int64_t>(int64_t(a.n / 64) * a.splits,
+                                              int64_t(resident_per_sm<64, 8, 8, false>()) * std::max(num_sms, 1));
+    const int64_t fused = int64_t(heads) * kRopeCluster;
+    a.prewait_stages = int(std::min<int64_t>(12, (a.prewait_stages * unfused + fused - 1) / fused));
+  }
   const CUtensorMap tx = weight_tile_map(a.x, a.m, a.k, 8);
   const CUtensorMap tw = weight_tile_map(a.w, a.n, a.k, 64, g_decode_l2_promotion);
-  const unsigned heads = unsigned(r.hq + 2 * r.hkv);
   launch_pdl_cluster(kRopeKernel, dim3(heads * kRopeCluster), dim3(256), kRopeSmem, stream, dim3(kRopeCluster), tx, tw,
                      a, a.splits, r);
   RILL_CUDA_CHECK_LAUNCH();
