@@ -53,85 +53,59 @@ int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless s
 int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
 
 // The RoPE op in the epilogue (kRope, launch_gemm_wgmma_decode_rope): M ≤ kRopeRows rows, head_dim
-// 128 (two column tiles a head), splits 4 or 8, a cluster of kRopeCluster CTAs a head — 4: clusters of
-// 8 three-an-SM CTAs (one a tile's two ranges) did not fit 48 in a wave on the H200's GPCs (the 8B
-// shape's 32 + 8 + 8 heads), so a CTA takes a tile's S / 2 ranges, two an SM. Rank o of a cluster owns
-// kRopePairs rotation pairs of chunks: chunks kRopePairs·o + p and their partners 8 further.
-constexpr int kRopeRows = 2, kRopeCluster = 4, kRopeMaxSplits = 8, kRopePairs = 8 / kRopeCluster;
+// 128 (two column tiles a head), 2, 4 or 8 split ranges, a cluster of kRopeCluster CTAs a head, each a
+// tile's S / 2 ranges, two CTAs an SM. (Clusters of 8 three-an-SM CTAs, one a tile's two ranges, did
+// not fit 48 in a wave on the H200's GPCs: the 8B shape's 32 + 8 + 8 heads.) Rank 0 owns the head:
+// the others push their range partials into its shared memory and leave.
+constexpr int kRopeRows = 2, kRopeCluster = 4, kRopeMaxSplits = 8;
+constexpr int kRopeRangeFloats = kRopeRows * 16 * 8;  // a range's partials: [row][chunk of 16][8]
 struct NoRope {};
 template <bool kRope>
 using DecodeRope = std::conditional_t<kRope, RopeArgs, NoRope>;
 
 #if defined(RILL_WGMMA_DEVICE)
-// The RoPE op of one head's two chunks in the q/k/v GEMM's epilogue — rope_heads_kernel's arithmetic
-// (rope.cu) on the values it would have read: cluster rank o owns chunks c = kRopePairs·o + p (columns
-// 8c .. 8c + 7 of the head) and their partners c + 8 (64 further), lane (row·kRopePairs + p)·2 + half
-// of warp 0 one chunk of a row.
-// The partials of the chunk's 8 columns are folded as partials.cuh's folded8 does (from 0, in range
-// order, then the bias, one rounding); a q or k head is normalized (Qwen3's q/k norms: the chunk's
-// sum of squares, the partner's added, the 8 owners' sums exchanged by st.async and added in the
-// butterfly's order, head_ss16) and rotated; the values go where the RoPE kernel writes them (q; k
-// and v, and their cache rows at the row's slot).
+// The RoPE op of one head in the q/k/v GEMM's epilogue, run by warp 0 of the cluster's rank 0: lane
+// 16·row + c holds chunk c (columns 8c .. 8c + 7) of its row, as in rope_heads_kernel (rope.cu), and
+// runs that kernel's operations on the values it would have read — the chunk's partials folded as
+// partials.cuh's folded8 does (from 0, in range order, then the bias, one rounding), then
+// norm_rotate_chunk (Qwen3's q/k norms where set, the rotation) for q and k heads — and stores them
+// where it does (q; k and v, and their cache rows at the row's slot).
 __device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKernelArgs& a, int splits,
-                                              const float* parts, float* sums, uint64_t* bars, int lane) {
+                                              const float* parts, uint64_t* bar, int lane) {
   using namespace rope_detail;
-  constexpr int kD = 128;
-  const int owner = int(blockIdx.x % kRopeCluster), head = int(blockIdx.x / kRopeCluster);
-  const int row = lane / (2 * kRopePairs), pair = (lane / 2) % kRopePairs, half = lane % 2;
+  constexpr int kD = 128, kC = 16;
+  const int head = int(blockIdx.x / kRopeCluster), row = lane / kC, c = lane % kC, c0 = 8 * c;
   const bool live = row < a.m;
-  const int chunk = owner * kRopePairs + pair;  // < 8: the pair's chunk in the first half
-  const int c0 = half * (kD / 2) + 8 * chunk;   // this lane's chunk's first column in the head
-  constexpr int kRangeFloats = kRopeRows * 2 * kRopePairs * 8;
-  if (lane == 0) mbar_arrive_expect_tx(&bars[0], unsigned(splits * a.m * 2 * kRopePairs * 8 * sizeof(float)));
-  mbar_wait(&bars[0], 0);
+  if (lane == 0) mbar_arrive_expect_tx(bar, unsigned(splits * a.m * kRopeRangeFloats / kRopeRows * sizeof(float)));
+  const bool is_q = head < r.hq, is_k = !is_q && head < r.hq + r.hkv;
+  const int64_t t = live ? row : 0;
+  float nw[8], cs[8], sn[8];  // (requested while the partials land)
+  if ((is_q || is_k) && r.q_norm) norm_weights8(r, is_k ? r.k_norm : r.q_norm, c0, nw);
+  if (is_q || is_k) {
+    const float pos = float(r.positions[t]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) rotation_at(r, pos, (c % (kC / 2)) * 8 + e, cs[e], sn[e]);
+  }
+  const int32_t slot = live && !is_q ? r.slot_mapping[t] : -1;
+  mbar_wait(bar, 0);
   const int64_t col = int64_t(head) * kD + c0;  // the product's column
   uint4 raw;
   {
     float v[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = 0.f;
-    const float* p = parts + (((live ? row : 0) * 2 + half) * kRopePairs + pair) * 8;
+    const float* p = parts + (t * kC + c) * 8;
     for (int rg = 0; rg < splits; ++rg) {
-      const float4 lo = *reinterpret_cast<const float4*>(p + rg * kRangeFloats);
-      const float4 hi = *reinterpret_cast<const float4*>(p + rg * kRangeFloats + 4);
+      const float4 lo = *reinterpret_cast<const float4*>(p + rg * kRopeRangeFloats);
+      const float4 hi = *reinterpret_cast<const float4*>(p + rg * kRopeRangeFloats + 4);
       v[0] += lo.x, v[1] += lo.y, v[2] += lo.z, v[3] += lo.w, v[4] += hi.x, v[5] += hi.y, v[6] += hi.z, v[7] += hi.w;
     }
     bf16* o = reinterpret_cast<bf16*>(&raw);
 #pragma unroll
     for (int e = 0; e < 8; ++e) o[e] = __float2bfloat16_rn(a.bias ? v[e] + __bfloat162float(a.bias[col + e]) : v[e]);
   }
-  const bool is_q = head < r.hq, is_k = !is_q && head < r.hq + r.hkv;
-  const int64_t t = live ? row : 0;
-  if (is_q || is_k) {  // (the whole cluster takes the same branch: one head)
-    if (r.q_norm) {
-      float nw[8];
-      norm_weights8(r, is_k ? r.k_norm : r.q_norm, c0, nw);
-      const float ss = chunk_ss(raw);
-      const float first = ss + __shfl_xor_sync(0xffffffffu, ss, 1);  // ss(chunk c) + ss(chunk c + 8) on half 0
-      if (live && half == 0) {
-#pragma unroll
-        for (int j = 0; j < kRopeCluster; ++j)
-          st_async_cluster(smem_addr(&sums[row * 8 + chunk]), smem_addr(&bars[1]), j, first);
-      }
-      if (lane == 0) mbar_arrive_expect_tx(&bars[1], unsigned(a.m * 8 * sizeof(float)));
-      mbar_wait(&bars[1], 0);
-      float tl[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) tl[j] = sums[t * 8 + j];
-      const float inv = rsqrtf(head_ss16(tl) / float(kD) + r.norm_eps);
-      normalize8(r, nw, reinterpret_cast<bf16*>(&raw), inv);
-    }
-    uint4 other;
-    other.x = __shfl_xor_sync(0xffffffffu, raw.x, 1);
-    other.y = __shfl_xor_sync(0xffffffffu, raw.y, 1);
-    other.z = __shfl_xor_sync(0xffffffffu, raw.z, 1);
-    other.w = __shfl_xor_sync(0xffffffffu, raw.w, 1);
-    float cs[8], sn[8];
-    const float pos = float(r.positions[t]);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) rotation_at(r, pos, 8 * chunk + e, cs[e], sn[e]);
-    rotate_chunk(raw, other, cs, sn, half == 0);
-  }
+  // (the whole warp takes the same branch: one head)
+  if (is_q || is_k) norm_rotate_chunk<kC>(r, r.q_norm != nullptr, raw, nw, cs, sn, c, head_lanes<kC>());
   if (!live) return;
   const int64_t kv_row = int64_t(r.hkv) * kD;
   if (is_q) {
@@ -142,7 +116,6 @@ __device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKerne
   const int64_t off = int64_t(kvh) * kD + c0;
   bf16* dst = is_k ? static_cast<bf16*>(r.k) : static_cast<bf16*>(const_cast<void*>(r.v));
   *reinterpret_cast<uint4*>(dst + t * kv_row + off) = raw;
-  const int32_t slot = r.slot_mapping[t];
   if (slot < 0 || slot >= r.num_slots) return;
   bf16* cache = static_cast<bf16*>(is_k ? r.k_cache : r.v_cache);
   *reinterpret_cast<uint4*>(cache + slot * kv_row + off) = raw;
@@ -159,11 +132,9 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   __shared__ uint64_t full[kStages], empty[kStages];
   __shared__ uint64_t landed[kStages];  // the pre-wait fill's weight tiles (phase 0 only)
   __shared__ unsigned is_last;
-  // kRope: the range partials of the chunks this CTA owns ([range][row][half][pair][8]) and the head's
-  // first-level sums of squares ([row][chunk < 8]), each landing by st.async on its barrier.
-  __shared__ __align__(16) float rope_parts[kRope ? kRopeMaxSplits * kRopeRows * 2 * kRopePairs * 8 : 1];
-  __shared__ float rope_sums[kRope ? kRopeRows * 8 : 1];
-  __shared__ __align__(8) uint64_t rope_bars[2];
+  // kRope, rank 0: the head's range partials ([range][row][chunk][8]), landing by st.async on rope_bar.
+  __shared__ __align__(16) float rope_parts[kRope ? kRopeMaxSplits * kRopeRangeFloats : 1];
+  __shared__ __align__(8) uint64_t rope_bar;
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* sx = base;                         // kStages × 1 KB, then
   unsigned char* sw = base + kStages * T::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
@@ -209,7 +180,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 
   if (threadIdx.x == 0) {
     for (int p = 0; p < kStages; ++p) mbar_init(&landed[p], 1);
-    if constexpr (kRope) mbar_init(&rope_bars[0], 1), mbar_init(&rope_bars[1], 1);
+    if constexpr (kRope) mbar_init(&rope_bar, 1);
     init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp (and the init fence)
   }
   __syncthreads();
@@ -306,16 +277,15 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
                    T::kXBytes, w_base, T::kWBytes, lane,
                    [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
     if constexpr (kRope) {
-      // The range's partial (what the split schedule writes to the workspace): chunk j of the tile
-      // (its columns 8j .. 8j + 7) goes to its owner, rank j / kRopePairs, at [range][row][tile's
-      // half][j % kRopePairs]. Rows < M ≤ 2 sit in warp 0's lanes 0-7 (row g, columns 8j + 2·tig + e).
+      // The range's partial (what the split schedule writes to the workspace) into rank 0: chunk j of
+      // the tile (its columns 8j .. 8j + 7) is chunk 8·half + j of the head. Rows < M ≤ 2 sit in warp
+      // 0's lanes 0-7 (row g, columns 8j + 2·tig + e).
       if (warp == 0 && g < a.m) {
         const int half = int(blockIdx.x % kRopeCluster) / (kRopeCluster / 2);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          const int at = (((range * kRopeRows + g) * 2 + half) * kRopePairs + j % kRopePairs) * 8 + 2 * tig;
-          st_async_cluster(smem_addr(&rope_parts[at]), smem_addr(&rope_bars[0]), j / kRopePairs,
-                           make_float2(total[j][0], total[j][1]));
+          const int at = range * kRopeRangeFloats + (g * 16 + half * 8 + j) * 8 + 2 * tig;
+          st_async_cluster(smem_addr(&rope_parts[at]), smem_addr(&rope_bar), 0, make_float2(total[j][0], total[j][1]));
         }
       }
       continue;
@@ -398,7 +368,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     }
   }
   if constexpr (kRope) {
-    if (warp == 0) rope_epilogue(rope, a, splits, rope_parts, rope_sums, rope_bars, lane);
+    if (warp == 0 && blockIdx.x % kRopeCluster == 0) rope_epilogue(rope, a, splits, rope_parts, &rope_bar, lane);
   }
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
@@ -468,10 +438,10 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
 }
 
 // Configuration 18's kernel with the RoPE op in its epilogue (kRope): clusters of kRopeCluster CTAs
-// a head, one wave, 12 stages a CTA (two an SM: the o and down projections' few-item CTAs, which
-// stream as fast). Whether a launch of `heads` clusters fits that wave: queried once.
-constexpr auto kRopeKernel = gemm_wgmma_decode_kernel<64, 8, 12, false, true>;
-constexpr size_t kRopeSmem = decode_smem_bytes<64, 8, 12, false>();
+// a head, one wave, 11 stages a CTA (two an SM with rank 0's 8 KB of partials). Whether a launch of
+// `heads` clusters fits that wave: queried once.
+constexpr auto kRopeKernel = gemm_wgmma_decode_kernel<64, 8, 11, false, true>;
+constexpr size_t kRopeSmem = decode_smem_bytes<64, 8, 11, false>();
 int rope_cluster_slots() {
   static const int slots = [] {
     RILL_CUDA_CHECK(cudaFuncSetAttribute(kRopeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kRopeSmem)));
@@ -505,7 +475,7 @@ GemmKernelArgs decode_kernel_args(const GemmKernelArgs& k) {
 }  // namespace
 
 bool decode_rope_fits(const GemmKernelArgs& k, const RopeArgs& r) {
-  static_assert(kRopePairs * kRopeCluster == 8, "a cluster's owners cover the head's 8 pairs of chunks");
+  static_assert(kRopeMaxSplits * kRopeRangeFloats * sizeof(float) == 8192, "rank 0's partials: 8 KB");
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int64_t qw = int64_t(r.hq) * 128, kw = int64_t(r.hkv) * 128;
   return gemm_wgmma_available() && k.m >= 1 && k.m <= kRopeRows && r.tokens == k.m && r.head_dim == 128 &&
@@ -530,7 +500,7 @@ bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, i
     const int64_t unfused = std::min<int64_t>(int64_t(a.n / 64) * a.splits,
                                               int64_t(resident_per_sm<64, 8, 8, false>()) * std::max(num_sms, 1));
     const int64_t fused = int64_t(heads) * kRopeCluster;
-    a.prewait_stages = int(std::min<int64_t>(12, (a.prewait_stages * unfused + fused - 1) / fused));
+    a.prewait_stages = int(std::min<int64_t>(11, (a.prewait_stages * unfused + fused - 1) / fused));
   }
   const CUtensorMap tx = weight_tile_map(a.x, a.m, a.k, 8);
   const CUtensorMap tw = weight_tile_map(a.w, a.n, a.k, 64, g_decode_l2_promotion);

@@ -59,32 +59,6 @@ __device__ __forceinline__ unsigned head_lanes() {
   return kC == 32 ? 0xffffffffu : ((1u << kC) - 1u) << (lane & ~unsigned(kC - 1));
 }
 
-// The sum of squares of a chunk's 8 values, in order (the per-head norm's first step).
-__device__ __forceinline__ float chunk_ss(const uint4& raw) {
-  const bf16* v = reinterpret_cast<const bf16*>(&raw);
-  float ss = 0.f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float f = __bfloat162float(v[i]);
-    ss += f * f;
-  }
-  return ss;
-}
-
-// A chunk of pairs j0 .. j0 + 7 rotated in place, `other` its partner chunk (head_dim / 2 away): a
-// chunk of the first half receives x1', one of the second half x2'.
-__device__ __forceinline__ void rotate_chunk(uint4& raw, const uint4& other, const float (&cs)[8],
-                                             const float (&sn)[8], bool first_half) {
-  bf16* v = reinterpret_cast<bf16*>(&raw);
-  const bf16* p = reinterpret_cast<const bf16*>(&other);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    // (x1, x2) = (element j, element j + half)
-    const float x1 = __bfloat162float(first_half ? v[e] : p[e]), x2 = __bfloat162float(first_half ? p[e] : v[e]);
-    v[e] = first_half ? rotated_first(x1, x2, cs[e], sn[e]) : rotated_second(x1, x2, cs[e], sn[e]);
-  }
-}
-
 // One head chunk in place: with `norm` (a.q_norm set) the per-head RMSNorm with weights nw (the sum
 // of squares of the lane's 8 values in order, then a butterfly over the head's lanes), then the
 // rotation with cos / sin cs, sn of pairs j0 .. j0 + 7, j0 = (c % (kC / 2)) · 8 (a chunk's partner,
@@ -93,31 +67,32 @@ template <int kC>
 __device__ __forceinline__ void norm_rotate_chunk(const RopeArgs& a, bool norm, uint4& raw, const float (&nw)[8],
                                                   const float (&cs)[8], const float (&sn)[8], int c, unsigned group) {
   constexpr int kD = kC * 8;
+  bf16* v = reinterpret_cast<bf16*>(&raw);
   if (norm) {
-    float ss = chunk_ss(raw);
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float f = __bfloat162float(v[i]);
+      ss += f * f;
+    }
 #pragma unroll
     for (int o = kC / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(group, ss, o);
     const float inv = rsqrtf(ss / float(kD) + a.norm_eps);
-    normalize8(a, nw, reinterpret_cast<bf16*>(&raw), inv);
+    normalize8(a, nw, v, inv);
   }
   uint4 other;
   other.x = __shfl_xor_sync(group, raw.x, kC / 2);
   other.y = __shfl_xor_sync(group, raw.y, kC / 2);
   other.z = __shfl_xor_sync(group, raw.z, kC / 2);
   other.w = __shfl_xor_sync(group, raw.w, kC / 2);
-  rotate_chunk(raw, other, cs, sn, c < kC / 2);
-}
-
-// The butterfly's sum above for a head of 16 chunks (head_dim 128) from its 8 first-level sums
-// t[i] = ss(chunk i) + ss(chunk i + 8): every lane of the butterfly ends with these bits (each
-// level adds the same two values in either order), so one thread holding t computes them.
-__device__ __forceinline__ float head_ss16(const float (&t)[8]) {
-  float u[8], w[8];
+  const bf16* p = reinterpret_cast<const bf16*>(&other);
+  const bool first_half = c < kC / 2;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) u[i] = t[i] + t[i ^ 4];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) w[i] = u[i] + u[i ^ 2];
-  return w[0] + w[1];
+  for (int e = 0; e < 8; ++e) {
+    // (x1, x2) = (element j, element j + half); this lane writes x1' in the first half, x2' in the second.
+    const float x1 = __bfloat162float(first_half ? v[e] : p[e]), x2 = __bfloat162float(first_half ? p[e] : v[e]);
+    v[e] = first_half ? rotated_first(x1, x2, cs[e], sn[e]) : rotated_second(x1, x2, cs[e], sn[e]);
+  }
 }
 
 }  // namespace rill::cuda::rope_detail
