@@ -148,14 +148,22 @@ void CudaKernels::rope_store_kv_launch(RopeArgs& a, const Tensor& k, const Tenso
 // The fused launch where it may fit (decode rows, head_dim 128 at full rotary, the layout the RoPE
 // heads kernel takes); the GEMM then decides (launch_gemm_wgmma_decode_rope). Where it did not run,
 // the GEMM ran as matmul_outputs would have (its product possibly deferred) and the RoPE op follows.
+// The rule (RILL_QKV_ROPE unset): only where the attention after it runs the split schedule — a block
+// table wider than the cluster kernel's 16 spans of 64 keys (bench/RESULTS.md run AI: +0.5% at 8,192
+// keys; before the cluster attention of short tables −1.9% at 512 keys, the fused GEMM's 192 CTAs of
+// 4-CTA clusters delaying the attention's clusters). A function of the tensors' shapes, so a captured
+// graph replays the same choice.
 void CudaKernels::qkv_rope_store_kv(const Tensor& h, const Tensor& qkv_w, const Tensor* qkv_bias, Tensor& q,
                                     Tensor& k, Tensor& v, const Tensor* q_norm, const Tensor* k_norm,
                                     const NormParams& np, const AttentionBatch& batch, const RopeTable& table,
                                     KvLayer& cache) {
   auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; };
   const bool norm = q_norm && k_norm;
-  const bool may_fuse = qkv_rope_enabled() && batch_invariant_ && !attention_rope_enabled() && q.ndim() == 3 &&
-                        k.ndim() == 3 && v.ndim() == 3 && q.size(0) <= 2 && q.size(2) == 128 &&
+  const int mode = qkv_rope_mode();
+  const bool long_table = batch.block_tables.ndim() == 2 && cache.k.ndim() == 4 &&
+                          batch.block_tables.size(1) * cache.k.size(1) > 16 * 64;
+  const bool may_fuse = (mode == 1 || (mode < 0 && long_table)) && batch_invariant_ && !attention_rope_enabled() &&
+                        q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3 && q.size(0) <= 2 && q.size(2) == 128 &&
                         table.rotary_dim == 128 && aligned(q) && aligned(k) && aligned(v) && q.is_contiguous() &&
                         k.is_contiguous() && v.is_contiguous() && (norm || (!q_norm && !k_norm));
   if (!may_fuse) {

@@ -45,9 +45,10 @@ class CudaKernels final : public Kernels {
   void norm_rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
                           const NormParams& np, const AttentionBatch& batch, const RopeTable& table,
                           KvLayer& cache) override;
-  /// At batch 1-2 of a decode step (head_dim 128, full rotary, the invariant GEMM's configuration 18,
-  /// RILL_QKV_ROPE not 0): one launch, the RoPE op in the GEMM's epilogue on clusters of 4 CTAs a
-  /// head (GemmArgs::rope; same bits as the two ops). Elsewhere the two ops.
+  /// At batch 1-2 of a decode step (head_dim 128, full rotary, the invariant GEMM's configuration 18)
+  /// before the split attention of a long block table (RILL_QKV_ROPE unset; 1: wherever it fits, 0:
+  /// never): one launch, the RoPE op in the GEMM's epilogue on clusters of 4 CTAs a head
+  /// (GemmArgs::rope; same bits as the two ops). Elsewhere the two ops.
   void qkv_rope_store_kv(const Tensor& h, const Tensor& qkv_w, const Tensor* qkv_bias, Tensor& q, Tensor& k, Tensor& v,
                          const Tensor* q_norm, const Tensor* k_norm, const NormParams& np, const AttentionBatch& batch,
                          const RopeTable& table, KvLayer& cache) override;
@@ -222,7 +223,7 @@ int parse_attention_decode_fold(const char* value);
 /// RILL_ATTENTION_ROPE: null or "0" → false; "1" → true (the RoPE op inside the decode attention; same
 /// bits; measured slower, bench/RESULTS.md run Q); anything else → an error naming the variable.
 bool parse_attention_rope(const char* value);
-bool parse_qkv_rope(const char* value);  // RILL_QKV_ROPE: unset / 1 on, 0 off
+int parse_qkv_rope(const char* value);  // RILL_QKV_ROPE: unset → -1 (the rule), 0 never, 1 wherever it fits
 /// RILL_DECODE_GEMM_CONFIG: null → 0 (timed per shape); 1, 5, 6, 7, 8, 9 or 10 → that
 /// configuration for every decode GEMM; anything else → an error naming the variable.
 int parse_decode_gemm_config(const char* value);

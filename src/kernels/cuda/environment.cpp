@@ -169,7 +169,7 @@ int parse_attention_decode_fold(const char* value) {
                             " (0: one-warp fold kernel, 1: four-warp fold kernel, 2: also for one-span-walk splits)");
 }
 bool parse_attention_rope(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_ROPE", value) == 1; }
-bool parse_qkv_rope(const char* value) { return parse_wgmma_switch("RILL_QKV_ROPE", value) != 0; }
+int parse_qkv_rope(const char* value) { return parse_wgmma_switch("RILL_QKV_ROPE", value); }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
   const std::string_view v(value);
@@ -193,8 +193,8 @@ void CudaKernels::configure_from_environment() {
   // without the small kernel between them, the attention's blocks are placed only as the q/k/v GEMM's
   // CTAs leave, and its K/V requests slow that GEMM's tail).
   set_attention_rope(parse_attention_rope(std::getenv("RILL_ATTENTION_ROPE")));
-  // The RoPE op in the q/k/v GEMM's epilogue where it fits (batch 1-2 decode; same bits): the RoPE
-  // kernel's launch, its wait and its partials' round trip off the step's critical path.
+  // The RoPE op in the q/k/v GEMM's epilogue (batch 1-2 decode; same bits): by default only before the
+  // split attention of long block tables (CudaKernels::qkv_rope_store_kv).
   set_qkv_rope(parse_qkv_rope(std::getenv("RILL_QKV_ROPE")));
   attention_warps_ = parse_attention_warps(std::getenv("RILL_ATTENTION_WARPS"));
   matmul_->set_bulk_copies(info_.cc_major >= 9);

@@ -45,7 +45,7 @@ int g_l2_prefetch_tiles = 0;              // set_gemm_l2_prefetch_tiles
 bool g_wgmma = false;                     // set_gemm_wgmma
 bool g_wide_tile = false;                 // set_gemm_wide_tile
 bool g_defer_split = true;                // set_decode_defer_split
-bool g_qkv_rope = true;                   // set_qkv_rope
+int g_qkv_rope = -1;                      // set_qkv_rope
 std::atomic<uint64_t> g_qkv_rope_launches{0};  // (several devices may launch at once)
 
 // kBulk: the tiles travel by the bulk copy engine (cp.async.bulk, one copy a tile row, completing
@@ -389,8 +389,8 @@ bool gemm_wgmma_supported() { return gemm_detail::gemm_wgmma_available(); }
 void set_gemm_wgmma(bool on) { g_wgmma = on && gemm_detail::gemm_wgmma_available(); }
 bool gemm_wgmma_enabled() { return g_wgmma; }
 void set_decode_defer_split(bool on) { g_defer_split = on; }
-void set_qkv_rope(bool on) { g_qkv_rope = on; }
-bool qkv_rope_enabled() { return g_qkv_rope; }
+void set_qkv_rope(int mode) { g_qkv_rope = mode; }
+int qkv_rope_mode() { return g_qkv_rope; }
 uint64_t qkv_rope_launches() { return g_qkv_rope_launches.load(); }
 bool decode_defer_split() { return g_defer_split; }
 void set_gemm_wide_tile(bool on) { g_wide_tile = on; }
@@ -539,7 +539,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
     case 9: launch_config<SmallBulkConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 10: launch_config<SmallBulkDeepConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 18: case 19: {
-      if (config == 18 && a.rope && a.rope_ran && g_qkv_rope &&
+      if (config == 18 && a.rope && a.rope_ran &&
           gemm_detail::launch_gemm_wgmma_decode_rope(k, *a.rope, a.num_sms, stream)) {
         *a.rope_ran = true;  // q, k, v and the cache rows written; nothing deferred
         g_qkv_rope_launches.fetch_add(1);

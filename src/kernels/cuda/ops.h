@@ -393,9 +393,10 @@ uint64_t attention_decode_fold_launches();
 /// RILL_ATTENTION_ROPE=1; off by default: measured slower, bench/RESULTS.md run Q). Same bits as its
 /// own kernel first.
 void set_attention_rope(bool on);
-/// The RoPE op in the q/k/v GEMM's epilogue (GemmArgs::rope; RILL_QKV_ROPE, default on): same bits.
-void set_qkv_rope(bool on);
-bool qkv_rope_enabled();
+/// The RoPE op in the q/k/v GEMM's epilogue (GemmArgs::rope; RILL_QKV_ROPE; same bits): -1 the rule
+/// (before the split decode attention only: CudaKernels::qkv_rope_store_kv), 0 never, 1 wherever it fits.
+void set_qkv_rope(int mode);
+int qkv_rope_mode();
 /// q/k/v GEMM launches that ran the RoPE op in their epilogue so far (tests check that it ran).
 uint64_t qkv_rope_launches();
 bool attention_rope_enabled();

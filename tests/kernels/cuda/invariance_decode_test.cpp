@@ -346,11 +346,11 @@ TEST(CudaInvariance, QkvRopeEpilogueEqualsRopeKernel) {
   ASSERT_TRUE(backend().batch_invariant());
   struct Restore {
     int defer = backend().decode_defer();
-    bool on = cuda::qkv_rope_enabled();
+    int mode = cuda::qkv_rope_mode();
     ~Restore() {
       backend().set_decode_defer(defer);
       backend().matmul_engine().set_decode_config(0);
-      cuda::set_qkv_rope(on);
+      cuda::set_qkv_rope(mode);
     }
   } restore;
   uint64_t seed = fresh_seed();
@@ -385,7 +385,7 @@ TEST(CudaInvariance, QkvRopeEpilogueEqualsRopeKernel) {
         backend().matmul_engine().set_decode_config(18);
         backend().set_decode_defer(2);
         auto run = [&](bool fused) {
-          cuda::set_qkv_rope(fused);
+          cuda::set_qkv_rope(fused ? 1 : 0);
           DevTensor x = upload_bf16(x0, {m, H});
           DevTensor q(DType::bf16, {m, hq, D}), k(DType::bf16, {m, hkv, D}), v(DType::bf16, {m, hkv, D});
           DevTensor kc = upload_bf16(c0, {nblocks, bs, hkv, D}), vc = upload_bf16(c0, {nblocks, bs, hkv, D});

@@ -49,9 +49,9 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_TRUE(cuda::parse_attention_rope("1"));
   EXPECT_FALSE(cuda::parse_attention_rope("0"));
   expect_rejects(cuda::parse_attention_rope, {"", "2", "yes", "1 "}, "RILL_ATTENTION_ROPE");
-  EXPECT_TRUE(cuda::parse_qkv_rope(nullptr));
-  EXPECT_TRUE(cuda::parse_qkv_rope("1"));
-  EXPECT_FALSE(cuda::parse_qkv_rope("0"));
+  EXPECT_EQ(cuda::parse_qkv_rope(nullptr), -1);
+  EXPECT_EQ(cuda::parse_qkv_rope("1"), 1);
+  EXPECT_EQ(cuda::parse_qkv_rope("0"), 0);
   expect_rejects(cuda::parse_qkv_rope, {"", "2", "on", "0 ", "-1"}, "RILL_QKV_ROPE");
   EXPECT_EQ(cuda::parse_attention_span_blocks(nullptr), 0);
   EXPECT_EQ(cuda::parse_attention_span_blocks("0"), 0);
