@@ -162,7 +162,9 @@ void CudaKernels::qkv_rope_store_kv(const Tensor& h, const Tensor& qkv_w, const 
   const int mode = qkv_rope_mode();
   const bool long_table = batch.block_tables.ndim() == 2 && cache.k.ndim() == 4 &&
                           batch.block_tables.size(1) * cache.k.size(1) > 16 * 64;
+  // (A measurement build leaving the RoPE op out runs the unfused ops: RILL_LEAVE_OUT.)
   const bool may_fuse = (mode == 1 || (mode < 0 && long_table)) && batch_invariant_ && !attention_rope_enabled() &&
+                        !left_out('r') &&
                         q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3 && q.size(0) <= 2 && q.size(2) == 128 &&
                         table.rotary_dim == 128 && aligned(q) && aligned(k) && aligned(v) && q.is_contiguous() &&
                         k.is_contiguous() && v.is_contiguous() && (norm || (!q_norm && !k_norm));
