@@ -24,8 +24,6 @@
 // bf16(bf16(silu(bf16 g)) · bf16 u): the gate/up GEMM's bits, then the SwiGLU kernel's — one launch
 // and one latency-bound kernel fewer in a decode step's critical path.
 
-#include <cstdlib>
-#include <string_view>
 #include <algorithm>
 #include <type_traits>
 
@@ -492,13 +490,7 @@ bool decode_rope_fits(const GemmKernelArgs& k, const RopeArgs& r) {
 
 bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, int num_sms, cudaStream_t stream) {
   if (!decode_rope_fits(k, r)) return false;
-  GemmKernelArgs k2 = k;
-  static const bool exit_trigger = [] {  // (measurement: RILL_QKV_ROPE_EXIT=1, the next kernel at exit)
-    const char* v = std::getenv("RILL_QKV_ROPE_EXIT");
-    return v && std::string_view(v) == "1";
-  }();
-  if (exit_trigger) k2.exit_trigger = true;
-  GemmKernelArgs a = decode_kernel_args(k2);
+  GemmKernelArgs a = decode_kernel_args(k);
   a.ws = nullptr;
   a.counters = nullptr;
   a.defer_fold = false;
