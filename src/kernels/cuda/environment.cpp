@@ -9,8 +9,6 @@
 #include <string>
 #include <string_view>
 
-#include <cuda_runtime.h>
-
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -268,13 +266,6 @@ void CudaKernels::configure_from_environment() {
   // the previous GEMM's tail, which has requested its last weight tile by then); every kernel before
   // its wait ("early") measured -1.3% at 512 keys (run AG; run M3: the o and down GEMMs' requests
   // then slow the kernels before them).
-  // Memory synchronization domains for the decode GEMMs' weight streams (launch.h): off by default
-  // until measured (bench/RESULTS.md run AJ). Kept within the domains this GPU has (1 before sm_90).
-  {
-    int domains = 1;
-    RILL_CUDA_CHECK(cudaDeviceGetAttribute(&domains, cudaDevAttrMemSyncDomainCount, info_.ordinal));
-    set_sync_domain_mode(parse_sync_domains(std::getenv("RILL_SYNC_DOMAINS")), domains);
-  }
   constexpr int kDefaultTrigger = 4;  // parse_pdl_trigger("norm")
   const int trigger = parse_pdl_trigger(std::getenv("RILL_PDL_TRIGGER"));
   set_pdl_trigger(trigger < 0 ? kDefaultTrigger : trigger);

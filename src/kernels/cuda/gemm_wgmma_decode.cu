@@ -432,9 +432,7 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));
   GemmKernelArgs la = a;
   la.defer_fold = a.defer_fold && split;
-  // A weight stream: in a memory synchronization domain of its own when sync_domain_mode() asks (launch.h).
-  launch_pdl_cluster_in(next_weight_stream_domain(), kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, dim3(1),
-                        tx, tw, la, split ? a.splits : 1, NoRope{});
+  launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw, la, split ? a.splits : 1, NoRope{});
   RILL_CUDA_CHECK_LAUNCH();
   return split;
 }
@@ -506,8 +504,8 @@ bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, i
   }
   const CUtensorMap tx = weight_tile_map(a.x, a.m, a.k, 8);
   const CUtensorMap tw = weight_tile_map(a.w, a.n, a.k, 64, g_decode_l2_promotion);
-  launch_pdl_cluster_in(next_weight_stream_domain(), kRopeKernel, dim3(heads * kRopeCluster), dim3(256), kRopeSmem,
-                        stream, dim3(kRopeCluster), tx, tw, a, a.splits, r);
+  launch_pdl_cluster(kRopeKernel, dim3(heads * kRopeCluster), dim3(256), kRopeSmem, stream, dim3(kRopeCluster), tx, tw,
+                     a, a.splits, r);
   RILL_CUDA_CHECK_LAUNCH();
   return true;
 }

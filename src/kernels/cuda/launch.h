@@ -217,42 +217,17 @@ __device__ __forceinline__ void pdl_wait_trigger(bool early) {
 }
 #endif
 
-/// Memory synchronization domains (sm_90+): a fence — and a kernel's completion flush — orders only
-/// the memory operations of its own domain, so a decode GEMM's weight stream may run in a domain of
-/// its own, apart from the latency-bound kernels beside it (docs/design-notes.md). Modes: 0 every
-/// kernel in the default domain; 1 the decode GEMMs in one other domain; 2 successive decode GEMMs
-/// alternating between two other domains. set_sync_domain_mode is given the device's domain count
-/// and keeps to the mode it allows.
-void set_sync_domain_mode(int mode, int domain_count);
-int sync_domain_mode();
-/// RILL_SYNC_DOMAINS: null → the default; "0", "1", "2" → that mode; anything else → an error naming
-/// the variable.
-int parse_sync_domains(const char* value);
-/// The physical domain for the next weight-stream launch: 0 (the default domain) in mode 0, else 1,
-/// or 1 and 2 in turn (mode 2).
-unsigned next_weight_stream_domain();
-
-/// launch_pdl_cluster in memory synchronization domain `domain` (0: the default domain; k > 0: the
-/// remote logical domain mapped to physical domain k, which must be below the device's count).
+/// launch_pdl with thread-block clusters of `cluster` CTAs (1 × 1 × 1: none; sm_90+).
 template <typename... Params, typename... Args>
-void launch_pdl_cluster_in(unsigned domain, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                           cudaStream_t stream, dim3 cluster, Args&&... args) {
+void launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                        dim3 cluster, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[4] = {};
+  cudaLaunchAttribute attr[2] = {};
   unsigned n = 0;
-  if (domain > 0) {
-    attr[n].id = cudaLaunchAttributeMemSyncDomain;
-    attr[n].val.memSyncDomain = cudaLaunchMemSyncDomainRemote;
-    ++n;
-    attr[n].id = cudaLaunchAttributeMemSyncDomainMap;
-    attr[n].val.memSyncDomainMap.default_ = 0;
-    attr[n].val.memSyncDomainMap.remote = static_cast<unsigned char>(domain);
-    ++n;
-  }
   if (cluster.x * cluster.y * cluster.z > 1) {
     attr[n].id = cudaLaunchAttributeClusterDimension;
     attr[n].val.clusterDim.x = cluster.x;
@@ -268,13 +243,6 @@ void launch_pdl_cluster_in(unsigned domain, void (*kernel)(Params...), dim3 grid
   cfg.attrs = attr;
   cfg.numAttrs = n;
   RILL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
-
-/// launch_pdl with thread-block clusters of `cluster` CTAs (1 × 1 × 1: none; sm_90+).
-template <typename... Params, typename... Args>
-void launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                        dim3 cluster, Args&&... args) {
-  launch_pdl_cluster_in(0, kernel, grid, block, smem, stream, cluster, std::forward<Args>(args)...);
 }
 
 /// kernel<<<grid, block, smem, stream>>>(args...), allowed to overlap its predecessor when

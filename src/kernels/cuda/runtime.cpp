@@ -1,7 +1,6 @@
 // kernels/cuda/runtime.cpp — device query and the RAII wrappers' factories.
 #include "kernels/cuda/runtime.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -47,31 +46,6 @@ int parse_pdl_trigger(const char* value) {
   fail("RILL_PDL_TRIGGER: must be wait, early, rope, attention or norm (when the latency-bound kernels let the "
        "next kernel launch: after their wait, before it, or before it in the RoPE, the decode attention or the "
        "add + RMSNorm kernels only), got '{}'",
-       v);
-}
-
-namespace {
-std::atomic<int> g_sync_domain_mode{0};      // set_sync_domain_mode
-std::atomic<unsigned> g_weight_launches{0};  // mode 2's turn
-}  // namespace
-
-void set_sync_domain_mode(int mode, int domain_count) {
-  g_sync_domain_mode.store(std::min(mode, std::max(domain_count - 1, 0)), std::memory_order_relaxed);
-}
-int sync_domain_mode() { return g_sync_domain_mode.load(std::memory_order_relaxed); }
-unsigned next_weight_stream_domain() {
-  const int mode = sync_domain_mode();
-  if (mode <= 1) return unsigned(mode);
-  return 1u + g_weight_launches.fetch_add(1, std::memory_order_relaxed) % 2u;
-}
-int parse_sync_domains(const char* value) {
-  if (!value) return 0;
-  const std::string_view v(value);
-  if (v == "0") return 0;
-  if (v == "1") return 1;
-  if (v == "2") return 2;
-  fail("RILL_SYNC_DOMAINS: must be 0 (every kernel in the default memory synchronization domain), 1 (the decode "
-       "GEMMs in another) or 2 (successive decode GEMMs alternating between two others), got '{}'",
        v);
 }
 

@@ -76,28 +76,6 @@ TEST(CudaRuntime, PdlSettingFromEnvironment) {
                  "RILL_PDL_TRIGGER");
 }
 
-// Needs no GPU: runs in CI too. The mode kept is within the device's domains (1 before sm_90: none).
-TEST(CudaRuntime, SyncDomainsFromEnvironment) {
-  EXPECT_EQ(cuda::parse_sync_domains(nullptr), 0);
-  EXPECT_EQ(cuda::parse_sync_domains("0"), 0);
-  EXPECT_EQ(cuda::parse_sync_domains("1"), 1);
-  EXPECT_EQ(cuda::parse_sync_domains("2"), 2);
-  expect_rejects(cuda::parse_sync_domains, {"", "3", "-1", "on", "1 ", "01"}, "RILL_SYNC_DOMAINS");
-  const int before = cuda::sync_domain_mode();
-  cuda::set_sync_domain_mode(2, 4);
-  EXPECT_EQ(cuda::sync_domain_mode(), 2);
-  const unsigned a = cuda::next_weight_stream_domain(), b = cuda::next_weight_stream_domain();
-  EXPECT_NE(a, b);
-  EXPECT_TRUE((a == 1 || a == 2) && (b == 1 || b == 2));
-  cuda::set_sync_domain_mode(2, 2);
-  EXPECT_EQ(cuda::sync_domain_mode(), 1);
-  EXPECT_EQ(cuda::next_weight_stream_domain(), 1u);
-  cuda::set_sync_domain_mode(1, 1);
-  EXPECT_EQ(cuda::sync_domain_mode(), 0);
-  EXPECT_EQ(cuda::next_weight_stream_domain(), 0u);
-  cuda::set_sync_domain_mode(before, 4);
-}
-
 // Needs no GPU: runs in CI too.
 TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_gemm_config(nullptr), 0);
