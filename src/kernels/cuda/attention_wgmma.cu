@@ -94,6 +94,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the tile's bytes, "empty" when every active warp is done reading it (one arrival a warp). A
   // warpgroup waits only for the tile it multiplies, so the two warpgroups may drift apart.
   if (threadIdx.x == 0) {
+    tma_prefetch_map(&tk);  // (mbarrier.cuh)
+    tma_prefetch_map(&tv);
     for (int st = 0; st < kStages; ++st) {
       mbar_init(&full[st], 1);
       mbar_init(&empty[st], unsigned(active_warps));

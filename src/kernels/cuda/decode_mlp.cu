@@ -229,6 +229,9 @@ __global__ void __launch_bounds__(256, kCtas)
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
 
   if (threadIdx.x == 0) {
+    tma_prefetch_map(&to);  // (mbarrier.cuh)
+    tma_prefetch_map(&tgu);
+    tma_prefetch_map(&tdn);
     for (int q = 0; q < kRing; ++q) {
       mbar_init(&ring_full[q], 1);
       mbar_init(&ring_empty[q], 2);  // read by the x warp and by the consumers

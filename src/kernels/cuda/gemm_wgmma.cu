@@ -196,7 +196,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  if (threadIdx.x == 0) init_stage_barriers(full, empty, kStages, kConsumers * 4);  // a release per consumer warp
+  if (threadIdx.x == 0) {
+    tma_prefetch_map(&tx);  // (before the wait: mbarrier.cuh)
+    tma_prefetch_map(&tw);
+    init_stage_barriers(full, empty, kStages, kConsumers * 4);  // a release per consumer warp
+  }
   __syncthreads();
 
   // Stages are used in turn across the CTA's output tiles: stage s in its round of parity

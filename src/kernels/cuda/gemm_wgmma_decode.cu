@@ -179,6 +179,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   };
 
   if (threadIdx.x == 0) {
+    tma_prefetch_map(&tx);  // (x is first copied after the wait: its descriptor must not be fetched then)
+    tma_prefetch_map(&tw);
     for (int p = 0; p < kStages; ++p) mbar_init(&landed[p], 1);
     if constexpr (kRope) mbar_init(&rope_bar, 1);
     init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp (and the init fence)

@@ -70,6 +70,13 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 }
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The descriptor of `map` (a __grid_constant__ kernel parameter) fetched into the SM's descriptor
+// cache ahead of the first copy through it. Issued as a kernel starts — before its wait on the kernel
+// before it — so that no copy after the wait fetches it first: behind a decode step's weight stream
+// that fetch is a memory round trip of ~1 µs on the kernel's path (bench/RESULTS.md run AJ).
+__device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
 // A box of the 2-D tensor `map` at coordinates (c0, c1) (innermost first) into shared memory at dst;
 // its bytes count against bar's transaction count.
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
