@@ -39,7 +39,7 @@ std::atomic<uint64_t> g_attention_decode_fold_launches{0};
 thread_local bool g_ended_with_combine = false;
 
 template <int D, bool kRope = false>
-__global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelArgs a) {
+__global__ void __launch_bounds__(128) attention_decode_split_kernel(const __grid_constant__ AttnKernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   decode_split_spans<D, false, kRope>(a, smem_raw, int(blockIdx.z) / a.span_step, int(blockIdx.z) % a.span_step);
   pdl_trace_done();
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(128) attention_decode_split_kernel(AttnKernelA
 // goes (decode_split_spans' kFold) — attention_kernel<D, 1, 64, true>'s bits, whose one warp ran
 // each tile as one latency-bound chain (~1 TB/s of K/V). Grid (1, kv heads, rows).
 template <int D>
-__global__ void __launch_bounds__(128, 5) attention_decode_fold_kernel(AttnKernelArgs a) {
+__global__ void __launch_bounds__(128, 5) attention_decode_fold_kernel(const __grid_constant__ AttnKernelArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   decode_split_spans<D, false, false, true>(a, smem_raw, int(blockIdx.z), 0);
 }
@@ -86,7 +86,7 @@ struct ClusterPushCfg {
 };
 
 template <int D, bool kRope = false, bool kPush = true>
-__global__ void __launch_bounds__(128, kPush ? 4 : 5) attention_decode_cluster_kernel(AttnKernelArgs a) {
+__global__ void __launch_bounds__(128, kPush ? 4 : 5) attention_decode_cluster_kernel(const __grid_constant__ AttnKernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+ (cluster_fits keeps older GPUs off it)
   using C = DecodeSplitCfg<D>;
   constexpr int kBM = C::kBM;

@@ -56,6 +56,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   // kernel) and, when every key of the first tile precedes the row's new tokens, its K and V —
   // rows written by earlier steps, which no kernel of this step writes. Only Q (and the K/V of
   // the span holding this step's keys, written by the RoPE kernel) waits for the predecessors.
+  warm_params(a);  // (a is every caller's __grid_constant__ parameter)
   BlockRows br;
   const bool has_rows = br.init(a, row, kBM, kBN);
   if constexpr (kToSmem) {

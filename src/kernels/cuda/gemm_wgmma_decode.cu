@@ -125,7 +125,8 @@ __device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKerne
 template <int kBN, int kXRows, int kStages, bool kGlu = false, bool kRope = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
-                             GemmKernelArgs a, int splits, const __grid_constant__ DecodeRope<kRope> rope) {
+                             const __grid_constant__ GemmKernelArgs a, int splits,
+                             const __grid_constant__ DecodeRope<kRope> rope) {
 #if defined(RILL_WGMMA_DEVICE)
   using T = DecodeTile<kBN, kXRows>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -181,6 +182,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   if (threadIdx.x == 0) {
     tma_prefetch_map(&tx);  // (x is first copied after the wait: its descriptor must not be fetched then)
     tma_prefetch_map(&tw);
+    warm_params(a);  // (the consumers' and the epilogue's fields: launch.h)
+    if constexpr (kRope) warm_params(rope);
     for (int p = 0; p < kStages; ++p) mbar_init(&landed[p], 1);
     if constexpr (kRope) mbar_init(&rope_bar, 1);
     init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp (and the init fence)

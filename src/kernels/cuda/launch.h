@@ -199,6 +199,20 @@ __device__ __forceinline__ void pdl_wait() {
 }
 #endif
 
+// A kernel's parameters read into the SM's constant cache before its wait: one word of every 32
+// bytes of `p`, which must be a __grid_constant__ parameter (its address is then the parameter space
+// itself, no copy). A parameter first used after the wait is otherwise a miss there — a memory round
+// trip behind the next GEMM's weight burst, on the kernel's path (bench/RESULTS.md run AJ).
+template <typename T>
+__device__ __forceinline__ void warm_params(const T& p) {
+#if defined(__CUDA_ARCH__)
+  const unsigned* w = reinterpret_cast<const unsigned*>(&p);
+  unsigned acc = 0;
+#pragma unroll
+  for (int i = 0; i < int(sizeof(T) / 4); i += 8) acc ^= w[i];
+  asm volatile("" ::"r"(acc));
+#endif
+}
 // A latency-bound kernel's wait with its trigger: after the wait, or before it when `early`
 // (pdl_early_trigger: the next kernel — in a decode step, the next GEMM — then launches and
 // requests its weights while this one still waits; its own wait still covers this whole grid).

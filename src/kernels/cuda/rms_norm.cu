@@ -115,13 +115,14 @@ __device__ __forceinline__ void store_held(const NormKernelArgs<W>& a, int64_t r
 // step that round trip waits behind the next GEMM's weight stream: ~4 µs each. Same operations
 // in the same order as the two-pass loop below.
 template <typename W, int kVec, int kRowThreads, int kHold>
-__global__ void rms_norm_kernel(NormKernelArgs<W> a) {
+__global__ void rms_norm_kernel(const __grid_constant__ NormKernelArgs<W> a) {
   __shared__ float scratch[32];
   int64_t row = kRowThreads == 32 ? int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32 : blockIdx.x;
   int t = kRowThreads == 32 ? (threadIdx.x & 31) : threadIdx.x;
   if constexpr (kHold > 0) {
     static_assert(kVec == 8, "the register path moves 16-byte vectors");
     W wv[kHold][kVec];
+    warm_params(a);
     hold_weights<W, kRowThreads, kHold>(a, t, wv);
     pdl_wait_trigger(a.early_trigger);
     if (kRowThreads == 32 && row >= a.rows) return;
@@ -198,7 +199,7 @@ __global__ void rms_norm_kernel(NormKernelArgs<W> a) {
 // cluster arrive before the wait on the previous kernel and awaited only before the pushes. A block
 // leaves once all kC · warps sums have landed in it; nobody reads its shared memory after that.
 template <typename W, int kBlock, int kC, int kHold>
-__global__ void __launch_bounds__(kBlock / kC) rms_norm_cluster_kernel(NormKernelArgs<W> a) {
+__global__ void __launch_bounds__(kBlock / kC) rms_norm_cluster_kernel(const __grid_constant__ NormKernelArgs<W> a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kVec = 8, kThreads = kBlock / kC, kWarps = kBlock / 32;
   static_assert(kThreads % 32 == 0 && kWarps <= 32, "whole warps a block, at most 32 a row");
@@ -213,6 +214,7 @@ __global__ void __launch_bounds__(kBlock / kC) rms_norm_cluster_kernel(NormKerne
   }
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   W wv[kHold][kVec];
+  warm_params(a);
   hold_weights<W, kBlock, kHold>(a, t, wv);
   pdl_wait_trigger(a.early_trigger);
   uint4 v[kHold];

@@ -141,10 +141,11 @@ __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
 // norm weights — is read before the wait (launch.h); after it, the head chunk and the v chunk are
 // requested together: one dependent memory round trip (a batch-1 decode step waits on it).
 template <int kC>
-__global__ void __launch_bounds__(kThreads) rope_heads_kernel(RopeArgs a) {
+__global__ void __launch_bounds__(kThreads) rope_heads_kernel(const __grid_constant__ RopeArgs a) {
   constexpr int kHalf = kC * 4, kHeadsPerBlock = kThreads / kC, kD = kC * 8;
   __shared__ float cos_s[kHalf], sin_s[kHalf];
   const int64_t t = blockIdx.x;
+  warm_params(a);
   fill_rotation(a, float(a.positions[t]), kHalf, cos_s, sin_s);
   const int hh = int(blockIdx.y) * kHeadsPerBlock + int(threadIdx.x) / kC, c = int(threadIdx.x) % kC;
   const bool live = hh < a.hq + a.hkv;
