@@ -86,7 +86,8 @@ struct ClusterPushCfg {
 };
 
 template <int D, bool kRope = false, bool kPush = true>
-__global__ void __launch_bounds__(128, kPush ? 4 : 5) attention_decode_cluster_kernel(const __grid_constant__ AttnKernelArgs a) {
+__global__ void __launch_bounds__(128, kPush ? 4 : 5)
+    attention_decode_cluster_kernel(const __grid_constant__ AttnKernelArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters: sm_90+ (cluster_fits keeps older GPUs off it)
   using C = DecodeSplitCfg<D>;
   constexpr int kBM = C::kBM;
