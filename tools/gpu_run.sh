@@ -23,7 +23,7 @@
 #   decode at 512 / 8192 / 16384 (+ RILL_BREAKDOWN_CTX); trace: no tests — a second build with
 #   -DRILL_PDL_TRACE=ON and the batch-1 decode step's per-kernel critical-path spans in the replayed
 #   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py; RILL_TRACE_WINDOW:
-#   kernels a layer, default 12; RILL_PDL_TRACE_TWICE=attention,rope launches those twice, launch.h);
+#   kernels a layer, default 12; RILL_PDL_TRACE_TWICE=attention,rope,norm launches those twice, launch.h);
 #   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
 #   decode figure with its host-time breakdown (--host-times); fits one 10-minute call; ab: settings
 #   side by side — RILL_AB_ENVS="NAME=A NAME=B,OTHER=C ..." (a setting's variables joined by commas)

@@ -99,10 +99,12 @@ struct PdlTrace {
 bool register_pdl_trace_unit(void (*set)(const PdlTrace&));
 /// Allocates the buffer, hands it to every unit and writes it out at exit (RILL_PDL_TRACE unset: nothing).
 void pdl_trace_start();
-/// Whether the kernel `name` ("attention", "rope") is launched a second time right after itself
+/// Whether the kernel `name` ("attention", "rope", "norm": the add + RMSNorm cluster kernel) is launched a
+/// second time right after itself
 /// (RILL_PDL_TRACE_TWICE, a comma-separated list): the repeat runs the same instructions and data with
 /// its code just run — against the first launch, what a kernel's work costs when its code is warm in
-/// the SM (run AD). Measurement only: a repeated RoPE rotates q twice. Another name is refused.
+/// the SM (run AD). Measurement only: a repeated RoPE rotates q twice, a repeated norm adds the residual
+/// twice. Another name is refused.
 bool pdl_trace_twice(const char* name);
 
 #if defined(__CUDACC__)

@@ -99,8 +99,8 @@ bool pdl_trace_twice(const char* name) {
     l.append(",");
     for (size_t at = 1; at < l.size(); at = l.find(',', at) + 1) {  // each name, a typo named in the error
       const std::string_view item(l.data() + at, l.find(',', at) - at);
-      if (!item.empty() && item != "attention" && item != "rope")
-        fail("RILL_PDL_TRACE_TWICE: a comma-separated list of attention, rope; got '{}'", item);
+      if (!item.empty() && item != "attention" && item != "rope" && item != "norm")
+        fail("RILL_PDL_TRACE_TWICE: a comma-separated list of attention, rope, norm; got '{}'", item);
     }
     return l;
   }();
