@@ -51,7 +51,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log() { echo "[gpu_run $(date +%H:%M:%S)] $*" | tee -a "$out/summary.txt"; }
 
 mkdir -p /tmp/pfx
-for f in .carry/debs/*.deb; do dpkg -x "$f" /tmp/pfx; done
+if [[ "$mode" != probes ]] && ! compgen -G ".carry/debs/*.deb" > /dev/null; then
+  log "no .carry/debs/*.deb: run tools/gpu_debs.sh on the build machine first and carry .carry (the build needs them)"
+  exit 2
+fi
+for f in .carry/debs/*.deb; do [[ -e "$f" ]] && dpkg -x "$f" /tmp/pfx; done
 export PKG_CONFIG_SYSROOT_DIR=/tmp/pfx
 export PKG_CONFIG_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu/pkgconfig:/tmp/pfx/usr/share/pkgconfig
 export LD_LIBRARY_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
