@@ -20,6 +20,13 @@ namespace {
 
 using namespace cuda_test;
 
+// Two runs' outputs, output i named names[i], compared bit for bit; a size mismatch is fatal (call it
+// under ASSERT_NO_FATAL_FAILURE so that the test stops there).
+void expect_same_bits(const std::vector<std::vector<float>>& want, const std::vector<std::vector<float>>& got,
+                      const char* const* names) {
+  ASSERT_NO_FATAL_FAILURE(expect_same_bits(want, got, names));
+}
+
 // The fused decode MLP block (CudaKernels::o_proj_mlp at one row: o, add + RMSNorm, gate/up +
 // SwiGLU and down in one persistent kernel) against the four ops of the default Kernels::o_proj_mlp:
 // the new residual, the SwiGLU output and the final delta bitwise, on fresh random inputs, for the
@@ -194,10 +201,7 @@ TEST(CudaInvariance, DeferredFoldEqualsFold) {
                              "down", "sum", "gate_up (settled by download)"};
       const auto [got, deferred] = run(2);
       EXPECT_EQ(deferred, m == 200 ? 4 : 5) << "every split GEMM of the sequence left its partials";
-      for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_EQ(want[i].size(), got[i].size());
-        EXPECT_EQ(differing_bits(want[i], got[i]), 0u) << names[i];
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_same_bits(want, got, names));
       for (float e : want[9]) ASSERT_TRUE(std::isfinite(e)) << "the reference overflowed: rescale the inputs";
     }
   }
@@ -325,10 +329,7 @@ TEST(CudaInvariance, RopeInsideAttentionEqualsRopeFirst) {
       };
       const auto want = run(false), got = run(true);
       const char* names[] = {"attention output", "q", "k", "v", "k cache", "v cache"};
-      for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_EQ(want[i].size(), got[i].size());
-        EXPECT_EQ(differing_bits(want[i], got[i]), 0u) << names[i];
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_same_bits(want, got, names));
       for (float e : want[0]) ASSERT_TRUE(std::isfinite(e)) << "attention output not finite";
     }
   }
@@ -403,10 +404,7 @@ TEST(CudaInvariance, QkvRopeEpilogueEqualsRopeKernel) {
         };
         const auto want = run(false), got = run(true);
         const char* names[] = {"q", "k", "v", "k cache", "v cache"};
-        for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_EQ(want[i].size(), got[i].size());
-          EXPECT_EQ(differing_bits(want[i], got[i]), 0u) << names[i];
-        }
+        ASSERT_NO_FATAL_FAILURE(expect_same_bits(want, got, names));
         EXPECT_NE(differing_bits(want[3], c0), 0u) << "the step's k row was stored";
       }
     }
