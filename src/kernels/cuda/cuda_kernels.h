@@ -276,8 +276,6 @@ int parse_decode_l2_promotion(const char* value);
 int parse_norm_cluster(const char* value);
 /// RILL_DECODE_FEW_ITEM_STAGES: null → 9; 0, 9 or 12 (set_decode_few_item_stages); else an error.
 int parse_decode_few_item_stages(const char* value);
-/// RILL_DECODE_SHARED_CODE: null or "0" → false; "1" → true (set_decode_shared_code); else an error.
-bool parse_decode_shared_code(const char* value);
 /// RILL_DECODE_CTAS: null → 0 (as many CTAs an SM as fit); 1..3 → at most that many resident CTAs an
 /// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
 /// error naming the variable.

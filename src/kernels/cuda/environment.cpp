@@ -170,7 +170,6 @@ int parse_attention_decode_fold(const char* value) {
 }
 bool parse_attention_rope(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_ROPE", value) == 1; }
 int parse_qkv_rope(const char* value) { return parse_wgmma_switch("RILL_QKV_ROPE", value); }
-bool parse_decode_shared_code(const char* value) { return parse_wgmma_switch("RILL_DECODE_SHARED_CODE", value) == 1; }
 int parse_decode_trigger(const char* value) {
   if (!value) return -1;
   const std::string_view v(value);
@@ -230,9 +229,6 @@ void CudaKernels::configure_from_environment() {
   // (three an SM) and 229.43 / 229.57 with 12 stages (bench/RESULTS.md run Y5); batches 2-8 +3.2-5.3% and, with
   // configuration 19's launches sized alike, 16 / 32 +3.0 / +2.5% against 0 (run Z).
   set_decode_few_item_stages(parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
-  // Off by default until measured (docs/design-notes.md, run AJ: whether the small kernels' code stays in the
-  // SM when the projections share theirs).
-  set_decode_shared_code(parse_decode_shared_code(std::getenv("RILL_DECODE_SHARED_CODE")));
   // Clusters of blocks a row while they fit one wave by default (bench/RESULTS.md run AH); none before sm_90.
   const int norm_blocks = parse_norm_cluster(std::getenv("RILL_NORM_CLUSTER"));
   if (norm_blocks > 0 && info_.cc_major < 9)

@@ -37,7 +37,6 @@ struct GemmKernelArgs {
   bool exit_trigger;    // warpgroup decode: no trigger at all — the next kernel launches as this grid completes
   bool split_schedule;
   bool defer_fold;  // warpgroup decode, split schedule: write the partials only (GemmArgs::defer)
-  int stages;       // warpgroup decode, the runtime-stage instantiation (kStages 0): its stages
 };
 
 // The address of product element (row, col) in the output holding column col.

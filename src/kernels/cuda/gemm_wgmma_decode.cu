@@ -25,8 +25,6 @@
 // and one latency-bound kernel fewer in a decode step's critical path.
 
 #include <algorithm>
-#include <array>
-#include <mutex>
 #include <type_traits>
 
 #include "kernels/cuda/check.h"
@@ -53,7 +51,6 @@ int g_decode_prewait_after_attention = -1;  // set_decode_prewait_after_attentio
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
 int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
-bool g_decode_shared_code = false;  // set_decode_shared_code
 
 // The RoPE op in the epilogue (kRope, launch_gemm_wgmma_decode_rope): M ≤ kRopeRows rows, head_dim
 // 128 (two column tiles a head), 2, 4 or 8 split ranges, a cluster of kRopeCluster CTAs a head, each a
@@ -125,9 +122,6 @@ __device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKerne
 }
 #endif
 
-// kStages 0: the stage count is a.stages (≤ kMaxRuntimeStages), so that launches of different depths
-// run the same code (set_decode_shared_code).
-constexpr int kMaxRuntimeStages = 12;
 template <int kBN, int kXRows, int kStages, bool kGlu = false, bool kRope = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
@@ -135,18 +129,16 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
                              const __grid_constant__ DecodeRope<kRope> rope) {
 #if defined(RILL_WGMMA_DEVICE)
   using T = DecodeTile<kBN, kXRows>;
-  constexpr int kCap = kStages > 0 ? kStages : kMaxRuntimeStages;
-  const int stages = kStages > 0 ? kStages : a.stages;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  __shared__ uint64_t full[kCap], empty[kCap];
-  __shared__ uint64_t landed[kCap];  // the pre-wait fill's weight tiles (phase 0 only)
+  __shared__ uint64_t full[kStages], empty[kStages];
+  __shared__ uint64_t landed[kStages];  // the pre-wait fill's weight tiles (phase 0 only)
   __shared__ unsigned is_last;
   // kRope, rank 0: the head's range partials ([range][row][chunk][8]), landing by st.async on rope_bar.
   __shared__ __align__(16) float rope_parts[kRope ? kRopeMaxSplits * kRopeRangeFloats : 1];
   __shared__ __align__(8) uint64_t rope_bar;
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
-  unsigned char* sx = base;                        // `stages` × 1 KB, then
-  unsigned char* sw = base + stages * T::kXBytes;  // `stages` w tiles (rows 8-63 of an x stage fall here)
+  unsigned char* sx = base;                         // kStages × 1 KB, then
+  unsigned char* sw = base + kStages * T::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
 
   // Work items: (column tile, split range) pairs, item = range · tiles + tile, or one item a tile
   // walking every range (fold schedule, splits == 1 here). Persistent CTAs take items blockIdx.x,
@@ -192,9 +184,9 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     tma_prefetch_map(&tw);
     warm_params(a);  // (the consumers' and the epilogue's fields: launch.h)
     if constexpr (kRope) warm_params(rope);
-    for (int p = 0; p < stages; ++p) mbar_init(&landed[p], 1);
+    for (int p = 0; p < kStages; ++p) mbar_init(&landed[p], 1);
     if constexpr (kRope) mbar_init(&rope_bar, 1);
-    init_stage_barriers(full, empty, stages, 4);  // a release per consumer warp (and the init fence)
+    init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp (and the init fence)
   }
   __syncthreads();
   // kRope: the barriers are published to the cluster (awaited by the consumers before their pushes).
@@ -212,7 +204,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
         item_range(item, n0, range, kt_begin, kt_end);
         int t = kt_begin;
         if (!waited) {  // the first item's weights: requested before waiting for the previous kernel
-          const int avail = min(kt_end - kt_begin, stages);
+          const int avail = min(kt_end - kt_begin, kStages);
           const int pro = min(avail, a.prewait_stages);
           // The throttled fill (prewait_fill > prewait_stages): up to `fill` stages requested before
           // the wait, but at most `pro` weight tiles in flight — tile p once tile p - pro has landed
@@ -249,15 +241,15 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
             for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * T::kXBytes, &tx, (kt_begin + p) * kBK, 0, &full[p]);
           }
           t += fill;
-          s = fill % stages;
-          phase = fill == stages ? 1u : 0u;
+          s = fill % kStages;
+          phase = fill == kStages ? 1u : 0u;
         }
         for (; t < kt_end; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);
           mbar_arrive_expect_tx(&full[s], T::kXBytes + T::kWBytes);
           load_w(sw + s * T::kWBytes, t * kBK, n0, &full[s], evict_first);
           tma_load_2d(sx + s * T::kXBytes, &tx, t * kBK, 0, &full[s]);
-          if (++s == stages) s = 0, phase ^= 1u;
+          if (++s == kStages) s = 0, phase ^= 1u;
         }
       }
       if (!waited) pdl_wait();
@@ -286,7 +278,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     item_range(item, n0, range, kt_begin, kt_end);
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
-    consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, stages, s, phase, prev, x_base,
+    consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev, x_base,
                    T::kXBytes, w_base, T::kWBytes, lane,
                    [](float (&d)[kBN / 8][4], uint64_t xd, uint64_t wd) { wgmma::m64n64k16_ss(d, xd, wd); });
     if constexpr (kRope) {
@@ -389,42 +381,29 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 }
 
 template <int kBN, int kXRows, int kStages, bool kGlu>
-constexpr size_t decode_smem_bytes(int stages = kStages) {
+constexpr size_t decode_smem_bytes() {
   using T = DecodeTile<kBN, kXRows>;
-  return size_t(stages) * (T::kXBytes + T::kWBytes) + 1024;
+  return size_t(kStages) * (T::kXBytes + T::kWBytes) + 1024;
 }
 
-// CTAs of a variant that fit on one SM (its shared memory and registers) at `stages` stages (kStages,
-// or any up to kMaxRuntimeStages for the runtime-stage instantiation, kStages 0).
+// CTAs of a variant that fit on one SM (its shared memory and registers).
 template <int kBN, int kXRows, int kStages, bool kGlu>
-int fitting_per_sm(int stages = kStages) {
+int fitting_per_sm() {
   constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
-  auto query = [&](int n_stages) {
-    // (the attribute allows the largest launch: the runtime-stage kernel's at kMaxRuntimeStages)
-    const size_t most = decode_smem_bytes<kBN, kXRows, kStages, kGlu>(kStages > 0 ? kStages : kMaxRuntimeStages);
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(most)));
+  constexpr size_t smem = decode_smem_bytes<kBN, kXRows, kStages, kGlu>();
+  static const int per_sm = [] {
+    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     int n = 0;
-    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, kernel, 256, decode_smem_bytes<kBN, kXRows, kStages, kGlu>(n_stages)));
+    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 256, smem));
     return std::max(n, 1);
-  };
-  if constexpr (kStages > 0) {
-    static const int per_sm = query(kStages);
-    return per_sm;
-  } else {
-    if (stages < 1 || stages > kMaxRuntimeStages) throw_error("[matmul] the decode GEMM takes 1-12 stages");
-    static std::mutex mu;
-    static std::array<int, kMaxRuntimeStages + 1> per_sm{};  // 0: not queried yet
-    std::lock_guard<std::mutex> lock(mu);
-    if (per_sm[size_t(stages)] == 0) per_sm[size_t(stages)] = query(stages);
-    return per_sm[size_t(stages)];
-  }
+  }();
+  return per_sm;
 }
 
 // The CTAs a launch keeps resident on one SM: as many as fit, or set_decode_ctas_per_sm's cap.
 template <int kBN, int kXRows, int kStages, bool kGlu>
-int resident_per_sm(int stages = kStages) {
-  const int per_sm = fitting_per_sm<kBN, kXRows, kStages, kGlu>(stages);
+int resident_per_sm() {
+  const int per_sm = fitting_per_sm<kBN, kXRows, kStages, kGlu>();
   return g_decode_ctas_per_sm > 0 ? std::min(per_sm, g_decode_ctas_per_sm) : per_sm;
 }
 
@@ -436,13 +415,12 @@ bool split_schedule(const GemmKernelArgs& a, int64_t tiles, size_t ws_bytes, int
 }
 
 // Returns whether the split schedule ran (the partials are in a.ws).
-// `stages`: the runtime-stage instantiation's (kStages 0) stage count.
 template <int kBN, int kXRows, int kStages, bool kGlu = false>
 bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num_counters, int num_sms,
-                           cudaStream_t stream, int stages = kStages) {
+                           cudaStream_t stream) {
   constexpr auto kernel = gemm_wgmma_decode_kernel<kBN, kXRows, kStages, kGlu>;
-  const size_t smem = decode_smem_bytes<kBN, kXRows, kStages, kGlu>(stages);
-  const int resident = resident_per_sm<kBN, kXRows, kStages, kGlu>(stages);  // (sets the shared memory attribute)
+  constexpr size_t smem = decode_smem_bytes<kBN, kXRows, kStages, kGlu>();
+  const int resident = resident_per_sm<kBN, kXRows, kStages, kGlu>();  // (sets the shared memory attribute)
   if (a.m > kXRows)
     throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
                             : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64 (32 with SwiGLU)");
@@ -459,7 +437,6 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   const int64_t ctas = std::min<int64_t>(items, int64_t(resident) * std::max(num_sms, 1));
   GemmKernelArgs la = a;
   la.defer_fold = a.defer_fold && split;
-  la.stages = stages;
   launch_pdl(kernel, dim3(unsigned(ctas)), dim3(256), smem, stream, tx, tw, la, split ? a.splits : 1, NoRope{});
   RILL_CUDA_CHECK_LAUNCH();
   return split;
@@ -568,13 +545,6 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
                    tiles * (split_schedule(a, tiles, ws_bytes, num_counters) ? a.splits : 1) <=
                        2 * int64_t(std::max(num_sms, 1));
   if (variant == 0) {
-    // Shared code (set_decode_shared_code): the launches of either depth on the one runtime-stage
-    // instantiation, so that a layer's q/k/v, o and down projections run the same instructions.
-    if (g_decode_shared_code) {
-      const bool deep = few && (g_decode_few_item_stages == 9 || g_decode_few_item_stages == 12);
-      return launch_decode_variant<64, 8, 0>(a, ws_bytes, num_counters, num_sms, stream,
-                                             deep ? g_decode_few_item_stages : 8);
-    }
     if (few && g_decode_few_item_stages == 9)
       return launch_decode_variant<64, 8, 9>(a, ws_bytes, num_counters, num_sms, stream);
     if (few && g_decode_few_item_stages == 12)
@@ -610,5 +580,4 @@ void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
 void set_decode_l2_promotion(int bytes) { gemm_detail::g_decode_l2_promotion = bytes; }
 void set_decode_few_item_stages(int stages) { gemm_detail::g_decode_few_item_stages = stages; }
-void set_decode_shared_code(bool on) { gemm_detail::g_decode_shared_code = on; }
 }  // namespace rill::cuda

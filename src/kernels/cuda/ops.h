@@ -344,10 +344,6 @@ void set_decode_l2_promotion(int bytes);
 /// (RILL_DECODE_FEW_ITEM_STAGES; default 9); configuration 19's 16- and 32-row CTAs take 9 stages
 /// (two an SM) under either non-zero setting. Same bits.
 void set_decode_few_item_stages(int stages);
-/// Whether the batch-1..8 decode GEMM's launches of 8 and of 9 / 12 stages (q/k/v; o and down) run
-/// one instantiation with the stage count an argument, so that a layer's projections share their
-/// instructions in the SM's caches (RILL_DECODE_SHARED_CODE; default off until measured). Same bits.
-void set_decode_shared_code(bool on);
 /// When a CTA of the warpgroup decode GEMM lets the next kernel launch: right after its wait
 /// (false: RILL_DECODE_TRIGGER=early) or once it has requested its last weight tile (true, the
 /// backend's default).

@@ -250,25 +250,6 @@ TEST(CudaInvariance, FewItemStagesKeepBits) {
   });
 }
 
-// The decode GEMM's launches on the one runtime-stage instantiation (set_decode_shared_code: the stage
-// count an argument, 8 for three CTAs an SM, 9 or 12 for the few-item launches): the bits of the
-// instantiations with the stage count built in, at each few-item setting.
-TEST(CudaInvariance, SharedCodeKeepsBits) {
-  RILL_REQUIRE_GPU();
-  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
-  std::vector<std::pair<std::string, std::function<void()>>> settings;
-  for (int stages : {9, 0, 12})
-    for (bool shared : {false, true})
-      settings.push_back({"stages " + std::to_string(stages) + (shared ? " shared" : ""), [stages, shared] {
-                            cuda::set_decode_few_item_stages(stages);
-                            cuda::set_decode_shared_code(shared);
-                          }});
-  expect_decode_settings_keep_bits(settings, [] {
-    cuda::set_decode_few_item_stages(cuda::parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
-    cuda::set_decode_shared_code(cuda::parse_decode_shared_code(std::getenv("RILL_DECODE_SHARED_CODE")));
-  });
-}
-
 // The decode GEMM's throttled pre-wait fill (set_decode_prewait_fill: up to that many stages before
 // the wait, at most the pre-wait stages' weight tiles in flight; the x copies and each stage's
 // arrival after the wait): only when the bytes arrive changes, so the bits of no fill. Pre-wait

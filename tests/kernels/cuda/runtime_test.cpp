@@ -128,10 +128,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_few_item_stages("0"), 0);
   EXPECT_EQ(cuda::parse_decode_few_item_stages("12"), 12);
   expect_rejects(cuda::parse_decode_few_item_stages, {"", "8", "10", "9x"}, "RILL_DECODE_FEW_ITEM_STAGES");
-  EXPECT_FALSE(cuda::parse_decode_shared_code(nullptr));
-  EXPECT_FALSE(cuda::parse_decode_shared_code("0"));
-  EXPECT_TRUE(cuda::parse_decode_shared_code("1"));
-  expect_rejects(cuda::parse_decode_shared_code, {"", "2", "on", "1 ", "01"}, "RILL_DECODE_SHARED_CODE");
   EXPECT_EQ(cuda::parse_decode_ctas(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_ctas("1"), 1);
   EXPECT_EQ(cuda::parse_decode_ctas("3"), 3);
