@@ -133,6 +133,21 @@ int parse_norm_cluster(const char* value) {
        "at every batch; 0: one block a row; unset: clusters while they fit one wave of the SMs), got '{}'",
        value);
 }
+bool parse_step_upload(const char* value) {
+  if (!value || std::string_view(value) == "kernel") return true;
+  if (std::string_view(value) == "copy") return false;
+  fail("RILL_STEP_UPLOAD: must be kernel (a kernel reads the step's inputs from pinned host memory) or copy "
+       "(copy-engine copies), got '{}'",
+       value);
+}
+int parse_argmax_cluster(const char* value) {
+  if (!value) return -1;
+  const auto blocks = exact_int(value);
+  if (blocks && (*blocks == 0 || *blocks == 2 || *blocks == 4 || *blocks == 8)) return *blocks;
+  fail("RILL_ARGMAX_CLUSTER: must be 0, 2, 4 or 8 (blocks of a cluster that reads one row of logits at every "
+       "batch; 0: one block a row; unset: clusters while they fit one wave of the SMs), got '{}'",
+       value);
+}
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
 }
@@ -235,6 +250,12 @@ void CudaKernels::configure_from_environment() {
     fail("RILL_NORM_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", norm_blocks, info_.cc_major,
          info_.cc_minor);
   set_norm_cluster(info_.cc_major < 9 ? 0 : norm_blocks, info_.num_sms);
+  staged_uploads_ = parse_step_upload(std::getenv("RILL_STEP_UPLOAD"));
+  const int argmax_blocks = parse_argmax_cluster(std::getenv("RILL_ARGMAX_CLUSTER"));
+  if (argmax_blocks > 0 && info_.cc_major < 9)
+    fail("RILL_ARGMAX_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", argmax_blocks,
+         info_.cc_major, info_.cc_minor);
+  set_argmax_cluster(info_.cc_major < 9 ? 0 : argmax_blocks, info_.num_sms);
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).

@@ -1,5 +1,10 @@
 // kernels/cuda/reduce.cu — row reductions over logits: argmax (lowest index wins ties, NaN counts
-// as the largest value, as torch.argmax) and softmax with f32 output. One block per row.
+// as the largest value, as torch.argmax; a cluster of blocks a row while the rows are few) and
+// softmax with f32 output (one block a row).
+#include <algorithm>
+
+#include <cooperative_groups.h>
+
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
@@ -22,26 +27,24 @@ __device__ __forceinline__ bool beats(float av, int32_t ai, float bv, int32_t bi
   return av > bv || (av == bv && ai < bi);
 }
 
-// Each thread scans its share (16-byte loads, four in flight, when the row is 16-byte aligned);
-// `beats` is a total order, so the order of the scan does not change the winner.
+// A block's best of row[c_begin, c_end): each thread scans its share (16-byte loads, four in flight,
+// when the row is 16-byte aligned and c_begin a multiple of a load's elements); `beats` is a total
+// order, so neither the order of the scan nor the split into blocks changes the winner. Every lane of
+// warp 0 returns with the block's best in (bv, bi); the other warps' values are partial.
 template <typename T>
-__global__ void argmax_kernel(const T* __restrict__ x, int32_t* out, int64_t cols) {
-  __shared__ float sv[32];
-  __shared__ int32_t si[32];
-  pdl_wait();
-  pdl_trigger();
-  const T* row = x + int64_t(blockIdx.x) * cols;
-  float bv = -INFINITY;
-  int32_t bi = INT32_MAX;
+__device__ void block_best(const T* row, int64_t c_begin, int64_t c_end, float& bv, int32_t& bi, float* sv,
+                           int32_t* si) {
+  bv = -INFINITY;
+  bi = INT32_MAX;
   auto visit = [&](float v, int64_t c) {
     if (beats(v, int32_t(c), bv, bi)) bv = v, bi = int32_t(c);
   };
   constexpr int kPer = int(16 / sizeof(T));
-  int64_t tail = 0;
-  if (reinterpret_cast<uintptr_t>(row) % 16 == 0) {
-    const int64_t nv = cols / kPer;
+  int64_t tail = c_begin;
+  if (reinterpret_cast<uintptr_t>(row) % 16 == 0 && c_begin % kPer == 0) {
+    const int64_t v0 = c_begin / kPer, nv = c_end / kPer;
     const uint4* rv = reinterpret_cast<const uint4*>(row);
-    for (int64_t j0 = threadIdx.x; j0 < nv; j0 += 4 * int64_t(blockDim.x)) {
+    for (int64_t j0 = v0 + threadIdx.x; j0 < nv; j0 += 4 * int64_t(blockDim.x)) {
       uint4 q[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -57,31 +60,72 @@ __global__ void argmax_kernel(const T* __restrict__ x, int32_t* out, int64_t col
         for (int i = 0; i < kPer; ++i) visit(to_float(e[i]), j * kPer + i);
       }
     }
-    tail = nv * kPer;
+    tail = std::max(c_begin, nv * kPer);
   }
-  for (int64_t c = tail + threadIdx.x; c < cols; c += blockDim.x) visit(to_float(row[c]), c);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
-  }
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) sv[warp] = bv, si[warp] = bi;
-  __syncthreads();
-  if (warp == 0) {
-    int warps = blockDim.x >> 5;
-    bv = lane < warps ? sv[lane] : -INFINITY;
-    bi = lane < warps ? si[lane] : INT32_MAX;
+  for (int64_t c = tail + threadIdx.x; c < c_end; c += blockDim.x) visit(to_float(row[c]), c);
+  auto warp_best = [&] {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       float ov = __shfl_xor_sync(0xffffffffu, bv, o);
       int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
       if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
     }
-    // A row of -inf only keeps bi at INT32_MAX: report index 0 then.
-    if (lane == 0) out[blockIdx.x] = bi == INT32_MAX ? 0 : bi;
+  };
+  warp_best();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) sv[warp] = bv, si[warp] = bi;
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = blockDim.x >> 5;
+    bv = lane < warps ? sv[lane] : -INFINITY;
+    bi = lane < warps ? si[lane] : INT32_MAX;
+    warp_best();
   }
+}
+
+// out[r] = argmax of row r, on kC blocks a row: with kC > 1 the blocks of a row form a cluster, each
+// takes a contiguous share of the row (whole 16-byte loads), and rank 0 reduces the ranks' bests read
+// from their shared memory. One block reads a 152k-entry vocabulary row in ~10 loads a thread one
+// after the other; eight read it in one or two (a batch-1 decode step's last kernel).
+template <typename T, int kC>
+__global__ void argmax_kernel(const T* __restrict__ x, int32_t* out, int64_t cols) {
+  __shared__ float sv[32];
+  __shared__ int32_t si[32];
+  pdl_wait();
+  pdl_trigger();
+  const int64_t r = blockIdx.x / kC;
+  const T* row = x + r * cols;
+  constexpr int64_t kPer = int64_t(16 / sizeof(T));
+  const unsigned rank = blockIdx.x % kC;  // the cluster is kC blocks along x
+  const int64_t share = (cols + kC * kPer - 1) / (kC * kPer) * kPer;
+  const int64_t c_begin = std::min(cols, rank * share), c_end = std::min(cols, c_begin + share);
+  float bv;
+  int32_t bi;
+  block_best(row, c_begin, c_end, bv, bi, sv, si);
+  if constexpr (kC > 1) {  // launched on sm_90+ only (set_argmax_cluster)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cluster = cg::this_cluster();
+    __syncthreads();  // warp 0's reads of sv / si are done before thread 0 overwrites slot 0
+    if (threadIdx.x == 0) sv[0] = bv, si[0] = bi;
+    cluster.sync();  // every rank's best is in its slot 0
+    if (rank == 0 && threadIdx.x < 32) {
+      const unsigned lane = threadIdx.x;
+      bv = lane < kC ? *cluster.map_shared_rank(&sv[0], lane) : -INFINITY;
+      bi = lane < kC ? *cluster.map_shared_rank(&si[0], lane) : INT32_MAX;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+      }
+    }
+    cluster.sync();  // no block leaves while rank 0 reads its shared memory
+    if (rank != 0) return;
+#endif
+  }
+  // A row of -inf only keeps bi at INT32_MAX: report index 0 then.
+  if (threadIdx.x == 0) out[r] = bi == INT32_MAX ? 0 : bi;
 }
 
 template <typename T>
@@ -99,16 +143,42 @@ __global__ void softmax_kernel(const T* __restrict__ x, float* __restrict__ out,
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = expf(to_float(row[c]) - m) * inv;
 }
 
+int g_argmax_cluster = -1;  // set_argmax_cluster: -1 the rule of argmax_cluster_for, else that many blocks
+int g_argmax_sms = 132;
+
+}  // namespace
+
+// Blocks a row: `forced` when set (0 or 1: one block); else 8, 4 or 2 while the rows' clusters fit one
+// wave of the SMs, one block beyond (where one block a row already spreads over the SMs).
+int argmax_cluster_for(int64_t rows, int forced, int sms) {
+  if (forced >= 0) return std::max(forced, 1);
+  for (int c = 8; c >= 2; c /= 2)
+    if (rows * c <= sms) return c;
+  return 1;
+}
+
+void set_argmax_cluster(int blocks, int num_sms) {
+  g_argmax_cluster = blocks;
+  if (num_sms > 0) g_argmax_sms = num_sms;
+}
+
+namespace {
+template <typename T>
+void launch_argmax_as(const T* x, int32_t* out, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int c = argmax_cluster_for(rows, g_argmax_cluster, g_argmax_sms);
+  auto kernel = c == 8 ? argmax_kernel<T, 8> : c == 4 ? argmax_kernel<T, 4> : c == 2 ? argmax_kernel<T, 2>
+                                                                               : argmax_kernel<T, 1>;
+  launch_pdl_cluster(kernel, dim3(unsigned(rows) * unsigned(c)), dim3(kThreads), 0, stream, dim3(unsigned(c)), x, out,
+                     cols);
+}
 }  // namespace
 
 void launch_argmax(const void* x, DType dtype, int32_t* out, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0) return;
   if (dtype == DType::bf16)
-    launch_pdl(argmax_kernel<bf16>, dim3(unsigned(rows)), dim3(kThreads), 0, stream, static_cast<const bf16*>(x), out,
-               cols);
+    launch_argmax_as(static_cast<const bf16*>(x), out, rows, cols, stream);
   else if (dtype == DType::f32)
-    launch_pdl(argmax_kernel<float>, dim3(unsigned(rows)), dim3(kThreads), 0, stream, static_cast<const float*>(x), out,
-               cols);
+    launch_argmax_as(static_cast<const float*>(x), out, rows, cols, stream);
   else
     throw_error("[argmax] dtype must be f32 or bf16");
 }

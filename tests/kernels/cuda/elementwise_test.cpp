@@ -1,9 +1,13 @@
 // CUDA elementwise and row-reduction ops against double-precision / exact host references on
 // fresh random inputs with ragged sizes: swiglu, add, convert, embedding, gather_rows, argmax,
-// softmax (label cuda).
+// softmax, upload_step (label cuda).
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 
+#include "core/error.h"
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/ops.h"
 
 namespace rill {
 namespace {
@@ -179,6 +183,109 @@ TEST(CudaElementwise, ArgmaxLowestIndexWinsTies) {
   doutf.poison();
   backend().argmax(dxf.t, doutf.t);
   EXPECT_EQ(download_i32(doutf), expf);
+}
+
+// The argmax on clusters of 2, 4 and 8 blocks a row (each block a contiguous share, rank 0 reducing)
+// against the first maximum on the host: ties planted in different blocks' shares, a NaN row (NaN is
+// the largest), a row of -inf (index 0), 16-byte aligned rows (151,936 bf16) and unaligned ones
+// (151,937), f32 rows, and the rule's choice at 1, 9, 40 and 100 rows.
+TEST(CudaElementwise, ArgmaxClusterRowsKeepWinner) {
+  RILL_REQUIRE_GPU();
+  if (backend().info().cc_major < 9) GTEST_SKIP() << "clusters need sm_90";
+  struct Restore {
+    ~Restore() { cuda::set_argmax_cluster(cuda::parse_argmax_cluster(std::getenv("RILL_ARGMAX_CLUSTER"))); }
+  } restore;
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  auto first_max = [](const std::vector<float>& x, int64_t r, int64_t cols) {
+    const float* row = x.data() + r * cols;
+    int32_t best = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      if (row[c] != row[c]) return int32_t(c);  // the first NaN
+      if (row[c] > row[best]) best = int32_t(c);
+    }
+    return best;
+  };
+  for (const int64_t cols : {int64_t(151936), int64_t(151937), int64_t(4099)}) {
+    for (const int64_t rows : {int64_t(1), int64_t(9), int64_t(40), int64_t(100)}) {
+      SCOPED_TRACE(testing::Message() << rows << " rows of " << cols);
+      auto x = random_bf16_values(rng, size_t(rows * cols), -8.f, 8.f);
+      std::uniform_int_distribution<int64_t> pick(0, cols - 1);
+      for (int64_t r = 0; r < rows; ++r) {
+        // A tie between the first and the last eighth of the row (two blocks' shares), and a third
+        // anywhere.
+        const int64_t a = pick(rng) % (cols / 8), b = cols - 1 - pick(rng) % (cols / 8), c = pick(rng);
+        for (int64_t i : {a, b, c}) x[size_t(r * cols + i)] = 9.f;
+      }
+      if (rows > 2) {
+        x[size_t(1 * cols + cols / 2)] = std::numeric_limits<float>::quiet_NaN();
+        std::fill(x.begin() + 2 * cols, x.begin() + 3 * cols, -std::numeric_limits<float>::infinity());
+      }
+      std::vector<int32_t> expect(size_t(rows), 0);
+      for (int64_t r = 0; r < rows; ++r) expect[size_t(r)] = first_max(x, r, cols);
+      std::vector<float> xf = x;
+      DevTensor dx = upload_bf16(x, {rows, cols}), dxf = upload_f32(xf, {rows, cols}), dout(DType::i32, {rows});
+      for (const int forced : {-1, 0, 2, 4, 8}) {
+        SCOPED_TRACE(testing::Message() << "blocks a row " << forced << " (rule: "
+                                        << cuda::argmax_cluster_for(rows, -1, backend().info().num_sms)
+                                        << ")");
+        cuda::set_argmax_cluster(forced);
+        dout.poison();
+        backend().argmax(dx.t, dout.t);
+        EXPECT_EQ(download_i32(dout), expect) << "bf16";
+        dout.poison();
+        backend().argmax(dxf.t, dout.t);
+        EXPECT_EQ(download_i32(dout), expect) << "f32";
+      }
+    }
+  }
+}
+
+// upload_step (one kernel reading pinned host memory, the default) against the host's words with the
+// ids laid over a part of them: ragged word counts (the kernel's 16-byte path, its scalar tail, more
+// words than its held loads cover), aligned and 4-byte-offset destinations, no ids, and seven uploads
+// queued back to back before any is read (the pinned buffers are reused in turn; the host's bytes are
+// overwritten as soon as each call returns). The word before an offset destination stays untouched.
+TEST(CudaElementwise, UploadStepLaysIdsOverWords) {
+  RILL_REQUIRE_GPU();
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> word(std::numeric_limits<int32_t>::min(),
+                                              std::numeric_limits<int32_t>::max());
+  struct Case {
+    int64_t words, offset, ids_at, n_ids;  // offset: the destination's first word in its buffer
+  };
+  const Case cases[] = {{1, 0, 0, 1},      {3, 1, 2, 1},     {37, 0, 20, 9},         {44, 1, 40, 4},
+                        {1000, 0, 3, 256}, {70001, 1, 0, 0}, {300000, 0, 299990, 10}};
+  std::vector<DevTensor> dsts, id_buffers;
+  std::vector<std::vector<int32_t>> expect;
+  std::vector<int32_t> host;
+  for (const Case& c : cases) {
+    host.resize(size_t(c.words));
+    for (auto& w : host) w = word(rng);
+    std::vector<int32_t> ids(size_t(std::max<int64_t>(c.n_ids, 1)));
+    for (auto& w : ids) w = word(rng);
+    std::vector<int32_t> e(size_t(c.offset), -1);  // poison: every byte 0xff
+    e.insert(e.end(), host.begin(), host.end());
+    std::copy_n(ids.begin(), c.n_ids, e.begin() + c.offset + c.ids_at);
+    expect.push_back(std::move(e));
+    id_buffers.push_back(upload_i32(ids, {int64_t(ids.size())}));
+    DevTensor d(DType::i32, {c.offset + c.words});
+    d.poison();
+    Tensor dst = d.t.slice(c.offset, c.offset + c.words);
+    const Tensor& dids = id_buffers.back().t;
+    backend().upload_step(host.data(), dst, c.n_ids ? dids.slice(0, c.n_ids) : Tensor(),
+                          c.n_ids ? dst.slice(c.ids_at, c.ids_at + c.n_ids) : Tensor());
+    std::fill(host.begin(), host.end(), 0x5a5a5a5a);
+    dsts.push_back(std::move(d));
+  }
+  for (size_t i = 0; i < dsts.size(); ++i) EXPECT_EQ(download_i32(dsts[i]), expect[i]) << "case " << i;
+  // Bad input: ids outside dst.
+  DevTensor d(DType::i32, {8}), ids(DType::i32, {2});
+  host.assign(4, 0);
+  EXPECT_THROW(backend().upload_step(host.data(), d.t.slice(0, 4), ids.t, d.t.slice(4, 6)), Error);
 }
 
 TEST(CudaElementwise, SoftmaxF32Out) {
