@@ -52,11 +52,6 @@ class SyncReadback final : public Readback {
 };
 }  // namespace
 
-void Kernels::upload_step(const void* host, Tensor dst, const Tensor& ids_src, Tensor ids_dst) {
-  upload(host, dst);
-  if (ids_src.defined()) copy(ids_src, ids_dst);
-}
-
 std::unique_ptr<Readback> Kernels::make_readback(size_t bytes) { return std::make_unique<SyncReadback>(*this, bytes); }
 
 void Kernels::begin_capture() { fail("[begin_capture] step graphs are not supported on this backend"); }

@@ -164,12 +164,6 @@ class Kernels {
   virtual Allocator& allocator() = 0;
   /// Host → device copy of dst.nbytes() bytes (a plain memcpy on the CPU).
   virtual void upload(const void* host, Tensor dst) = 0;
-  /// A step's inputs, host → device, queued with the step's ops: upload(host, dst), then, when
-  /// ids_src is defined, ids_src copied over ids_dst (a part of dst: the rows' ids the previous
-  /// step picked on the device). The default does exactly that; the CUDA backend does both in one
-  /// kernel that reads the bytes from pinned host memory, so that no copy-engine operation sits
-  /// between two decode steps' graphs. `host` may be reused once this returns.
-  virtual void upload_step(const void* host, Tensor dst, const Tensor& ids_src, Tensor ids_dst);
   /// Device → host copy of src.nbytes() bytes; waits for the data.
   virtual void download(const Tensor& src, void* host) = 0;
   /// Waits for all queued work.

@@ -48,17 +48,16 @@ StepInputs upload_step_inputs(Kernels& kernels, Arena& arena, const StepBatch& b
   ab.positions = part(batch.positions, {T});
   in.ids = part(batch.tokens, {T});
   in.logit_index = part(batch.logit_indices, {R});
-  Tensor ids_src, ids_dst;
+  if (total > 0) kernels.upload(scratch.data(), packed.view({int64_t(total)}));
   if (batch.token_source.defined()) {
     const Tensor& src = batch.token_source;
     RILL_ENSURE(src.dtype() == DType::i32 && src.is_contiguous() && src.device() == packed.device() &&
                     src.numel() >= 1 && src.numel() <= T,
                 "[step] token_source {} must be a contiguous i32 tensor of 1..{} ids on the step's device",
                 src.describe(), T);
-    ids_src = src.view({src.numel()});
-    ids_dst = in.ids.slice(0, src.numel());
+    Tensor ids = in.ids.slice(0, src.numel());
+    kernels.copy(src.view({src.numel()}), ids);
   }
-  if (total > 0) kernels.upload_step(scratch.data(), packed.view({int64_t(total)}), ids_src, ids_dst);
   return in;
 }
 

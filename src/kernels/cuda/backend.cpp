@@ -8,8 +8,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdint>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -75,45 +73,6 @@ void CudaKernels::upload(const void* host, Tensor dst) {
     return;
   }
   if (attr.type == cudaMemoryTypeHost) stream_.synchronize();
-}
-
-void CudaKernels::upload_step(const void* host, Tensor dst, const Tensor& ids_src, Tensor ids_dst) {
-  if (!staged_uploads_) return Kernels::upload_step(host, dst, ids_src, ids_dst);
-  settle();
-  expect_on_device(dst, "upload_step", "dst");
-  RILL_ENSURE(dst.is_contiguous() && dst.nbytes() % 4 == 0 && reinterpret_cast<uintptr_t>(dst.data()) % 4 == 0,
-              "[upload_step] dst {} must be contiguous whole 32-bit words", dst.describe());
-  RILL_ENSURE(!stream_.capturing(), "[upload_step] not allowed while a step graph is being captured");
-  const int32_t* ids = nullptr;
-  int64_t ids_at = 0, n_ids = 0;
-  if (ids_src.defined()) {
-    expect_on_device(ids_src, "upload_step", "ids_src");
-    expect_dtype(ids_src, DType::i32, "upload_step", "ids_src");
-    expect_dtype(ids_dst, DType::i32, "upload_step", "ids_dst");
-    const auto* d0 = static_cast<const char*>(dst.data());
-    const auto* i0 = static_cast<const char*>(ids_dst.data());
-    RILL_ENSURE(ids_src.is_contiguous() && ids_dst.is_contiguous() && ids_src.numel() == ids_dst.numel() &&
-                    i0 >= d0 && i0 + ids_dst.nbytes() <= d0 + dst.nbytes() && (i0 - d0) % 4 == 0,
-                "[upload_step] ids_src {} must be contiguous and as long as ids_dst {}, a part of dst {}",
-                ids_src.describe(), ids_dst.describe(), dst.describe());
-    ids = ids_src.data_as<int32_t>();
-    ids_at = (i0 - d0) / 4;
-    n_ids = ids_src.numel();
-  }
-  if (dst.nbytes() == 0) return;
-  StagingBuffer& b = staging_[staging_next_];
-  staging_next_ = (staging_next_ + 1) % unsigned(staging_.size());
-  if (b.queued) b.read.synchronize();  // the kernel that read it last has run
-  b.queued = false;
-  if (b.bytes < dst.nbytes()) {
-    b.bytes = std::max<size_t>(dst.nbytes() * 2, 4096);
-    b.host = PinnedHost::allocate(b.bytes);
-  }
-  if (!b.read) b.read = Event::create(false);
-  std::memcpy(b.host.get(), host, dst.nbytes());
-  launch_stage_step(b.host.get(), dst.data(), int64_t(dst.nbytes() / 4), ids, ids_at, n_ids, stream_.get());
-  b.read.record(stream_.get());
-  b.queued = true;
 }
 
 void CudaKernels::download(const Tensor& src, void* host) {

@@ -6,7 +6,6 @@
 // so no op allocates.
 #pragma once
 
-#include <array>
 #include <memory>
 #include <string>
 
@@ -30,7 +29,6 @@ class CudaKernels final : public Kernels {
   DType activation_dtype() const override { return DType::bf16; }
   Allocator& allocator() override { return allocator_; }
   void upload(const void* host, Tensor dst) override;
-  void upload_step(const void* host, Tensor dst, const Tensor& ids_src, Tensor ids_dst) override;
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, Tensor& dst) override;
   void synchronize() override;
@@ -180,21 +178,6 @@ class CudaKernels final : public Kernels {
   DeviceInfo info_;
   CachingAllocator allocator_;
   Stream stream_;
-  // upload_step's pinned host buffers, used in turn: each with the event recorded after the kernel
-  // that read it last, waited for before the buffer is written again (at once, in practice: that
-  // kernel ran two steps ago) or replaced.
-  struct StagingBuffer {
-    PinnedHost host;
-    size_t bytes = 0;
-    Event read;
-    bool queued = false;
-    ~StagingBuffer() {
-      if (queued) cudaEventSynchronize(read.get());
-    }
-  };
-  std::array<StagingBuffer, 3> staging_;
-  unsigned staging_next_ = 0;
-  bool staged_uploads_ = true;  // RILL_STEP_UPLOAD (environment.cpp)
   CublasLtHandle lt_;
   Buffer lt_workspace_;
   Buffer splitk_workspace_;
@@ -291,9 +274,6 @@ int parse_decode_l2_promotion(const char* value);
 /// on clusters of that many blocks at every batch (set_norm_cluster; the bits do not change); anything
 /// else → an error naming the variable.
 int parse_norm_cluster(const char* value);
-/// RILL_STEP_UPLOAD: null or "kernel" → true (upload_step's one kernel reading pinned host memory);
-/// "copy" → false (a copy-engine upload and device copy, as upload() and copy()); else an error.
-bool parse_step_upload(const char* value);
 /// RILL_ARGMAX_CLUSTER: null → -1 (clusters of 8, 4 or 2 blocks a row while they fit one wave of the SMs,
 /// one block beyond); 0 (one block a row), 2, 4 or 8 → that many blocks a row at every batch
 /// (set_argmax_cluster; the winner does not depend on it); anything else → an error naming the variable.

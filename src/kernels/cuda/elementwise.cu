@@ -1,5 +1,5 @@
 // kernels/cuda/elementwise.cu — memory-bound elementwise ops: swiglu, add, convert, embedding,
-// gather_rows, and the copy of a step's inputs from pinned host memory. Numerics follow torch's bf16 ops: each op computes in f32 and rounds its own
+// gather_rows. Numerics follow torch's bf16 ops: each op computes in f32 and rounds its own
 // result once (swiglu is two torch ops, silu then mul, hence two roundings).
 #include <algorithm>
 
@@ -163,41 +163,6 @@ void gather_as(const void* x, const int32_t* index, void* out, int64_t rows, int
   RILL_CUDA_CHECK_LAUNCH();
 }
 
-// A step's inputs: n 32-bit words from pinned host memory (read over the bus by the kernel itself)
-// into dst, words [ids_at, ids_at + n_ids) taken from ids instead (the ids the previous step picked on
-// the device). The host words are requested before the wait (no kernel writes them); dst is written
-// after it (the previous step's kernels read it). 16 bytes a thread where both sides are aligned.
-__global__ void stage_step_kernel(const uint32_t* __restrict__ host, uint32_t* dst, int64_t n,
-                                  const uint32_t* ids, int64_t ids_at, int64_t n_ids) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  const int64_t t0 = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool vec = reinterpret_cast<uintptr_t>(host) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
-  const int64_t n4 = vec ? n / 4 : 0;
-  // Batch-1..256 steps are a few KB: one pass, every load in flight before the wait.
-  constexpr int kHeld = 4;
-  uint4 held[kHeld];
-#pragma unroll
-  for (int u = 0; u < kHeld; ++u) {
-    const int64_t j = t0 + u * stride;
-    if (j < n4) held[u] = reinterpret_cast<const uint4*>(host)[j];
-  }
-  pdl_wait();
-  pdl_trigger();
-  auto word = [&](int64_t i, uint32_t w) { return i >= ids_at && i < ids_at + n_ids ? ids[i - ids_at] : w; };
-  auto store = [&](int64_t j, uint4 q) {
-    q.x = word(4 * j, q.x);
-    q.y = word(4 * j + 1, q.y);
-    q.z = word(4 * j + 2, q.z);
-    q.w = word(4 * j + 3, q.w);
-    reinterpret_cast<uint4*>(dst)[j] = q;
-  };
-#pragma unroll
-  for (int u = 0; u < kHeld; ++u)
-    if (t0 + u * stride < n4) store(t0 + u * stride, held[u]);
-  for (int64_t j = t0 + kHeld * stride; j < n4; j += stride) store(j, reinterpret_cast<const uint4*>(host)[j]);
-  for (int64_t i = 4 * n4 + t0; i < n; i += stride) dst[i] = word(i, host[i]);
-}
-
 }  // namespace
 
 void launch_swiglu(const void* x, void* y, int64_t m, int64_t inter, cudaStream_t stream, const PartialsIn& xp) {
@@ -286,15 +251,6 @@ void launch_gather_rows(const void* x, const int32_t* index, void* out, int64_t 
   if (aligned(16)) gather_as<uint4>(x, index, out, rows, row_bytes, src_rows, stream);
   else if (aligned(4)) gather_as<uint32_t>(x, index, out, rows, row_bytes, src_rows, stream);
   else gather_as<uint8_t>(x, index, out, rows, row_bytes, src_rows, stream);
-}
-
-void launch_stage_step(const void* host, void* dst, int64_t words, const int32_t* ids, int64_t ids_at,
-                       int64_t n_ids, cudaStream_t stream) {
-  if (words == 0) return;
-  const int64_t units = (words + 3) / 4;
-  const unsigned blocks = unsigned(std::min<int64_t>((units + kThreads - 1) / kThreads, 64));
-  launch_pdl(stage_step_kernel, dim3(blocks), dim3(kThreads), 0, stream, static_cast<const uint32_t*>(host),
-             static_cast<uint32_t*>(dst), words, reinterpret_cast<const uint32_t*>(ids), ids_at, ids ? n_ids : 0);
 }
 
 }  // namespace rill::cuda

@@ -133,13 +133,6 @@ int parse_norm_cluster(const char* value) {
        "at every batch; 0: one block a row; unset: clusters while they fit one wave of the SMs), got '{}'",
        value);
 }
-bool parse_step_upload(const char* value) {
-  if (!value || std::string_view(value) == "kernel") return true;
-  if (std::string_view(value) == "copy") return false;
-  fail("RILL_STEP_UPLOAD: must be kernel (a kernel reads the step's inputs from pinned host memory) or copy "
-       "(copy-engine copies), got '{}'",
-       value);
-}
 int parse_argmax_cluster(const char* value) {
   if (!value) return -1;
   const auto blocks = exact_int(value);
@@ -250,7 +243,6 @@ void CudaKernels::configure_from_environment() {
     fail("RILL_NORM_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", norm_blocks, info_.cc_major,
          info_.cc_minor);
   set_norm_cluster(info_.cc_major < 9 ? 0 : norm_blocks, info_.num_sms);
-  staged_uploads_ = parse_step_upload(std::getenv("RILL_STEP_UPLOAD"));
   const int argmax_blocks = parse_argmax_cluster(std::getenv("RILL_ARGMAX_CLUSTER"));
   if (argmax_blocks > 0 && info_.cc_major < 9)
     fail("RILL_ARGMAX_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", argmax_blocks,

@@ -153,10 +153,6 @@ void launch_add(const void* a, const void* b, void* out, int64_t n, DType dtype,
 /// out[r] = x[index[r]] for rows of row_bytes bytes; out-of-range indices give zero rows.
 void launch_gather_rows(const void* x, const int32_t* index, void* out, int64_t rows, int64_t row_bytes,
                         int64_t src_rows, cudaStream_t stream);
-/// dst[0, words) = the 32-bit words at `host` (pinned, mapped host memory, read by the kernel), except
-/// dst[ids_at, ids_at + n_ids) = ids[0, n_ids) when ids is not null (CudaKernels::upload_step).
-void launch_stage_step(const void* host, void* dst, int64_t words, const int32_t* ids, int64_t ids_at,
-                       int64_t n_ids, cudaStream_t stream);
 /// out i32 [rows] = argmax per row of x [rows, cols] (f32 or bf16); lowest index wins ties, NaN is largest.
 /// Rows are read by clusters of 8, 4 or 2 blocks while the rows' clusters fit one wave of the SMs (sm_90+).
 void launch_argmax(const void* x, DType dtype, int32_t* out, int64_t rows, int64_t cols, cudaStream_t stream);

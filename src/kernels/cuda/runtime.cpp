@@ -171,12 +171,6 @@ bool Stream::capturing() const {
   return status != cudaStreamCaptureStatusNone;
 }
 
-PinnedHost PinnedHost::allocate(size_t bytes) {
-  void* p = nullptr;
-  RILL_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped));
-  return PinnedHost(p);
-}
-
 Event Event::create(bool timing) {
   cudaEvent_t e = nullptr;
   RILL_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));

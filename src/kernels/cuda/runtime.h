@@ -64,15 +64,6 @@ struct CublasDestroy { void operator()(cublasHandle_t h) const { cublasDestroy(h
 struct CublasLtDestroy { void operator()(cublasLtHandle_t h) const { cublasLtDestroy(h); } };
 struct GraphDestroy { void operator()(cudaGraph_t g) const { cudaGraphDestroy(g); } };
 struct GraphExecDestroy { void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); } };
-struct HostFree { void operator()(void* p) const { cudaFreeHost(p); } };
-
-/// Pinned host memory the device can read and write through the same pointer (cudaHostAllocMapped;
-/// unified addressing). Whoever frees it makes sure no queued kernel still reads it.
-class PinnedHost : public Owned<void*, HostFree> {
- public:
-  static PinnedHost allocate(size_t bytes);
-  using Owned::Owned;
-};
 
 /// A non-blocking stream (does not synchronise with the legacy default stream).
 class Stream : public Owned<cudaStream_t, StreamDestroy> {

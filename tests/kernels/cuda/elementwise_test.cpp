@@ -1,11 +1,10 @@
 // CUDA elementwise and row-reduction ops against double-precision / exact host references on
 // fresh random inputs with ragged sizes: swiglu, add, convert, embedding, gather_rows, argmax,
-// softmax, upload_step (label cuda).
+// softmax (label cuda).
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
 
-#include "core/error.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/ops.h"
 
@@ -240,52 +239,6 @@ TEST(CudaElementwise, ArgmaxClusterRowsKeepWinner) {
       }
     }
   }
-}
-
-// upload_step (one kernel reading pinned host memory, the default) against the host's words with the
-// ids laid over a part of them: ragged word counts (the kernel's 16-byte path, its scalar tail, more
-// words than its held loads cover), aligned and 4-byte-offset destinations, no ids, and seven uploads
-// queued back to back before any is read (the pinned buffers are reused in turn; the host's bytes are
-// overwritten as soon as each call returns). The word before an offset destination stays untouched.
-TEST(CudaElementwise, UploadStepLaysIdsOverWords) {
-  RILL_REQUIRE_GPU();
-  uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> word(std::numeric_limits<int32_t>::min(),
-                                              std::numeric_limits<int32_t>::max());
-  struct Case {
-    int64_t words, offset, ids_at, n_ids;  // offset: the destination's first word in its buffer
-  };
-  const Case cases[] = {{1, 0, 0, 1},      {3, 1, 2, 1},     {37, 0, 20, 9},         {44, 1, 40, 4},
-                        {1000, 0, 3, 256}, {70001, 1, 0, 0}, {300000, 0, 299990, 10}};
-  std::vector<DevTensor> dsts, id_buffers;
-  std::vector<std::vector<int32_t>> expect;
-  std::vector<int32_t> host;
-  for (const Case& c : cases) {
-    host.resize(size_t(c.words));
-    for (auto& w : host) w = word(rng);
-    std::vector<int32_t> ids(size_t(std::max<int64_t>(c.n_ids, 1)));
-    for (auto& w : ids) w = word(rng);
-    std::vector<int32_t> e(size_t(c.offset), -1);  // poison: every byte 0xff
-    e.insert(e.end(), host.begin(), host.end());
-    std::copy_n(ids.begin(), c.n_ids, e.begin() + c.offset + c.ids_at);
-    expect.push_back(std::move(e));
-    id_buffers.push_back(upload_i32(ids, {int64_t(ids.size())}));
-    DevTensor d(DType::i32, {c.offset + c.words});
-    d.poison();
-    Tensor dst = d.t.slice(c.offset, c.offset + c.words);
-    const Tensor& dids = id_buffers.back().t;
-    backend().upload_step(host.data(), dst, c.n_ids ? dids.slice(0, c.n_ids) : Tensor(),
-                          c.n_ids ? dst.slice(c.ids_at, c.ids_at + c.n_ids) : Tensor());
-    std::fill(host.begin(), host.end(), 0x5a5a5a5a);
-    dsts.push_back(std::move(d));
-  }
-  for (size_t i = 0; i < dsts.size(); ++i) EXPECT_EQ(download_i32(dsts[i]), expect[i]) << "case " << i;
-  // Bad input: ids outside dst.
-  DevTensor d(DType::i32, {8}), ids(DType::i32, {2});
-  host.assign(4, 0);
-  EXPECT_THROW(backend().upload_step(host.data(), d.t.slice(0, 4), ids.t, d.t.slice(4, 6)), Error);
 }
 
 TEST(CudaElementwise, SoftmaxF32Out) {

@@ -120,10 +120,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_norm_cluster("16"), 16);
   EXPECT_EQ(cuda::parse_norm_cluster("0"), 0);
   expect_rejects(cuda::parse_norm_cluster, {"", "1", "3", "32", "-1", "-2", "4 ", "auto"}, "RILL_NORM_CLUSTER");
-  EXPECT_TRUE(cuda::parse_step_upload(nullptr));
-  EXPECT_TRUE(cuda::parse_step_upload("kernel"));
-  EXPECT_FALSE(cuda::parse_step_upload("copy"));
-  expect_rejects(cuda::parse_step_upload, {"", "0", "1", "Kernel", "copy "}, "RILL_STEP_UPLOAD");
   EXPECT_EQ(cuda::parse_argmax_cluster(nullptr), -1);
   EXPECT_EQ(cuda::parse_argmax_cluster("0"), 0);
   EXPECT_EQ(cuda::parse_argmax_cluster("8"), 8);
