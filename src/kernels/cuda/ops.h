@@ -54,6 +54,14 @@ void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
 /// bits. RILL_NORM_CLUSTER. num_sms 0 keeps the count set before (132 at first).
 void set_norm_cluster(int blocks, int num_sms = 0);
 int norm_cluster();
+/// The rule of the row kernels that run on a cluster of blocks a row while the rows are few (the add +
+/// RMSNorm, the argmax): 8, 4 or 2 blocks a row while the rows' clusters fit one wave of `sms` SMs, else 0
+/// (one block a row: the rows alone spread over the SMs).
+inline int row_cluster_blocks(int64_t rows, int sms) {
+  for (int c = 8; c >= 2; c /= 2)
+    if (rows * c <= sms) return c;
+  return 0;
+}
 
 struct RopeArgs {
   void* q = nullptr;                ///< bf16 [tokens, hq, head_dim], rotated in place

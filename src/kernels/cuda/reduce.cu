@@ -146,13 +146,9 @@ int g_argmax_sms = 132;
 
 }  // namespace
 
-// Blocks a row: `forced` when set (0 or 1: one block); else 8, 4 or 2 while the rows' clusters fit one
-// wave of the SMs, one block beyond (where one block a row already spreads over the SMs).
+// Blocks a row: `forced` when set (0 or 1: one block); else row_cluster_blocks' rule, one block beyond it.
 int argmax_cluster_for(int64_t rows, int forced, int sms) {
-  if (forced >= 0) return std::max(forced, 1);
-  for (int c = 8; c >= 2; c /= 2)
-    if (rows * c <= sms) return c;
-  return 1;
+  return std::max(forced >= 0 ? forced : row_cluster_blocks(rows, sms), 1);
 }
 
 void set_argmax_cluster(int blocks, int num_sms) {

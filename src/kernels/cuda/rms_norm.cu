@@ -240,12 +240,7 @@ int g_norm_sms = 132;
 // Blocks a row: `forced` when set (0: one block); else 8, 4 or 2 while the rows' clusters fit one
 // wave of the SMs (batch-1 decode 243.2 / 243.3 tok/s with 8 against 238.9 / 239.2 with one block at
 // 512 keys, 220.5 / 220.6 against 217.1 / 217.0 at 8,192; bench/RESULTS.md run AH), one block beyond.
-int norm_cluster_for(int64_t rows, int forced, int sms) {
-  if (forced >= 0) return forced;
-  for (int c = 8; c >= 2; c /= 2)
-    if (rows * c <= sms) return c;
-  return 0;
-}
+int norm_cluster_for(int64_t rows, int forced, int sms) { return forced >= 0 ? forced : row_cluster_blocks(rows, sms); }
 
 // Clusters of 16 are beyond the portable size: allowed once for the 16-block kernel of weight type W.
 template <typename W, int kBlock, int kHold>

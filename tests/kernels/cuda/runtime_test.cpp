@@ -127,6 +127,13 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_prewait_gate_up(nullptr), -1);
   EXPECT_EQ(cuda::parse_decode_prewait_gate_up("7"), 7);
   expect_rejects(cuda::parse_decode_prewait_gate_up, {"", "-1", "13", "x"}, "RILL_DECODE_PREWAIT_GATE_UP");
+  // The clusters-while-rows-are-few rule of the add + RMSNorm and the argmax, on 132 SMs.
+  const int rule[][2] = {{1, 8}, {16, 8}, {17, 4}, {33, 4}, {34, 2}, {66, 2}, {67, 0}, {256, 0}};
+  for (const auto& [rows, blocks] : rule) EXPECT_EQ(cuda::row_cluster_blocks(rows, 132), blocks) << rows << " rows";
+  EXPECT_EQ(cuda::argmax_cluster_for(1, -1, 132), 8);
+  EXPECT_EQ(cuda::argmax_cluster_for(67, -1, 132), 1);
+  EXPECT_EQ(cuda::argmax_cluster_for(1, 0, 132), 1);
+  EXPECT_EQ(cuda::argmax_cluster_for(100, 4, 132), 4);
   EXPECT_EQ(cuda::parse_argmax_cluster(nullptr), -1);
   EXPECT_EQ(cuda::parse_argmax_cluster("0"), 0);
   EXPECT_EQ(cuda::parse_argmax_cluster("8"), 8);
