@@ -25,7 +25,8 @@
 #   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py; RILL_TRACE_WINDOW:
 #   kernels a layer, default 12; RILL_PDL_TRACE_TWICE=attention,rope,norm launches those twice, launch.h);
 #   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
-#   decode figure with its host-time breakdown (--host-times); fits one 10-minute call; ab: settings
+#   decode figure with its host-time breakdown (--host-times), and the GPU's clocks, power and temperature
+#   sampled while they run (also in ab mode); fits one 10-minute call; ab: settings
 #   side by side — RILL_AB_ENVS="NAME=A NAME=B,OTHER=C ..." (a setting's variables joined by commas)
 #   each running the RILL_AB_TESTS gtest filter, then
 #   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (a setting starting
@@ -211,6 +212,44 @@ serve() {  # label, args...
   build-gpu/rill bench-serve --device cuda "$@" 2>>"$out/bench_stderr.log" | tee -a "$out/serve.log" |
     grep -E "^device|output_tokens|ttft|itl|prefix_hit|turn|state_snap|preempt" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
+# The GPU's clocks, power and temperature while the benchmarks run (nvidia-smi every 100 ms): machines
+# of the kind decode the same code up to ~2% apart, and a lower SM clock under a power or thermal cap
+# would show here. clocks_start before the timed runs, clocks_stop LABEL after: medians and ranges.
+clocks_pid=""
+clocks_start() {
+  local fields=clocks.sm,clocks.mem,power.draw,temperature.gpu reasons
+  for reasons in clocks_event_reasons.active clocks_throttle_reasons.active; do  # (the newer name first)
+    nvidia-smi --query-gpu="$reasons" --format=csv,noheader > /dev/null 2>&1 && { fields+=",$reasons"; break; }
+  done
+  nvidia-smi --query-gpu="$fields" --format=csv,noheader,nounits -lms 100 > /tmp/clocks.csv 2>/dev/null &
+  clocks_pid=$!
+}
+clocks_stop() {  # label
+  [[ -n "$clocks_pid" ]] || return 0
+  kill "$clocks_pid" 2>/dev/null; wait "$clocks_pid" 2>/dev/null; clocks_pid=""
+  nvidia-smi --query-gpu=power.limit,clocks.applications.graphics,clocks.applications.memory \
+    --format=csv,noheader | sed "s/^/  $1: power limit, application clocks: /" | tee -a "$out/summary.txt"
+  python3 - "$1" /tmp/clocks.csv <<'PY' | tee -a "$out/summary.txt"
+import statistics, sys
+rows = []
+for line in open(sys.argv[2]):
+    f = [x.strip() for x in line.split(",")]
+    try:
+        rows.append((float(f[0]), float(f[1]), float(f[2]), float(f[3]), f[4] if len(f) > 4 else "?"))
+    except (ValueError, IndexError):
+        pass
+if not rows:
+    print(f"  {sys.argv[1]}: no clock samples")
+    sys.exit()
+busy = [r for r in rows if r[2] > 200] or rows  # samples while the GPU works (power above idle)
+def col(i):
+    v = [r[i] for r in busy]
+    return f"{statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]"
+reasons = sorted({r[4] for r in busy})
+print(f"  {sys.argv[1]}: {len(busy)} of {len(rows)} samples busy; SM MHz {col(0)}, memory MHz {col(1)}, "
+      f"W {col(2)}, C {col(3)}; event reasons {' '.join(reasons)}")
+PY
+}
 dense=0; serving=0
 case "$mode" in
   dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;;
@@ -388,6 +427,7 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
       log "ab tests [$setting] rc=$? $(grep -cE '^\[       OK' "$out/ab_tests_${setting//[^A-Za-z0-9]/_}.log") ok"
     fi
   done
+  clocks_start
   for ((rep = 1; rep <= reps; ++rep)); do
     for setting in $RILL_AB_ENVS; do
       # A setting starting with "--" is a rill bench flag rather than an environment variable.
@@ -402,6 +442,7 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
       done
     done
   done
+  clocks_stop "clocks (rill bench)"
   log "done (ab)"
   exit $ctest_rc
 fi
@@ -430,6 +471,7 @@ if [[ "$mode" == figures ]]; then  # RESULTS.md's dense-model figures, default m
   timeout 60 build-gpu/bench/cuda_kernels_bench > "$out/kernels_bench.log" 2>&1
   grep -E "HBM copy|GEMM (square|qkv|o_proj|gate_up|down) M=4096" "$out/kernels_bench.log" |
     sed "s/^/  ceiling: /" | tee -a "$out/summary.txt"
+  clocks_start
   for rep in 1 2; do
     timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64 \
       --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | grep -E "^model|tokens_per_s|host_us" |
@@ -438,6 +480,7 @@ if [[ "$mode" == figures ]]; then  # RESULTS.md's dense-model figures, default m
   timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --batch 16,64,128,256 \
     --decode-tokens 32 --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | grep -E "^model|decode_tokens_per_s|host_us" |
     sed "s/^/  invariant bN: /" | tee -a "$out/summary.txt"
+  clocks_stop "clocks (rill bench)"
   log "done (figures)"
   exit $ctest_rc
 fi

@@ -249,12 +249,11 @@ void CudaKernels::take_pending_qkv(RopeArgs& a, const Tensor& k, const Tensor& v
 // it requests every stage of a few-item CTA, 9 (batch-1 decode +1.1-1.4% at 8,192 keys, bench/RESULTS.md
 // run AB); after the cluster kernel (short contexts, where the burst slows that kernel's own round
 // trips: -0.35% at 512 keys) the decode GEMM's usual depth. RILL_DECODE_PREWAIT_AFTER_ATTENTION sets
-// one depth for both. Any other GEMM takes `own` (-1: the usual depth; the measurement knobs
-// RILL_DECODE_PREWAIT_QKV and RILL_DECODE_PREWAIT_GATE_UP set it for the multi-output and the SwiGLU GEMMs).
-void CudaKernels::next_gemm_prewait(int own) {
+// one depth for both.
+void CudaKernels::next_gemm_prewait() {
   constexpr int kAfterCombine = 9;
   const int set = decode_prewait_after_attention();
-  int stages = own;
+  int stages = -1;
   if (std::exchange(after_attention_, false)) stages = set >= 0 ? set : after_combine_ ? kAfterCombine : -1;
   matmul_->set_next_prewait(stages);
 }
@@ -291,7 +290,7 @@ void CudaKernels::matmul_outputs_rope(const Tensor& x, const Tensor& w, const Te
                                       std::span<Tensor* const> ys, const RopeArgs* rope, bool* rope_ran) {
   if (rope_ran) *rope_ran = false;
   settle();
-  next_gemm_prewait(prewait_qkv_);
+  next_gemm_prewait();
   void* outs[GemmArgs::kMaxOuts] = {};
   int64_t ends[GemmArgs::kMaxOuts] = {};
   bool fused = ys.size() <= size_t(GemmArgs::kMaxOuts) && w.ndim() == 2 && x.is_contiguous() && w.is_contiguous() &&
@@ -318,7 +317,7 @@ void CudaKernels::matmul_outputs_rope(const Tensor& x, const Tensor& w, const Te
 
 void CudaKernels::matmul_swiglu(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& gate_up, Tensor& y) {
   settle();
-  next_gemm_prewait(prewait_gate_up_);
+  next_gemm_prewait();
   const bool on_device = x.device() == Device::cuda && w.device() == Device::cuda && y.device() == Device::cuda &&
                          (!bias || bias->device() == Device::cuda);
   const bool bf16s = x.dtype() == DType::bf16 && w.dtype() == DType::bf16 && y.dtype() == DType::bf16 &&

@@ -173,8 +173,7 @@ class CudaKernels final : public Kernels {
   // An attention op ran since the last GEMM (and ended with its span combine as a kernel of its own):
   // the next GEMM, the o projection, takes the pre-wait depth of next_gemm_prewait.
   bool after_attention_ = false, after_combine_ = false;
-  void next_gemm_prewait(int own = -1);
-  int prewait_qkv_ = -1, prewait_gate_up_ = -1;  // RILL_DECODE_PREWAIT_QKV / _GATE_UP (environment.cpp)
+  void next_gemm_prewait();
   int defer_fold_ = 1;  // 0 off, 1 in captured graphs, 2 always
   DeviceInfo info_;
   CachingAllocator allocator_;
@@ -275,12 +274,6 @@ int parse_decode_l2_promotion(const char* value);
 /// on clusters of that many blocks at every batch (set_norm_cluster; the bits do not change); anything
 /// else → an error naming the variable.
 int parse_norm_cluster(const char* value);
-/// RILL_DECODE_PREWAIT_QKV, RILL_DECODE_PREWAIT_GATE_UP: null → -1 (the decode GEMM's usual pre-wait depth);
-/// 0..12 → the weight stages the multi-output GEMM (the dense models' q/k/v) / the SwiGLU GEMM (gate/up)
-/// requests before its wait (measurement knobs; the bits do not change); anything else → an error naming
-/// the variable.
-int parse_decode_prewait_qkv(const char* value);
-int parse_decode_prewait_gate_up(const char* value);
 /// RILL_ARGMAX_CLUSTER: null → -1 (clusters of 8, 4 or 2 blocks a row while they fit one wave of the SMs,
 /// one block beyond); 0 (one block a row), 2, 4 or 8 → that many blocks a row at every batch
 /// (set_argmax_cluster; the winner does not depend on it); anything else → an error naming the variable.

@@ -105,14 +105,6 @@ int parse_decode_prewait_after_attention(const char* value) {
   return parse_int_in_range("RILL_DECODE_PREWAIT_AFTER_ATTENTION", value, -1, 0, 12,
                             " (weight stages the decode GEMM after an attention requests before its wait)");
 }
-int parse_decode_prewait_qkv(const char* value) {
-  return parse_int_in_range("RILL_DECODE_PREWAIT_QKV", value, -1, 0, 12,
-                            " (weight stages the multi-output decode GEMM, q/k/v, requests before its wait)");
-}
-int parse_decode_prewait_gate_up(const char* value) {
-  return parse_int_in_range("RILL_DECODE_PREWAIT_GATE_UP", value, -1, 0, 12,
-                            " (weight stages the SwiGLU decode GEMM, gate/up, requests before its wait)");
-}
 int parse_decode_prewait_fill(const char* value) {
   return parse_int_in_range("RILL_DECODE_PREWAIT_FILL", value, 0, 0, 12,
                             " (weight stages the decode GEMM fills before its wait, RILL_DECODE_PREWAIT in flight)");
@@ -237,10 +229,6 @@ void CudaKernels::configure_from_environment() {
   set_decode_prewait_fill(parse_decode_prewait_fill(std::getenv("RILL_DECODE_PREWAIT_FILL")));
   set_decode_prewait_after_attention(
       parse_decode_prewait_after_attention(std::getenv("RILL_DECODE_PREWAIT_AFTER_ATTENTION")));
-  // Measurement knobs, unset by default (run AK4's trace: the add + RMSNorm before the q/k/v GEMM loads
-  // its row in 3.3 µs, the one before gate/up in 1.3; is the difference the q/k/v GEMM's pre-wait burst?).
-  prewait_qkv_ = parse_decode_prewait_qkv(std::getenv("RILL_DECODE_PREWAIT_QKV"));
-  prewait_gate_up_ = parse_decode_prewait_gate_up(std::getenv("RILL_DECODE_PREWAIT_GATE_UP"));
   // No L2 promotion by default: batch-1 decode 229.2 / 229.1 against 225.6 / 226.0 tok/s with 256 bytes
   // (the prefill GEMM's maps) at 512 keys, 206.6 / 206.7 against 205.9 / 205.7 at 8192 (bench/RESULTS.md
   // run Y); 128 bytes measured the same as none.

@@ -120,13 +120,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_norm_cluster("16"), 16);
   EXPECT_EQ(cuda::parse_norm_cluster("0"), 0);
   expect_rejects(cuda::parse_norm_cluster, {"", "1", "3", "32", "-1", "-2", "4 ", "auto"}, "RILL_NORM_CLUSTER");
-  EXPECT_EQ(cuda::parse_decode_prewait_qkv(nullptr), -1);
-  EXPECT_EQ(cuda::parse_decode_prewait_qkv("0"), 0);
-  EXPECT_EQ(cuda::parse_decode_prewait_qkv("12"), 12);
-  expect_rejects(cuda::parse_decode_prewait_qkv, {"", "-1", "13", "3 ", "03"}, "RILL_DECODE_PREWAIT_QKV");
-  EXPECT_EQ(cuda::parse_decode_prewait_gate_up(nullptr), -1);
-  EXPECT_EQ(cuda::parse_decode_prewait_gate_up("7"), 7);
-  expect_rejects(cuda::parse_decode_prewait_gate_up, {"", "-1", "13", "x"}, "RILL_DECODE_PREWAIT_GATE_UP");
   // The clusters-while-rows-are-few rule of the add + RMSNorm and the argmax, on 132 SMs.
   const int rule[][2] = {{1, 8}, {16, 8}, {17, 4}, {33, 4}, {34, 2}, {66, 2}, {67, 0}, {256, 0}};
   for (const auto& [rows, blocks] : rule) EXPECT_EQ(cuda::row_cluster_blocks(rows, 132), blocks) << rows << " rows";
