@@ -24,6 +24,8 @@
 #   -DRILL_PDL_TRACE=ON and the batch-1 decode step's per-kernel critical-path spans in the replayed
 #   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py; RILL_TRACE_WINDOW:
 #   kernels a layer, default 12; RILL_PDL_TRACE_TWICE=attention,rope,norm launches those twice, launch.h);
+#   power: no tests (RILL_SKIP_CTEST=1) — long decodes (batch 1 at 512 / 8,192 keys, batch 64) with the GPU's
+#   clocks, power and temperature sampled every 20 ms while they run;
 #   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
 #   decode figure with its host-time breakdown (--host-times), and the GPU's clocks, power and temperature
 #   sampled while they run (also in ab mode); fits one 10-minute call; ab: settings
@@ -216,12 +218,12 @@ serve() {  # label, args...
 # of the kind decode the same code up to ~2% apart, and a lower SM clock under a power or thermal cap
 # would show here. clocks_start before the timed runs, clocks_stop LABEL after: medians and ranges.
 clocks_pid=""
-clocks_start() {
+clocks_start() {  # [interval ms, default 100]
   local fields=clocks.sm,clocks.mem,power.draw,temperature.gpu reasons
   for reasons in clocks_event_reasons.active clocks_throttle_reasons.active; do  # (the newer name first)
     nvidia-smi --query-gpu="$reasons" --format=csv,noheader > /dev/null 2>&1 && { fields+=",$reasons"; break; }
   done
-  nvidia-smi --query-gpu="$fields" --format=csv,noheader,nounits -lms 100 > /tmp/clocks.csv 2>/dev/null &
+  nvidia-smi --query-gpu="$fields" --format=csv,noheader,nounits -lms "${1:-100}" > /tmp/clocks.csv 2>/dev/null &
   clocks_pid=$!
 }
 clocks_stop() {  # label
@@ -253,7 +255,7 @@ PY
 dense=0; serving=0
 case "$mode" in
   dense) dense=1 ;; serve) serving=1 ;; full) dense=1; serving=1 ;;
-  lite|decode|attn-decode|sweep|prefill|final|figures|batches|profile|attn|trace|ab|leave-out|serve-ab) ;;
+  lite|decode|attn-decode|sweep|prefill|final|figures|batches|profile|attn|trace|ab|leave-out|serve-ab|power) ;;
   *) log "unknown mode $mode"; exit 2 ;;
 esac
 log "make-model qwen3-8b"
@@ -464,6 +466,17 @@ if [[ "$mode" == serve-ab ]]; then  # the serving engine with and without overla
     done
   done
   log "done (serve-ab)"
+  exit $ctest_rc
+fi
+if [[ "$mode" == power ]]; then  # the clocks while decode alone runs: long decodes, sampled every 20 ms
+  for args in "--prompt-len 512 --decode-tokens 64" "--prompt-len 512 --decode-tokens 3000" "--prompt-len 8192 --decode-tokens 3000" \
+              "--prompt-len 512 --batch 64 --decode-tokens 1000"; do
+    clocks_start 20
+    timeout 100 build-gpu/rill bench --device cuda --model /tmp/q8 $args 2>>"$out/bench_stderr.log" |
+      tee -a "$out/bench.log" | grep -E "decode_tokens_per_s" | sed "s/^/  $args: /" | tee -a "$out/summary.txt"
+    clocks_stop "clocks ($args)"
+  done
+  log "done (power)"
   exit $ctest_rc
 fi
 if [[ "$mode" == figures ]]; then  # RESULTS.md's dense-model figures, default mode, with host times
