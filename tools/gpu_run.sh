@@ -469,8 +469,8 @@ if [[ "$mode" == serve-ab ]]; then  # the serving engine with and without overla
   exit $ctest_rc
 fi
 if [[ "$mode" == power ]]; then  # the clocks while decode alone runs: long decodes, sampled every 20 ms
-  for args in "--prompt-len 512 --decode-tokens 64" "--prompt-len 512 --decode-tokens 3000" "--prompt-len 8192 --decode-tokens 3000" \
-              "--prompt-len 512 --batch 64 --decode-tokens 1000"; do
+  for args in "--prompt-len 512 --decode-tokens 64" "--prompt-len 512 --decode-tokens 3000" \
+              "--prompt-len 8192 --decode-tokens 3000" "--prompt-len 512 --batch 64 --decode-tokens 1000"; do
     clocks_start 20
     timeout 100 build-gpu/rill bench --device cuda --model /tmp/q8 $args 2>>"$out/bench_stderr.log" |
       tee -a "$out/bench.log" | grep -E "decode_tokens_per_s" | sed "s/^/  $args: /" | tee -a "$out/summary.txt"
