@@ -231,26 +231,7 @@ clocks_stop() {  # label
   kill "$clocks_pid" 2>/dev/null; wait "$clocks_pid" 2>/dev/null; clocks_pid=""
   nvidia-smi --query-gpu=power.limit,clocks.applications.graphics,clocks.applications.memory \
     --format=csv,noheader | sed "s/^/  $1: power limit, application clocks: /" | tee -a "$out/summary.txt"
-  python3 - "$1" /tmp/clocks.csv <<'PY' | tee -a "$out/summary.txt"
-import statistics, sys
-rows = []
-for line in open(sys.argv[2]):
-    f = [x.strip() for x in line.split(",")]
-    try:
-        rows.append((float(f[0]), float(f[1]), float(f[2]), float(f[3]), f[4] if len(f) > 4 else "?"))
-    except (ValueError, IndexError):
-        pass
-if not rows:
-    print(f"  {sys.argv[1]}: no clock samples")
-    sys.exit()
-busy = [r for r in rows if r[2] > 200] or rows  # samples while the GPU works (power above idle)
-def col(i):
-    v = [r[i] for r in busy]
-    return f"{statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]"
-reasons = sorted({r[4] for r in busy})
-print(f"  {sys.argv[1]}: {len(busy)} of {len(rows)} samples busy; SM MHz {col(0)}, memory MHz {col(1)}, "
-      f"W {col(2)}, C {col(3)}; event reasons {' '.join(reasons)}")
-PY
+  python3 tools/clocks_summary.py "$1" /tmp/clocks.csv | tee -a "$out/summary.txt"
 }
 dense=0; serving=0
 case "$mode" in
@@ -472,8 +453,7 @@ if [[ "$mode" == power ]]; then  # the clocks while decode alone runs: long deco
   for args in "--prompt-len 512 --decode-tokens 64" "--prompt-len 512 --decode-tokens 3000" \
               "--prompt-len 8192 --decode-tokens 3000" "--prompt-len 512 --batch 64 --decode-tokens 1000"; do
     clocks_start 20
-    timeout 100 build-gpu/rill bench --device cuda --model /tmp/q8 $args 2>>"$out/bench_stderr.log" |
-      tee -a "$out/bench.log" | grep -E "decode_tokens_per_s" | sed "s/^/  $args: /" | tee -a "$out/summary.txt"
+    bench "$args" --model /tmp/q8 $args
     clocks_stop "clocks ($args)"
   done
   log "done (power)"
