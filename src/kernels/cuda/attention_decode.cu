@@ -432,17 +432,12 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
     g_attention_cluster_launches.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  // Else blocks a (row, kv head): at most one wave of resident blocks, each walking every step-th
-  // span (a block a span left half a batch-1 grid at 8k context in a second and third wave, and
-  // every span a block starts cold: its table, K and V round trips unhidden). The fewest blocks
-  // whose walks are no longer than a full wave's: the table's spans in rounds of a wave, spread
-  // evenly over the rounds (8k keys at batch 1: 130 spans, 65 blocks walking 2 each instead of 82
-  // of which 47 walk 2 — the same longest walk with a fifth fewer blocks to place while the q/k/v
-  // GEMM's CTAs leave). Depends on the batch shape only, so a captured graph replays it for any
-  // context length.
-  const int64_t wave = std::max<int64_t>(1, int64_t(a.num_sms) * resident / (int64_t(m_tiles) * a.hkv * a.num_rows));
-  const int64_t rounds = (spans + wave - 1) / wave;
-  const int64_t step = std::min<int64_t>(spans, a.span_blocks > 0 ? a.span_blocks : (spans + rounds - 1) / rounds);
+  // Else blocks a (row, kv head): one wave of resident blocks, each walking every step-th span
+  // (a block a span left half a batch-1 grid at 8k context in a second and third wave, and
+  // every span a block starts cold: its table, K and V round trips unhidden). Depends on the
+  // batch shape only, so a captured graph replays it for any context length.
+  const int64_t wave = int64_t(a.num_sms) * resident / (int64_t(m_tiles) * a.hkv * a.num_rows);
+  const int64_t step = std::min<int64_t>(spans, a.span_blocks > 0 ? a.span_blocks : std::max<int64_t>(1, wave));
   if (step == 1 && g_attention_decode_fold >= 2 && !rope && a.force_splits == 0) {
     // Each block would walk every span of its row: the same walk merging as it goes, without
     // the partials' round trip and the combine kernel (same bits).
