@@ -3,6 +3,7 @@
 # cores (sm_90a), `ctest -L cuda`, a qwen3-8b-shaped random bf16 model, and the benchmarks.
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
+# Before each call, here: tools/gpu_debs.sh (once) and tools/gpu_stamp.sh (names the commit and tree that run).
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|figures|dense|
 #   serve|serve-ab|full|profile|attn|trace|ab|leave-out|footprint|probes]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
@@ -63,8 +64,17 @@ export PKG_CONFIG_SYSROOT_DIR=/tmp/pfx
 export PKG_CONFIG_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu/pkgconfig:/tmp/pfx/usr/share/pkgconfig
 export LD_LIBRARY_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee -a "$out/summary.txt"
-# A snapshot of the tree (git archive) carries its commit in a COMMIT file.
-log "commit $(cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# The code that runs: tools/gpu_stamp.sh wrote .carry/STAMP (commit, tree hash) on the build machine; the
+# commit is logged only if this tree hashes the same (the device's own git HEAD is not this tree's commit).
+source tools/tree_hash.sh
+tree="$(tree_hash)"
+stamp_commit="" stamp_tree=""
+[[ -f .carry/STAMP ]] && read -r stamp_commit stamp_tree < .carry/STAMP
+if [[ -n "$stamp_commit" && "$stamp_tree" == "$tree" ]]; then
+  log "commit $stamp_commit (tree $tree, as stamped)"
+else
+  log "tree $tree: NOT the stamped ${stamp_commit:-(no .carry/STAMP: run tools/gpu_stamp.sh)}"
+fi
 
 if [[ "$mode" == probes ]]; then  # the lab probes of bench/kernels alone: no rill build, no tests
   nvcc_bin="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
