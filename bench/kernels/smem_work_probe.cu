@@ -1,0 +1,293 @@
+// bench/kernels/smem_work_probe.cu — a standalone lab file: does a weight stream slow work that touches no
+// global memory at all? Run AD's trace found the cluster attention's span walk at 512 keys 1.2 µs slower
+// when the o projection's CTAs launch behind it and request their pre-wait weight tiles — with warm
+// code, and (after run AD2) no global access between Q's landing and the span's end: the walk is
+// ldmatrix, mma.sync, shared-memory stores and block barriers. Run AN3 ruled out the GEMM's waiting
+// consumer warps (RILL_DECODE_CONSUMER_WAIT=0 changed nothing). What is left is the SM itself: the bulk
+// copies land in the same shared memory the walk reads, or the traffic through the SM's L1/TEX path.
+//
+// One work block an SM (128 threads, the walk's layout: Q 16 × 128, K and V 64 × 128 bf16 in shared
+// memory) runs kRounds rounds of the walk's arithmetic — Q·Kᵀ (8 k steps of ldmatrix + 2 mma), the row
+// max across warps through shared memory and a barrier, exp2, P through shared memory and a barrier,
+// P·V (ldmatrix.trans + mma), a barrier — and records its ns a round and its SM. Beside it, on the
+// other stream and started first:
+//   bulk   probe_util's weight stream (2 CTAs an SM, 8 × 8 KB bulk copies into shared memory in flight
+//          each: the decode GEMM's pre-wait burst, continued);
+//   loads  the same bytes by ordinary loads into registers (4 CTAs an SM of 128 threads, 8 independent
+//          16-byte non-allocating loads a thread in flight: no shared memory, no L1 allocation);
+// on every SM, or on the odd SMs only (the stream's CTAs on even SMs leave at once), so that the work
+// blocks on even SMs see the memory system busy but no stream on their own SM. Medians over the
+// blocks of each kind and 11 launches, ns a round; the stream's rate from its bytes and time.
+//
+// Built by hand (any machine with nvcc): nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
+// -I src bench/kernels/smem_work_probe.cu -o smem_work_probe; run alone on an H100 / H200 (~1 s, 4 GB;
+// tools/gpu_run.sh OUT probes with RILL_PROBES=smem_work). Not part of the library or of any test: a
+// measurement (bench/RESULTS.md, run AN).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "kernels/cuda/attention_common.cuh"  // exp2_ftz
+#include "probe_util.cuh"
+
+namespace {
+
+using rill::probe::kChunk;
+using rill::probe::kMaxDepth;
+using rill::probe::load_flag;
+using rill::probe::median;
+using rill::probe::now_ns;
+using rill::probe::smid;
+
+constexpr int kD = 128, kStride = kD + 8, kBN = 64, kBM = 16, kThreads = 128, kRounds = 64;
+
+// Stream placement: every SM (0), or only SMs whose id is odd (1).
+__device__ __forceinline__ bool quiet_sm(int odd_only) { return odd_only && smid() % 2 == 0; }
+
+constexpr int kBulkCtas = 2;
+constexpr size_t kBulkSmem = size_t(kMaxDepth) * kChunk + 1024;
+__global__ void bulk_stream_kernel(const unsigned char* stream, int64_t chunks, const int* done, int odd_only,
+                                   unsigned long long* res) {
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kMaxDepth];
+  if (blockIdx.x == 0 || threadIdx.x != 0 || quiet_sm(odd_only)) return;
+  rill::probe::stream_until(stream, chunks, kMaxDepth, done, smem_raw, full, res);
+}
+
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+constexpr int kLoadCtas = 4, kLoadUnroll = 8;
+constexpr int64_t kLoadStep = int64_t(kThreads) * kLoadUnroll;  // uint4s a CTA an iteration (16 KB)
+__global__ void __launch_bounds__(kThreads) load_stream_kernel(const uint4* src, int64_t n16, const int* done,
+                                                               int odd_only, unsigned long long* res, unsigned* sink) {
+  if (quiet_sm(odd_only)) return;
+  const int64_t stride = int64_t(gridDim.x) * kLoadStep;
+  int64_t base = int64_t(blockIdx.x) * kLoadStep;
+  unsigned acc = 0;
+  int64_t it = 0;
+  const unsigned long long t0 = now_ns();
+  for (;; ++it) {
+    if ((it & 15) == 0 && load_flag(done)) break;
+    uint4 v[kLoadUnroll];
+#pragma unroll
+    for (int u = 0; u < kLoadUnroll; ++u) v[u] = ld_stream(src + base + u * kThreads + threadIdx.x);
+#pragma unroll
+    for (int u = 0; u < kLoadUnroll; ++u) acc ^= v[u].x ^ v[u].w;
+    base += stride;
+    if (base + kLoadStep > n16) base %= stride;
+  }
+  const unsigned long long t1 = now_ns();
+  if (acc == 0x9e3779b9u) sink[0] = acc;  // (keeps the loads)
+  if (threadIdx.x == 0) {
+    atomicAdd(res, (unsigned long long)(it)*kLoadStep * 16);
+    atomicMin(res + 1, t0);
+    atomicMax(res + 2, t1);
+  }
+}
+
+// The walk's arithmetic on shared memory only (attention_decode.cuh's operations and layout).
+__global__ void __launch_bounds__(kThreads) work_kernel(unsigned long long* ns, unsigned* sm, float* sink) {
+  __shared__ __align__(16) __nv_bfloat16 q_s[kBM * kStride], k_s[kBN * kStride], v_s[kBN * kStride];
+  __shared__ float max_s[4 * 2 * 8], sum_s[8 * 2 * 32];
+  __shared__ uint2 p_s[8 * 32];
+  const int t = int(threadIdx.x), warp = t / 32, lane = t % 32, g = lane / 4, tig = lane % 4;
+  for (int i = t; i < kBM * kStride; i += kThreads) q_s[i] = __float2bfloat16(float(i % 13) * 0.01f);
+  for (int i = t; i < kBN * kStride; i += kThreads) {
+    k_s[i] = __float2bfloat16(float(i % 11) * 0.01f);
+    v_s[i] = __float2bfloat16(float(i % 7) * 0.02f);
+  }
+  __syncthreads();
+  float o[4][4] = {};
+  const unsigned long long t0 = now_ns();
+  for (int r = 0; r < kRounds; ++r) {
+    float s[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t af[4], bf[4];
+      rill::cuda::ldmatrix_x4(af, q_s + (lane % 16) * kStride + (lane / 16) * 8 + kk * 16);
+      rill::cuda::ldmatrix_x4(bf, k_s + (warp * 16 + (lane % 8) + (lane / 16) * 8) * kStride + kk * 16 +
+                                      ((lane / 8) % 2) * 8);
+      rill::cuda::mma_bf16_16816(s[0], af, bf[0], bf[1]);
+      rill::cuda::mma_bf16_16816(s[1], af, bf[2], bf[3]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      if (tig == 0) max_s[(warp * 2 + h) * 8 + g] = mx;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = max_s[h * 8 + g];
+#pragma unroll
+      for (int w = 1; w < 4; ++w) mx = fmaxf(mx, max_s[(w * 2 + h) * 8 + g]);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        s[j][2 * h] = rill::cuda::attention_detail::exp2_ftz(s[j][2 * h] - mx);
+        s[j][2 * h + 1] = rill::cuda::attention_detail::exp2_ftz(s[j][2 * h + 1] - mx);
+        sum_s[((2 * warp + j) * 2 + h) * 32 + lane] = s[j][2 * h] + s[j][2 * h + 1];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(s[j][0], s[j][1]), hi = __floats2bfloat162_rn(s[j][2], s[j][3]);
+      p_s[(2 * warp + j) * 32 + lane] =
+          make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const uint2 p0 = p_s[(2 * kk) * 32 + lane], p1 = p_s[(2 * kk + 1) * 32 + lane];
+      const uint32_t pf[4] = {p0.x, p0.y, p1.x, p1.y};
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint32_t vf[4];
+        rill::cuda::ldmatrix_x4_trans(vf, v_s + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kStride +
+                                              (2 * warp + j) * 16 + (lane / 16) * 8);
+        rill::cuda::mma_bf16_16816(o[2 * j], pf, vf[0], vf[1]);
+        rill::cuda::mma_bf16_16816(o[2 * j + 1], pf, vf[2], vf[3]);
+      }
+    }
+    __syncthreads();
+  }
+  const unsigned long long t1 = now_ns();
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc += o[i][0] + o[i][1] + o[i][2] + o[i][3] + sum_s[t];
+  if (acc == 12345.f) sink[0] = acc;  // (keeps the work)
+  if (t == 0) {
+    ns[blockIdx.x] = t1 - t0;
+    sm[blockIdx.x] = smid();
+  }
+}
+
+enum Stream { kNone, kBulk, kLoads };
+
+struct Setup {
+  unsigned char* bytes = nullptr;
+  size_t n = 0;
+  int* done = nullptr;
+  unsigned long long* res = nullptr;
+  unsigned* sink_u = nullptr;
+  float* sink_f = nullptr;
+  unsigned long long* ns = nullptr;
+  unsigned* sm = nullptr;
+  cudaStream_t side = nullptr, main = nullptr;
+  int sms = 0;
+};
+
+struct Result {
+  double stream_sm = 0, quiet_sm = 0, gbps = 0;  // ns a round on SMs with / without stream CTAs
+};
+
+Result run(const Setup& s, Stream kind, int odd_only) {
+  std::vector<double> with, without, rate;
+  for (int launch = 0; launch < 11; ++launch) {
+    if (kind != kNone) {
+      const unsigned long long init[3] = {0, ~0ull, 0};
+      CK(cudaMemcpyAsync(s.res, init, sizeof(init), cudaMemcpyHostToDevice, s.side));
+      CK(cudaMemsetAsync(s.done, 0, sizeof(int), s.side));
+      if (kind == kBulk)
+        bulk_stream_kernel<<<kBulkCtas * s.sms + 1, 32, kBulkSmem, s.side>>>(s.bytes, int64_t(s.n / kChunk), s.done,
+                                                                              odd_only, s.res);
+      else
+        load_stream_kernel<<<kLoadCtas * s.sms, kThreads, 0, s.side>>>(
+            reinterpret_cast<const uint4*>(s.bytes), int64_t(s.n / 16), s.done, odd_only, s.res, s.sink_u);
+      CK(cudaGetLastError());
+      const auto t = std::chrono::steady_clock::now();  // (let the stream fill)
+      while (std::chrono::steady_clock::now() - t < std::chrono::microseconds(300)) {
+      }
+    }
+    work_kernel<<<s.sms, kThreads, 0, s.main>>>(s.ns, s.sm, s.sink_f);
+    CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(s.main));
+    if (kind != kNone) {
+      const int one = 1;
+      CK(cudaMemcpyAsync(s.done, &one, sizeof(int), cudaMemcpyHostToDevice, s.main));
+    }
+    CK(cudaDeviceSynchronize());
+    std::vector<unsigned long long> ns(size_t(s.sms));
+    std::vector<unsigned> sm(size_t(s.sms));
+    CK(cudaMemcpy(ns.data(), s.ns, ns.size() * sizeof(ns[0]), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(sm.data(), s.sm, sm.size() * sizeof(sm[0]), cudaMemcpyDeviceToHost));
+    std::vector<double> a, b;
+    for (int i = 0; i < s.sms; ++i) {
+      const bool streamed = kind != kNone && (!odd_only || sm[size_t(i)] % 2 == 1);
+      (streamed ? a : b).push_back(double(ns[size_t(i)]) / kRounds);
+    }
+    if (!a.empty()) with.push_back(median(a));
+    if (!b.empty()) without.push_back(median(b));
+    if (kind != kNone) {
+      unsigned long long res[3];
+      CK(cudaMemcpy(res, s.res, sizeof(res), cudaMemcpyDeviceToHost));
+      if (res[2] > res[1]) rate.push_back(double(res[0]) / double(res[2] - res[1]));  // bytes/ns = GB/s
+    }
+  }
+  Result r;
+  r.stream_sm = with.empty() ? 0 : median(with);
+  r.quiet_sm = without.empty() ? 0 : median(without);
+  r.gbps = rate.empty() ? 0 : median(rate);
+  return r;
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop;
+  Setup s;
+  s.sms = rill::probe::device_sms(prop);
+  std::printf("smem work probe: %s, %d SMs; one work block an SM, %d rounds of the span walk's arithmetic\n", prop.name,
+              s.sms, kRounds);
+  s.n = size_t(4) << 30;
+  CK(cudaMalloc(&s.bytes, s.n));
+  CK(cudaMemset(s.bytes, 1, s.n));
+  CK(cudaMalloc(&s.done, sizeof(int)));
+  CK(cudaMalloc(&s.res, 3 * sizeof(unsigned long long)));
+  CK(cudaMalloc(&s.sink_u, sizeof(unsigned)));
+  CK(cudaMalloc(&s.sink_f, sizeof(float)));
+  CK(cudaMalloc(&s.ns, size_t(s.sms) * sizeof(unsigned long long)));
+  CK(cudaMalloc(&s.sm, size_t(s.sms) * sizeof(unsigned)));
+  CK(cudaFuncSetAttribute(bulk_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBulkSmem)));
+  CK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s.main, cudaStreamNonBlocking));
+  std::printf("%-58s %14s %14s %10s\n", "stream beside the work", "SMs with it", "SMs without", "GB/s");
+  const Result idle = run(s, kNone, 0);
+  std::printf("%-58s %14s %11.0f ns %10s\n", "none (GPU idle)", "-", idle.quiet_sm, "-");
+  const struct {
+    Stream kind;
+    int odd_only;
+    const char* name;
+  } cases[] = {
+      {kBulk, 0, "bulk copies into shared memory, every SM"},
+      {kBulk, 1, "bulk copies into shared memory, odd SMs"},
+      {kLoads, 0, "loads into registers (no L1 allocation), every SM"},
+      {kLoads, 1, "loads into registers (no L1 allocation), odd SMs"},
+  };
+  for (const auto& c : cases) {
+    const Result r = run(s, c.kind, c.odd_only);
+    char with[32] = "-", without[32] = "-";
+    if (r.stream_sm > 0) std::snprintf(with, sizeof(with), "%11.0f ns", r.stream_sm);
+    if (r.quiet_sm > 0) std::snprintf(without, sizeof(without), "%11.0f ns", r.quiet_sm);
+    std::printf("%-58s %14s %14s %10.0f\n", c.name, with, without, r.gbps);
+  }
+  CK(cudaFree(s.bytes));
+  CK(cudaFree(s.done));
+  CK(cudaFree(s.res));
+  CK(cudaFree(s.sink_u));
+  CK(cudaFree(s.sink_f));
+  CK(cudaFree(s.ns));
+  CK(cudaFree(s.sm));
+  return 0;
+}
