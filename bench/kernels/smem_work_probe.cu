@@ -48,14 +48,44 @@ constexpr int kD = 128, kStride = kD + 8, kBN = 64, kBM = 16, kThreads = 128, kR
 // Stream placement: every SM (0), or only SMs whose id is odd (1).
 __device__ __forceinline__ bool quiet_sm(int odd_only) { return odd_only && smid() % 2 == 0; }
 
+// A stream stops when told (done) or after kDeadlineNs, whichever comes first: if the work blocks
+// could not be placed beside it they run after it, and the host reports them as not co-resident
+// instead of waiting forever.
+constexpr unsigned long long kDeadlineNs = 3'000'000;
+__device__ __forceinline__ bool stop(const int* done, unsigned long long t0) {
+  return load_flag(done) || now_ns() - t0 > kDeadlineNs;
+}
+
+// probe_util's stream_until with the deadline: thread 0 keeps kMaxDepth 8 KB bulk copies in flight.
 constexpr int kBulkCtas = 2;
 constexpr size_t kBulkSmem = size_t(kMaxDepth) * kChunk + 1024;
 __global__ void bulk_stream_kernel(const unsigned char* stream, int64_t chunks, const int* done, int odd_only,
                                    unsigned long long* res) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[kMaxDepth];
-  if (blockIdx.x == 0 || threadIdx.x != 0 || quiet_sm(odd_only)) return;
-  rill::probe::stream_until(stream, chunks, kMaxDepth, done, smem_raw, full, res);
+  if (threadIdx.x != 0 || quiet_sm(odd_only)) return;
+  unsigned char* stage = smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
+  for (int d = 0; d < kMaxDepth; ++d) rill::cuda::mbar_init(&full[d], 1);
+  rill::cuda::mbar_init_fence();
+  const uint64_t policy = rill::cuda::l2_evict_first_policy();
+  int64_t chunk = blockIdx.x, issued = 0;
+  const unsigned long long t0 = now_ns();
+  for (;; ++issued) {
+    const int d = int(issued % kMaxDepth);
+    const int64_t use = issued / kMaxDepth;
+    if (use > 0) rill::cuda::mbar_wait(&full[d], unsigned(use - 1) & 1u);  // its previous copy landed
+    if ((issued & 15) == 0 && stop(done, t0)) break;
+    rill::cuda::mbar_arrive_expect_tx(&full[d], kChunk);
+    rill::probe::bulk_load(stage + d * kChunk, stream + chunk * kChunk, kChunk, &full[d], policy);
+    chunk += gridDim.x;
+    if (chunk >= chunks) chunk -= chunks;
+  }
+  for (int64_t i = issued > kMaxDepth ? issued - kMaxDepth : 0; i < issued; ++i)  // the copies still in flight
+    rill::cuda::mbar_wait(&full[i % kMaxDepth], unsigned(i / kMaxDepth) & 1u);
+  const unsigned long long t1 = now_ns();
+  atomicAdd(res, (unsigned long long)(issued)*kChunk);
+  atomicMin(res + 1, t0);
+  atomicMax(res + 2, t1);
 }
 
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
@@ -77,7 +107,7 @@ __global__ void __launch_bounds__(kThreads) load_stream_kernel(const uint4* src,
   int64_t it = 0;
   const unsigned long long t0 = now_ns();
   for (;; ++it) {
-    if ((it & 15) == 0 && load_flag(done)) break;
+    if ((it & 15) == 0 && stop(done, t0)) break;
     uint4 v[kLoadUnroll];
 #pragma unroll
     for (int u = 0; u < kLoadUnroll; ++u) v[u] = ld_stream(src + base + u * kThreads + threadIdx.x);
@@ -97,6 +127,7 @@ __global__ void __launch_bounds__(kThreads) load_stream_kernel(const uint4* src,
 
 // The walk's arithmetic on shared memory only (attention_decode.cuh's operations and layout).
 __global__ void __launch_bounds__(kThreads) work_kernel(unsigned long long* ns, unsigned* sm, float* sink) {
+  // ns[2i], ns[2i + 1]: block i's first and last time stamps
   __shared__ __align__(16) __nv_bfloat16 q_s[kBM * kStride], k_s[kBN * kStride], v_s[kBN * kStride];
   __shared__ float max_s[4 * 2 * 8], sum_s[8 * 2 * 32];
   __shared__ uint2 p_s[8 * 32];
@@ -168,7 +199,8 @@ __global__ void __launch_bounds__(kThreads) work_kernel(unsigned long long* ns, 
   for (int i = 0; i < 4; ++i) acc += o[i][0] + o[i][1] + o[i][2] + o[i][3] + sum_s[t];
   if (acc == 12345.f) sink[0] = acc;  // (keeps the work)
   if (t == 0) {
-    ns[blockIdx.x] = t1 - t0;
+    ns[2 * blockIdx.x] = t0;
+    ns[2 * blockIdx.x + 1] = t1;
     sm[blockIdx.x] = smid();
   }
 }
@@ -190,17 +222,19 @@ struct Setup {
 
 struct Result {
   double stream_sm = 0, quiet_sm = 0, gbps = 0;  // ns a round on SMs with / without stream CTAs
+  double inside = 1;  // the fraction of work blocks that ran wholly inside the stream's time
 };
 
 Result run(const Setup& s, Stream kind, int odd_only) {
   std::vector<double> with, without, rate;
+  int blocks = 0, inside = 0;
   for (int launch = 0; launch < 11; ++launch) {
     if (kind != kNone) {
       const unsigned long long init[3] = {0, ~0ull, 0};
       CK(cudaMemcpyAsync(s.res, init, sizeof(init), cudaMemcpyHostToDevice, s.side));
       CK(cudaMemsetAsync(s.done, 0, sizeof(int), s.side));
       if (kind == kBulk)
-        bulk_stream_kernel<<<kBulkCtas * s.sms + 1, 32, kBulkSmem, s.side>>>(s.bytes, int64_t(s.n / kChunk), s.done,
+        bulk_stream_kernel<<<kBulkCtas * s.sms, 32, kBulkSmem, s.side>>>(s.bytes, int64_t(s.n / kChunk), s.done,
                                                                               odd_only, s.res);
       else
         load_stream_kernel<<<kLoadCtas * s.sms, kThreads, 0, s.side>>>(
@@ -218,27 +252,33 @@ Result run(const Setup& s, Stream kind, int odd_only) {
       CK(cudaMemcpyAsync(s.done, &one, sizeof(int), cudaMemcpyHostToDevice, s.main));
     }
     CK(cudaDeviceSynchronize());
-    std::vector<unsigned long long> ns(size_t(s.sms));
+    std::vector<unsigned long long> ns(size_t(2 * s.sms));
     std::vector<unsigned> sm(size_t(s.sms));
     CK(cudaMemcpy(ns.data(), s.ns, ns.size() * sizeof(ns[0]), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(sm.data(), s.sm, sm.size() * sizeof(sm[0]), cudaMemcpyDeviceToHost));
-    std::vector<double> a, b;
-    for (int i = 0; i < s.sms; ++i) {
-      const bool streamed = kind != kNone && (!odd_only || sm[size_t(i)] % 2 == 1);
-      (streamed ? a : b).push_back(double(ns[size_t(i)]) / kRounds);
-    }
-    if (!a.empty()) with.push_back(median(a));
-    if (!b.empty()) without.push_back(median(b));
+    unsigned long long res[3] = {0, 0, ~0ull};
     if (kind != kNone) {
-      unsigned long long res[3];
       CK(cudaMemcpy(res, s.res, sizeof(res), cudaMemcpyDeviceToHost));
       if (res[2] > res[1]) rate.push_back(double(res[0]) / double(res[2] - res[1]));  // bytes/ns = GB/s
     }
+    std::vector<double> a, b;
+    for (int i = 0; i < s.sms; ++i) {
+      const unsigned long long t0 = ns[size_t(2 * i)], t1 = ns[size_t(2 * i + 1)];
+      const bool in = kind == kNone || (t0 >= res[1] && t1 <= res[2]);
+      ++blocks;
+      if (!in) continue;  // (ran beside no stream, or only part of the time)
+      ++inside;
+      const bool streamed = kind != kNone && (!odd_only || sm[size_t(i)] % 2 == 1);
+      (streamed ? a : b).push_back(double(t1 - t0) / kRounds);
+    }
+    if (!a.empty()) with.push_back(median(a));
+    if (!b.empty()) without.push_back(median(b));
   }
   Result r;
   r.stream_sm = with.empty() ? 0 : median(with);
   r.quiet_sm = without.empty() ? 0 : median(without);
   r.gbps = rate.empty() ? 0 : median(rate);
+  r.inside = blocks ? double(inside) / blocks : 0;
   return r;
 }
 
@@ -246,6 +286,7 @@ Result run(const Setup& s, Stream kind, int odd_only) {
 
 int main() {
   cudaDeviceProp prop;
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // (every line out as it is printed)
   Setup s;
   s.sms = rill::probe::device_sms(prop);
   std::printf("smem work probe: %s, %d SMs; one work block an SM, %d rounds of the span walk's arithmetic\n", prop.name,
@@ -257,12 +298,13 @@ int main() {
   CK(cudaMalloc(&s.res, 3 * sizeof(unsigned long long)));
   CK(cudaMalloc(&s.sink_u, sizeof(unsigned)));
   CK(cudaMalloc(&s.sink_f, sizeof(float)));
-  CK(cudaMalloc(&s.ns, size_t(s.sms) * sizeof(unsigned long long)));
+  CK(cudaMalloc(&s.ns, size_t(2 * s.sms) * sizeof(unsigned long long)));
   CK(cudaMalloc(&s.sm, size_t(s.sms) * sizeof(unsigned)));
   CK(cudaFuncSetAttribute(bulk_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBulkSmem)));
   CK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&s.main, cudaStreamNonBlocking));
-  std::printf("%-58s %14s %14s %10s\n", "stream beside the work", "SMs with it", "SMs without", "GB/s");
+  std::printf("%-58s %14s %14s %10s %8s\n", "stream beside the work", "SMs with it", "SMs without", "GB/s",
+              "inside");
   const Result idle = run(s, kNone, 0);
   std::printf("%-58s %14s %11.0f ns %10s\n", "none (GPU idle)", "-", idle.quiet_sm, "-");
   const struct {
@@ -280,7 +322,7 @@ int main() {
     char with[32] = "-", without[32] = "-";
     if (r.stream_sm > 0) std::snprintf(with, sizeof(with), "%11.0f ns", r.stream_sm);
     if (r.quiet_sm > 0) std::snprintf(without, sizeof(without), "%11.0f ns", r.quiet_sm);
-    std::printf("%-58s %14s %14s %10.0f\n", c.name, with, without, r.gbps);
+    std::printf("%-58s %14s %14s %10.0f %7.0f%%\n", c.name, with, without, r.gbps, 100 * r.inside);
   }
   CK(cudaFree(s.bytes));
   CK(cudaFree(s.done));
