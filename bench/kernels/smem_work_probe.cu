@@ -301,6 +301,11 @@ int main() {
   CK(cudaMalloc(&s.ns, size_t(2 * s.sms) * sizeof(unsigned long long)));
   CK(cudaMalloc(&s.sm, size_t(s.sms) * sizeof(unsigned)));
   CK(cudaFuncSetAttribute(bulk_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBulkSmem)));
+  // Every kernel asks for the largest shared memory carveout: an SM configured for the stream's two CTAs
+  // alone would have no room left for a work block, which would then wait for the stream to end.
+  CK(cudaFuncSetAttribute(bulk_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  CK(cudaFuncSetAttribute(load_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  CK(cudaFuncSetAttribute(work_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   CK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&s.main, cudaStreamNonBlocking));
   std::printf("%-58s %14s %14s %10s %8s\n", "stream beside the work", "SMs with it", "SMs without", "GB/s",
