@@ -125,6 +125,81 @@ __global__ void __launch_bounds__(kThreads) load_stream_kernel(const uint4* src,
   }
 }
 
+// The decode attention's K/V copies: cp.async of 16 bytes a thread into shared memory (the LSU path,
+// attention_decode.cuh's TileSlots), kCpGroups groups of kLoadUnroll copies a thread in flight.
+constexpr int kCpCtas = 4, kCpGroups = 2;
+constexpr size_t kCpSmem = size_t(kCpGroups) * kThreads * kLoadUnroll * 16;  // 32 KB
+__global__ void __launch_bounds__(kThreads) cp_async_stream_kernel(const uint4* src, int64_t n16, const int* done,
+                                                                   unsigned long long* res) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint4* dst = reinterpret_cast<uint4*>(smem_raw);
+  const int64_t stride = int64_t(gridDim.x) * kLoadStep;
+  int64_t base = int64_t(blockIdx.x) * kLoadStep;
+  int64_t it = 0;
+  const unsigned long long t0 = now_ns();
+  for (;; ++it) {
+    if ((it & 15) == 0 && stop(done, t0)) break;
+    uint4* d = dst + (it % kCpGroups) * kThreads * kLoadUnroll;
+#pragma unroll
+    for (int u = 0; u < kLoadUnroll; ++u)
+      rill::cuda::cp_async16(d + u * kThreads + threadIdx.x, src + base + u * kThreads + threadIdx.x, true);
+    rill::cuda::cp_async_commit();
+    rill::cuda::cp_async_wait<kCpGroups - 1>();  // the group before this one landed
+    base += stride;
+    if (base + kLoadStep > n16) base %= stride;
+  }
+  rill::cuda::cp_async_wait<0>();
+  const unsigned long long t1 = now_ns();
+  if (threadIdx.x == 0) {
+    atomicAdd(res, (unsigned long long)(it)*kLoadStep * 16);
+    atomicMin(res + 1, t0);
+    atomicMax(res + 2, t1);
+  }
+}
+
+// Bulk copies of one key row each (256 bytes, a kv head's 128 bf16 of a cache slot: rows 2 KB apart,
+// the 8B shape's 8 kv heads a slot): a warp's 32 lanes each issue one a stage, 8 KB a stage as the
+// decode GEMM's, kMaxDepth stages in flight.
+__global__ void bulk_rows_stream_kernel(const unsigned char* stream, int64_t chunks, const int* done,
+                                        unsigned long long* res) {
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kMaxDepth];
+  const int lane = int(threadIdx.x);
+  unsigned char* stage = smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
+  if (lane == 0) {
+    for (int d = 0; d < kMaxDepth; ++d) rill::cuda::mbar_init(&full[d], 1);
+    rill::cuda::mbar_init_fence();
+  }
+  __syncwarp();
+  const uint64_t policy = rill::cuda::l2_evict_first_policy();
+  // A stage reads 32 rows of 256 bytes, 2 KB apart: 64 KB of the stream, one chunk index per stage.
+  const int64_t spans = chunks / 8;
+  int64_t span = blockIdx.x, issued = 0;
+  const unsigned long long t0 = now_ns();
+  for (;; ++issued) {
+    const int d = int(issued % kMaxDepth);
+    const int64_t use = issued / kMaxDepth;
+    if (use > 0) rill::cuda::mbar_wait(&full[d], unsigned(use - 1) & 1u);
+    int quit = 0;
+    if (lane == 0 && (issued & 15) == 0) quit = stop(done, t0);
+    if (__shfl_sync(0xffffffffu, quit, 0)) break;
+    if (lane == 0) rill::cuda::mbar_arrive_expect_tx(&full[d], kChunk);
+    __syncwarp();
+    rill::probe::bulk_load(stage + d * kChunk + lane * 256, stream + span * 8 * kChunk + lane * 2048, 256, &full[d],
+                           policy);
+    span += gridDim.x;
+    if (span >= spans) span -= spans;
+  }
+  for (int64_t i = issued > kMaxDepth ? issued - kMaxDepth : 0; i < issued; ++i)
+    rill::cuda::mbar_wait(&full[i % kMaxDepth], unsigned(i / kMaxDepth) & 1u);
+  const unsigned long long t1 = now_ns();
+  if (lane == 0) {
+    atomicAdd(res, (unsigned long long)(issued)*kChunk);
+    atomicMin(res + 1, t0);
+    atomicMax(res + 2, t1);
+  }
+}
+
 // The walk's arithmetic on shared memory only (attention_decode.cuh's operations and layout).
 __global__ void __launch_bounds__(kThreads) work_kernel(unsigned long long* ns, unsigned* sm, float* sink) {
   // ns[2i], ns[2i + 1]: block i's first and last time stamps
@@ -205,7 +280,7 @@ __global__ void __launch_bounds__(kThreads) work_kernel(unsigned long long* ns, 
   }
 }
 
-enum Stream { kNone, kBulk, kLoads };
+enum Stream { kNone, kBulk, kLoads, kCpAsync, kBulkRows };
 
 struct Setup {
   unsigned char* bytes = nullptr;
@@ -236,6 +311,12 @@ Result run(const Setup& s, Stream kind, int odd_only) {
       if (kind == kBulk)
         bulk_stream_kernel<<<kBulkCtas * s.sms, 32, kBulkSmem, s.side>>>(s.bytes, int64_t(s.n / kChunk), s.done,
                                                                               odd_only, s.res);
+      else if (kind == kBulkRows)
+        bulk_rows_stream_kernel<<<kBulkCtas * s.sms, 32, kBulkSmem, s.side>>>(s.bytes, int64_t(s.n / kChunk),
+                                                                                   s.done, s.res);
+      else if (kind == kCpAsync)
+        cp_async_stream_kernel<<<kCpCtas * s.sms, kThreads, kCpSmem, s.side>>>(
+            reinterpret_cast<const uint4*>(s.bytes), int64_t(s.n / 16), s.done, s.res);
       else
         load_stream_kernel<<<kLoadCtas * s.sms, kThreads, 0, s.side>>>(
             reinterpret_cast<const uint4*>(s.bytes), int64_t(s.n / 16), s.done, odd_only, s.res, s.sink_u);
@@ -306,6 +387,9 @@ int main() {
   CK(cudaFuncSetAttribute(bulk_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   CK(cudaFuncSetAttribute(load_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   CK(cudaFuncSetAttribute(work_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  CK(cudaFuncSetAttribute(bulk_rows_stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kBulkSmem)));
+  CK(cudaFuncSetAttribute(bulk_rows_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  CK(cudaFuncSetAttribute(cp_async_stream_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   CK(cudaStreamCreateWithFlags(&s.side, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&s.main, cudaStreamNonBlocking));
   std::printf("%-58s %14s %14s %10s %8s\n", "stream beside the work", "SMs with it", "SMs without", "GB/s",
@@ -318,7 +402,8 @@ int main() {
     const char* name;
   } cases[] = {
       {kBulk, 0, "bulk copies into shared memory, every SM"},
-      {kBulk, 1, "bulk copies into shared memory, odd SMs"},
+      {kBulkRows, 0, "bulk copies of 256-byte rows 2 KB apart, every SM"},
+      {kCpAsync, 0, "cp.async 16 B a thread into shared memory, every SM"},
       {kLoads, 0, "loads into registers (no L1 allocation), every SM"},
       {kLoads, 1, "loads into registers (no L1 allocation), odd SMs"},
   };
