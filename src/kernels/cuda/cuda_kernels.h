@@ -296,10 +296,6 @@ int parse_decode_defer_split(const char* value);
 /// warpgroup decode GEMM lets the next kernel launch right after its wait); "late" → 1 (once a CTA
 /// has requested its last weight tile); anything else → an error naming the variable.
 int parse_decode_trigger(const char* value);
-/// RILL_DECODE_CONSUMER_WAIT: null → 1 (the decode GEMM's consumer warps wait for the previous kernel);
-/// "0" → only its producer thread does (a measurement knob: the bits do not change); anything else →
-/// an error naming the variable.
-int parse_decode_consumer_wait(const char* value);
 /// RILL_DECODE_SWIGLU: null → 2; "0" → 0 (decode rows run the gate/up GEMM, then the SwiGLU kernel);
 /// "1" → the warpgroup decode GEMM's SwiGLU with its split schedule (M ≤ 8); "2" / "3" → with its
 /// fold schedule where one column tile a CTA fills a wave (M ≤ 32), "3" launching the next kernel at

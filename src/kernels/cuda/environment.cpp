@@ -186,9 +186,6 @@ int parse_decode_trigger(const char* value) {
   fail("RILL_DECODE_TRIGGER: must be early or late (when the decode GEMM lets the next kernel launch), got '{}'",
        value);
 }
-int parse_decode_consumer_wait(const char* value) {
-  return parse_wgmma_switch("RILL_DECODE_CONSUMER_WAIT", value) != 0;
-}
 
 // The variables are read once, when the backend is made (before any kernel runs).
 void CudaKernels::configure_from_environment() {
@@ -258,7 +255,6 @@ void CudaKernels::configure_from_environment() {
   set_decode_defer_split(parse_decode_defer_split(std::getenv("RILL_DECODE_DEFER_SPLIT")) != 0);
   // Late by default: batch-1 decode 203.5-204.0 against 202.6-202.9 tok/s (bench/RESULTS.md run L).
   set_decode_late_trigger(parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
-  set_decode_consumer_wait(parse_decode_consumer_wait(std::getenv("RILL_DECODE_CONSUMER_WAIT")) != 0);
   decode_swiglu_ = parse_decode_swiglu(std::getenv("RILL_DECODE_SWIGLU"));
   fuse_swiglu_ = parse_gemm_swiglu(std::getenv("RILL_GEMM_SWIGLU")) != 0;
   // Off by default: batch-1 decode 181.5 against 204.3 tok/s with the four ops (bench/RESULTS.md run N).

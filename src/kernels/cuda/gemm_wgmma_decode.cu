@@ -39,7 +39,6 @@
 namespace rill::cuda::gemm_detail {
 
 bool g_decode_late_trigger = false;  // set_decode_late_trigger (gemm_common.cuh)
-bool g_decode_consumer_wait = true;  // set_decode_consumer_wait
 int g_decode_ctas_per_sm = 0;        // set_decode_ctas_per_sm
 
 namespace {
@@ -265,12 +264,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     return;
   }
 
-  // The consumers read nothing the previous kernel wrote but the x stages, which the producer copies
-  // only after its own wait; their first global write (partials, outputs, the RoPE op's rows) follows
-  // a stage that waited for such a copy. So their own wait (consumer_wait, the default) is needed only
-  // for the early trigger; without it the four warps leave the grid dependency to the producer and
-  // wait on the stage barriers instead (RILL_DECODE_CONSUMER_WAIT=0, a measurement knob; same bits).
-  if (a.consumer_wait) pdl_wait();
+  pdl_wait();  // before the first global write
   if (!a.late_trigger) pdl_trigger();
   if constexpr (kRope) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
@@ -481,7 +475,6 @@ GemmKernelArgs decode_kernel_args(const GemmKernelArgs& k) {
   a.prewait_stages = prewait < 0 ? 1 << 30 : prewait;
   a.prewait_fill = g_decode_prewait_fill;
   a.late_trigger = g_decode_late_trigger || k.exit_trigger;  // (exit: no consumer trigger either)
-  a.consumer_wait = g_decode_consumer_wait || !a.late_trigger;  // (an early trigger follows the consumers' wait)
   return a;
 }
 }  // namespace
@@ -583,7 +576,6 @@ void set_decode_prewait_fill(int stages) { gemm_detail::g_decode_prewait_fill = 
 void set_decode_prewait_after_attention(int stages) { gemm_detail::g_decode_prewait_after_attention = stages; }
 int decode_prewait_after_attention() { return gemm_detail::g_decode_prewait_after_attention; }
 void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = late; }
-void set_decode_consumer_wait(bool on) { gemm_detail::g_decode_consumer_wait = on; }
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
 void set_decode_l2_promotion(int bytes) { gemm_detail::g_decode_l2_promotion = bytes; }

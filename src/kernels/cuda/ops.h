@@ -362,10 +362,6 @@ void set_decode_few_item_stages(int stages);
 /// (false: RILL_DECODE_TRIGGER=early) or once it has requested its last weight tile (true, the
 /// backend's default).
 void set_decode_late_trigger(bool late);
-/// Whether the warpgroup decode GEMM's consumer warps wait for the previous kernel themselves (true,
-/// RILL_DECODE_CONSUMER_WAIT's default) or leave it to the CTA's producer thread, whose copies after
-/// its wait gate every stage they read (false; with the late trigger only). Same bits either way.
-void set_decode_consumer_wait(bool on);
 /// Resident CTAs an SM of the warpgroup decode GEMM (0: as many as fit, three; RILL_DECODE_CTAS).
 /// Fewer leave shared memory for the next GEMM's CTAs to start their weight stream while this one
 /// ends (with RILL_PDL_TRIGGER=early). Same bits either way: the split ranges do not change.

@@ -276,23 +276,6 @@ TEST(CudaInvariance, PrewaitFillKeepsBits) {
   });
 }
 
-// The decode GEMM's consumer warps without a wait of their own (set_decode_consumer_wait(false): only
-// the producer thread waits for the previous kernel, and the stages it copies after that wait gate the
-// consumers): the same bits, every output written — configurations 18 and 19, with and without the
-// split workspace.
-TEST(CudaInvariance, DecodeConsumerWaitKeepsBits) {
-  RILL_REQUIRE_GPU();
-  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
-  cuda::set_decode_late_trigger(true);  // (the backend's default; the consumers skip their wait only with it)
-  std::vector<std::pair<std::string, std::function<void()>>> settings;
-  settings.push_back({"consumers wait", [] { cuda::set_decode_consumer_wait(true); }});
-  settings.push_back({"producer waits alone", [] { cuda::set_decode_consumer_wait(false); }});
-  expect_decode_settings_keep_bits(settings, [] {
-    cuda::set_decode_consumer_wait(cuda::parse_decode_consumer_wait(std::getenv("RILL_DECODE_CONSUMER_WAIT")) != 0);
-    cuda::set_decode_late_trigger(cuda::parse_decode_trigger(std::getenv("RILL_DECODE_TRIGGER")) != 0);
-  });
-}
-
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
 // warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs, or one split range a CTA folded by
 // the reduction kernel) gives the bits of the mma.sync kernel's fold schedule (configuration 2):

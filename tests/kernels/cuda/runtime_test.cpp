@@ -152,10 +152,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_defer_split("0"), 0);
   EXPECT_EQ(cuda::parse_decode_defer_split("1"), 1);
   expect_rejects(cuda::parse_decode_defer_split, {"", "2", "on", " 1"}, "RILL_DECODE_DEFER_SPLIT");
-  EXPECT_EQ(cuda::parse_decode_consumer_wait(nullptr), 1);
-  EXPECT_EQ(cuda::parse_decode_consumer_wait("0"), 0);
-  EXPECT_EQ(cuda::parse_decode_consumer_wait("1"), 1);
-  expect_rejects(cuda::parse_decode_consumer_wait, {"", "2", "off", "0 "}, "RILL_DECODE_CONSUMER_WAIT");
   EXPECT_EQ(cuda::parse_decode_swiglu(nullptr), 2);
   EXPECT_EQ(cuda::parse_decode_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_decode_swiglu("1"), 1);
