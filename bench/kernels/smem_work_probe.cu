@@ -10,14 +10,28 @@
 // memory) runs kRounds rounds of the walk's arithmetic — Q·Kᵀ (8 k steps of ldmatrix + 2 mma), the row
 // max across warps through shared memory and a barrier, exp2, P through shared memory and a barrier,
 // P·V (ldmatrix.trans + mma), a barrier — and records its ns a round and its SM. Beside it, on the
-// other stream and started first:
-//   bulk   probe_util's weight stream (2 CTAs an SM, 8 × 8 KB bulk copies into shared memory in flight
-//          each: the decode GEMM's pre-wait burst, continued);
-//   loads  the same bytes by ordinary loads into registers (4 CTAs an SM of 128 threads, 8 independent
-//          16-byte non-allocating loads a thread in flight: no shared memory, no L1 allocation);
-// on every SM, or on the odd SMs only (the stream's CTAs on even SMs leave at once), so that the work
-// blocks on even SMs see the memory system busy but no stream on their own SM. Medians over the
-// blocks of each kind and 11 launches, ns a round; the stream's rate from its bytes and time.
+// other stream and started first (each stream stops when told, or after 3 ms):
+//   bulk       8 KB bulk copies into shared memory (2 CTAs an SM, 8 in flight each: the decode GEMM's
+//              pre-wait burst, continued);
+//   bulk rows  bulk copies of one 256-byte key row each, rows 2 KB apart (a kv head's rows of the cache),
+//              a warp's 32 lanes issuing one each a stage;
+//   cp.async   16 bytes a thread into shared memory (4 CTAs an SM of 128 threads, two groups of 8 in
+//              flight: the decode attention's K/V copies);
+//   loads      the same bytes by ordinary loads into registers (4 CTAs an SM of 128 threads, 8
+//              independent 16-byte non-allocating loads a thread in flight), on every SM or on the odd
+//              SMs only (the stream's CTAs on even SMs leave at once), so that the work blocks on even
+//              SMs see the memory system busy but no stream on their own SM.
+// Medians over the blocks and 11 launches, ns a round; the stream's rate from its bytes and time; the
+// share of work blocks that ran wholly inside the stream's time.
+//
+// Run AN (H200): idle 505 ns a round; beside bulk copies 512 (+1.4%, the stream at 4.59 TB/s), bulk
+// rows 518 (+2.6%, 2.14 TB/s), cp.async 544 (+7.7%, 4.59 TB/s); beside register loads 10,732 ns (21x),
+// and with those on the odd SMs only 8,932 on the odd SMs against 503 on the even ones. So a copy
+// stream into shared memory, by the copy engine or by cp.async, barely slows the walk's arithmetic on
+// its own SM, and the memory system's load alone does not slow it at all: neither explains run AD's
+// 1.2 µs. Loads into registers on the same SM do (plausibly their requests fill the SM's load/store
+// path, which ldmatrix and the shared-memory stores share); the default decode path streams no weights
+// that way (its GEMMs use the copy engine; the small kernels load a few KB a block).
 //
 // Built by hand (any machine with nvcc): nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
 // -I src bench/kernels/smem_work_probe.cu -o smem_work_probe; run alone on an H100 / H200 (~1 s, 4 GB;
