@@ -18,6 +18,10 @@
 //   stream     the same, thread 0 streaming 8 KB copies, 8 in flight, 96 of them, before its wait.
 // Per round, the median over the blocks of the round's duration, then the median over 11 launches; ns.
 //
+// Run AN (H200; the GPU's timer ticks every 32 ns): 512 ns a round throughout with no dependents; placed
+// (91 KB or 2 KB) one round at 544; with the burst four rounds at 544, streaming three: the arrival costs
+// the work beside it ~0.1 µs in all, a tenth of run AD's 1.2 µs.
+//
 // Built by hand (any machine with nvcc): nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
 // -I src bench/kernels/burst_onset_probe.cu -o burst_onset_probe; run alone on an H100 / H200 (~1 s,
 // 1 GB; tools/gpu_run.sh OUT probes with RILL_PROBES=burst_onset). Not part of the library or of any
