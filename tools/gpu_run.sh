@@ -102,6 +102,8 @@ log "configure + build ($(nproc) cores)"
 # trace and leave-out run no tests: their main build needs only `rill` (it makes the model).
 targets="rill rill_cuda_tests rill_engine_tests cuda_kernels_bench"
 [[ "$mode" == trace || "$mode" == leave-out || "$mode" == footprint ]] && targets=rill
+# An A/B with no tests at all (RILL_SKIP_CTEST, no RILL_AB_TESTS) needs only `rill` too: the shortest call.
+[[ "$mode" == ab && -n "${RILL_SKIP_CTEST:-}" && -z "${RILL_AB_TESTS:-}" ]] && targets=rill
 if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
          -DRILL_BUILD_BENCH=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
        cmake --build build-gpu -j"$(nproc)" --target $targets ${RILL_EXTRA_TARGETS:-}; } > "$out/build.log" 2>&1; then
