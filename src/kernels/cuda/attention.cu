@@ -327,7 +327,6 @@ AttnKernelArgs kernel_args(const AttentionArgs& a) {
   k.softcap = a.softcap;
   k.window = a.sliding_window;
   k.early_trigger = pdl_attention_early_trigger();
-  k.landed_trigger = attention_landed_trigger() && !k.early_trigger;
   return k;
 }
 

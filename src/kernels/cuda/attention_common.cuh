@@ -75,7 +75,6 @@ struct AttnKernelArgs {
   float* part_o;   // [splits, tokens, hq, D] when splits > 1
   float* part_ml;  // [splits, tokens, hq, 2]
   bool early_trigger;  // pdl_attention_early_trigger() (the decode split kernel)
-  bool landed_trigger;  // the decode split / cluster kernels trigger once the block's first tile and Q landed
   bool rope_fused;     // the decode split / cluster kernels run `rope` (AttentionArgs::rope) first
   RopeArgs rope;
 };

@@ -31,7 +31,6 @@ namespace {
 
 bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUSTER)
 bool g_attention_cluster_push = true;  // set_attention_cluster_push (RILL_ATTENTION_CLUSTER_PUSH)
-bool g_attention_landed_trigger = false;  // set_attention_landed_trigger (RILL_ATTENTION_LANDED_TRIGGER)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};
@@ -485,8 +484,6 @@ template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionAr
 
 void set_attention_cluster(bool on) { attention_detail::g_attention_cluster = on; }
 void set_attention_cluster_push(bool on) { attention_detail::g_attention_cluster_push = on; }
-void set_attention_landed_trigger(bool on) { attention_detail::g_attention_landed_trigger = on; }
-bool attention_landed_trigger() { return attention_detail::g_attention_landed_trigger; }
 bool attention_cluster_push() { return attention_detail::g_attention_cluster_push; }
 bool attention_ended_with_combine() { return attention_detail::g_ended_with_combine; }
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }

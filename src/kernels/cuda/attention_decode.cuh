@@ -122,8 +122,7 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   // table and weights over the exchange region, unused before the first tile.
   const DecodeRope<D> rope_s(smem_raw + C::kMaxOff);
   if constexpr (kRope) fill_decode_rope<D>(a, br, rope_s);
-  if (a.landed_trigger) pdl_wait();  // (the trigger once this block's first tile and Q have landed, below)
-  else pdl_wait_trigger(a.early_trigger);
+  pdl_wait_trigger(a.early_trigger);
   if constexpr (kRope) {
     __syncthreads();  // the table and weights
     decode_rope<D>(a, br, kvh, first, span, q_s, rope_s);
@@ -151,10 +150,6 @@ __device__ __forceinline__ bool decode_split_spans(const AttnKernelArgs& a, unsi
   if (old_keys) cp_async_wait<0>();
   else cp_async_wait<1>();
   __syncthreads();
-  // RILL_ATTENTION_LANDED_TRIGGER=1: the next kernel (the o projection, or the span combine) launches
-  // once every block's first tile and Q have landed, so that its pre-wait weight requests queue behind
-  // them rather than ahead (a measurement knob; the trigger moves no bit).
-  if (a.landed_trigger) pdl_trigger();
   pdl_trace_mark(1);  // (trace builds: Q and the first tile have landed)
 #if defined(RILL_PDL_TRACE)
   if constexpr (kToSmem) {

@@ -217,9 +217,6 @@ bool parse_attention_cluster(const char* value);
 /// into the folding blocks with st.async, or read after a cluster barrier; same bits); anything else → an
 /// error naming the variable.
 bool parse_attention_cluster_push(const char* value);
-/// RILL_ATTENTION_LANDED_TRIGGER: null → false; "1" → true, "0" → false (set_attention_landed_trigger: a
-/// measurement knob, the bits do not change); anything else → an error naming the variable.
-bool parse_attention_landed_trigger(const char* value);
 /// RILL_ATTENTION_DECODE_FOLD: null → the default (set_attention_decode_fold); 0, 1 or 2 → that
 /// mode; anything else → an error naming the variable.
 int parse_attention_decode_fold(const char* value);

@@ -167,9 +167,6 @@ std::string parse_leave_out(const char* value) {
 int parse_decode_mlp(const char* value) { return parse_wgmma_switch("RILL_DECODE_MLP", value) == 1; }
 int parse_decode_defer(const char* value) { return parse_wgmma_switch("RILL_DECODE_DEFER", value) != 0; }
 bool parse_attention_cluster(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_CLUSTER", value) != 0; }
-bool parse_attention_landed_trigger(const char* value) {
-  return parse_wgmma_switch("RILL_ATTENTION_LANDED_TRIGGER", value) == 1;
-}
 bool parse_attention_cluster_push(const char* value) {
   return parse_wgmma_switch("RILL_ATTENTION_CLUSTER_PUSH", value) != 0;
 }
@@ -198,7 +195,6 @@ void CudaKernels::configure_from_environment() {
   attention_span_blocks_ = parse_attention_span_blocks(std::getenv("RILL_ATTENTION_SPAN_BLOCKS"));
   set_attention_cluster(parse_attention_cluster(std::getenv("RILL_ATTENTION_CLUSTER")));
   set_attention_cluster_push(parse_attention_cluster_push(std::getenv("RILL_ATTENTION_CLUSTER_PUSH")));
-  set_attention_landed_trigger(parse_attention_landed_trigger(std::getenv("RILL_ATTENTION_LANDED_TRIGGER")));
   set_attention_decode_fold(parse_attention_decode_fold(std::getenv("RILL_ATTENTION_DECODE_FOLD")));
   // Off by default: batch-1 decode 211.5 / 191.9 tok/s at 512 / 8192 keys against 214.8 / 195.8 with the
   // RoPE kernel first, 211.0 / 192.0 against 223.2 / 202.4 on another machine (bench/RESULTS.md run Q:

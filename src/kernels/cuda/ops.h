@@ -389,11 +389,6 @@ bool attention_cluster_enabled();
 /// read through distributed shared memory after a cluster barrier (off). Same bits.
 void set_attention_cluster_push(bool on);
 bool attention_cluster_push();
-/// Whether the decode split and cluster attention kernels let the next kernel launch once each block's
-/// first tile and Q have landed (true) rather than right after their wait (false, the default;
-/// RILL_ATTENTION_LANDED_TRIGGER). Same bits either way.
-void set_attention_landed_trigger(bool on);
-bool attention_landed_trigger();
 /// Launches of the cluster kernel so far (tests check that it ran).
 uint64_t attention_cluster_launches();
 /// Whether the calling thread's last launch_attention ended with the span combine as a kernel of its

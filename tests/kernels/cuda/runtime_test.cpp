@@ -41,10 +41,6 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_TRUE(cuda::parse_attention_cluster_push("1"));
   EXPECT_FALSE(cuda::parse_attention_cluster_push("0"));
   expect_rejects(cuda::parse_attention_cluster_push, {"", "2", "yes", "0 "}, "RILL_ATTENTION_CLUSTER_PUSH");
-  EXPECT_FALSE(cuda::parse_attention_landed_trigger(nullptr));
-  EXPECT_TRUE(cuda::parse_attention_landed_trigger("1"));
-  EXPECT_FALSE(cuda::parse_attention_landed_trigger("0"));
-  expect_rejects(cuda::parse_attention_landed_trigger, {"", "2", "on", "1 "}, "RILL_ATTENTION_LANDED_TRIGGER");
   EXPECT_EQ(cuda::parse_attention_decode_fold(nullptr), 2);
   EXPECT_EQ(cuda::parse_attention_decode_fold("0"), 0);
   EXPECT_EQ(cuda::parse_attention_decode_fold("1"), 1);
