@@ -26,14 +26,12 @@
 // -I src bench/kernels/burst_onset_probe.cu -o burst_onset_probe; run alone on an H100 / H200 (~1 s,
 // 1 GB; tools/gpu_run.sh OUT probes with RILL_PROBES=burst_onset). Not part of the library or of any
 // test: a measurement (bench/RESULTS.md, run AN).
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <vector>
 
-#include "kernels/cuda/attention_common.cuh"  // exp2_ftz
 #include "probe_util.cuh"
 
 namespace {
@@ -43,83 +41,23 @@ using rill::probe::kMaxDepth;
 using rill::probe::median;
 using rill::probe::now_ns;
 
-constexpr int kD = 128, kStride = kD + 8, kBN = 64, kBM = 16, kThreads = 128;
+constexpr int kThreads = rill::probe::WalkWork::kThreads;
 constexpr int kRounds = 48, kTrigger = 12;
 
-// The walk's rounds (smem_work_probe.cu's work kernel), every round's end time in times[block][1 + r].
+// The walk's rounds (probe_util.cuh's WalkWork), every round's end time in times[block][1 + r].
 __global__ void __launch_bounds__(kThreads) work_kernel(unsigned long long* times, float* sink) {
-  __shared__ __align__(16) __nv_bfloat16 q_s[kBM * kStride], k_s[kBN * kStride], v_s[kBN * kStride];
-  __shared__ float max_s[4 * 2 * 8], sum_s[8 * 2 * 32];
-  __shared__ uint2 p_s[8 * 32];
-  const int t = int(threadIdx.x), warp = t / 32, lane = t % 32, g = lane / 4, tig = lane % 4;
-  for (int i = t; i < kBM * kStride; i += kThreads) q_s[i] = __float2bfloat16(float(i % 13) * 0.01f);
-  for (int i = t; i < kBN * kStride; i += kThreads) {
-    k_s[i] = __float2bfloat16(float(i % 11) * 0.01f);
-    v_s[i] = __float2bfloat16(float(i % 7) * 0.02f);
-  }
+  __shared__ __align__(16) rill::probe::WalkWork w;
+  w.fill();
   __syncthreads();
   unsigned long long* my = times + size_t(blockIdx.x) * (kRounds + 1);
-  if (t == 0) my[0] = now_ns();
+  if (threadIdx.x == 0) my[0] = now_ns();
   float o[4][4] = {};
   for (int r = 0; r < kRounds; ++r) {
     if (r == kTrigger) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    float s[2][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      uint32_t af[4], bf[4];
-      rill::cuda::ldmatrix_x4(af, q_s + (lane % 16) * kStride + (lane / 16) * 8 + kk * 16);
-      rill::cuda::ldmatrix_x4(bf, k_s + (warp * 16 + (lane % 8) + (lane / 16) * 8) * kStride + kk * 16 +
-                                      ((lane / 8) % 2) * 8);
-      rill::cuda::mma_bf16_16816(s[0], af, bf[0], bf[1]);
-      rill::cuda::mma_bf16_16816(s[1], af, bf[2], bf[3]);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      if (tig == 0) max_s[(warp * 2 + h) * 8 + g] = mx;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = max_s[h * 8 + g];
-#pragma unroll
-      for (int w = 1; w < 4; ++w) mx = fmaxf(mx, max_s[(w * 2 + h) * 8 + g]);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        s[j][2 * h] = rill::cuda::attention_detail::exp2_ftz(s[j][2 * h] - mx);
-        s[j][2 * h + 1] = rill::cuda::attention_detail::exp2_ftz(s[j][2 * h + 1] - mx);
-        sum_s[((2 * warp + j) * 2 + h) * 32 + lane] = s[j][2 * h] + s[j][2 * h + 1];
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(s[j][0], s[j][1]), hi = __floats2bfloat162_rn(s[j][2], s[j][3]);
-      p_s[(2 * warp + j) * 32 + lane] =
-          make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
-    }
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      const uint2 p0 = p_s[(2 * kk) * 32 + lane], p1 = p_s[(2 * kk + 1) * 32 + lane];
-      const uint32_t pf[4] = {p0.x, p0.y, p1.x, p1.y};
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        uint32_t vf[4];
-        rill::cuda::ldmatrix_x4_trans(vf, v_s + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kStride +
-                                              (2 * warp + j) * 16 + (lane / 16) * 8);
-        rill::cuda::mma_bf16_16816(o[2 * j], pf, vf[0], vf[1]);
-        rill::cuda::mma_bf16_16816(o[2 * j + 1], pf, vf[2], vf[3]);
-      }
-    }
-    __syncthreads();
-    if (t == 0) my[1 + r] = now_ns();
+    w.round(o);
+    if (threadIdx.x == 0) my[1 + r] = now_ns();
   }
-  float acc = 0.f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) acc += o[i][0] + o[i][1] + o[i][2] + o[i][3] + sum_s[t];
-  if (acc == 12345.f) sink[0] = acc;  // (keeps the work)
+  w.keep(o, sink);
 }
 
 enum Mode { kNone, kPlaced, kPlacedSmall, kBurst, kStream };

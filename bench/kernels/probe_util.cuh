@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/attention_common.cuh"  // exp2_ftz
 #include "kernels/cuda/device_utils.cuh"  // l2_evict_first_policy
 #include "kernels/cuda/launch.h"  // global_ns
 #include "kernels/cuda/mbarrier.cuh"
@@ -102,6 +105,88 @@ __device__ __forceinline__ void stream_until(const unsigned char* stream, int64_
   atomicMax(res + 2, t1);
 #endif
 }
+
+// The decode attention's span walk on shared memory alone — attention_decode.cuh's layout (Q 16 × 128,
+// K and V 64 × 128 bf16 in rows of 136) and a round of its operations on four warps: Q·Kᵀ (8 k steps of
+// ldmatrix + 2 mma), the row max across warps through shared memory and a barrier, exp2, P through
+// shared memory and a barrier, P·V (ldmatrix.trans + mma), a barrier; no global access. The work that
+// smem_work_probe and burst_onset_probe run beside streams and launches. One block of kThreads threads;
+// the struct lives in shared memory.
+struct WalkWork {
+  static constexpr int kD = 128, kStride = kD + 8, kBN = 64, kBM = 16, kThreads = 128;
+  __nv_bfloat16 q_s[kBM * kStride], k_s[kBN * kStride], v_s[kBN * kStride];
+  float max_s[4 * 2 * 8], sum_s[8 * 2 * 32];
+  uint2 p_s[8 * 32];
+
+  __device__ void fill() {  // (then a barrier)
+    for (int i = int(threadIdx.x); i < kBM * kStride; i += kThreads) q_s[i] = __float2bfloat16(float(i % 13) * 0.01f);
+    for (int i = int(threadIdx.x); i < kBN * kStride; i += kThreads) {
+      k_s[i] = __float2bfloat16(float(i % 11) * 0.01f);
+      v_s[i] = __float2bfloat16(float(i % 7) * 0.02f);
+    }
+  }
+  __device__ __forceinline__ void round(float (&o)[4][4]) {
+    const int t = int(threadIdx.x), warp = t / 32, lane = t % 32, g = lane / 4, tig = lane % 4;
+    float s[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      uint32_t af[4], bf[4];
+      rill::cuda::ldmatrix_x4(af, q_s + (lane % 16) * kStride + (lane / 16) * 8 + kk * 16);
+      rill::cuda::ldmatrix_x4(bf, k_s + (warp * 16 + (lane % 8) + (lane / 16) * 8) * kStride + kk * 16 +
+                                      ((lane / 8) % 2) * 8);
+      rill::cuda::mma_bf16_16816(s[0], af, bf[0], bf[1]);
+      rill::cuda::mma_bf16_16816(s[1], af, bf[2], bf[3]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // (the kernel's cross-warp max, as written there)
+      float mx = fmaxf(fmaxf(s[0][2 * h], s[0][2 * h + 1]), fmaxf(s[1][2 * h], s[1][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      if (tig == 0) max_s[(warp * 2 + h) * 8 + g] = mx;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = max_s[h * 8 + g];
+#pragma unroll
+      for (int w = 1; w < 4; ++w) mx = fmaxf(mx, max_s[(w * 2 + h) * 8 + g]);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        s[j][2 * h] = rill::cuda::attention_detail::exp2_ftz(s[j][2 * h] - mx);
+        s[j][2 * h + 1] = rill::cuda::attention_detail::exp2_ftz(s[j][2 * h + 1] - mx);
+        sum_s[((2 * warp + j) * 2 + h) * 32 + lane] = s[j][2 * h] + s[j][2 * h + 1];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(s[j][0], s[j][1]), hi = __floats2bfloat162_rn(s[j][2], s[j][3]);
+      p_s[(2 * warp + j) * 32 + lane] =
+          make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const uint2 p0 = p_s[(2 * kk) * 32 + lane], p1 = p_s[(2 * kk + 1) * 32 + lane];
+      const uint32_t pf[4] = {p0.x, p0.y, p1.x, p1.y};
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint32_t vf[4];
+        rill::cuda::ldmatrix_x4_trans(vf, v_s + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * kStride +
+                                              (2 * warp + j) * 16 + (lane / 16) * 8);
+        rill::cuda::mma_bf16_16816(o[2 * j], pf, vf[0], vf[1]);
+        rill::cuda::mma_bf16_16816(o[2 * j + 1], pf, vf[2], vf[3]);
+      }
+    }
+    __syncthreads();
+  }
+  // Keeps the work: a value no run produces, stored only if it were.
+  __device__ void keep(const float (&o)[4][4], float* sink) const {
+    float acc = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc += o[i][0] + o[i][1] + o[i][2] + o[i][3] + sum_s[threadIdx.x];
+    if (acc == 12345.f) sink[0] = acc;
+  }
+};
 
 // The median of v (the upper one of an even count).
 inline double median(std::vector<double> v) {
