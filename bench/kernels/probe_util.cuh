@@ -71,14 +71,25 @@ __device__ __forceinline__ int load_flag(const int* p) {
   return v;
 }
 
+// A stream's result: its bytes added to res[0], its first start / last end (ns) to res[1] (min) / res[2]
+// (max) — the host's rate is res[0] / (res[2] - res[1]).
+__device__ __forceinline__ void add_stream_result(unsigned long long* res, unsigned long long bytes,
+                                                  unsigned long long t0, unsigned long long t1) {
+  atomicAdd(res, bytes);
+  atomicMin(res + 1, t0);
+  atomicMax(res + 2, t1);
+}
+
 // The weight stream of the probes that run latency-bound work under it: thread 0 of a stream CTA keeps
 // `depth` (≤ kMaxDepth) copies of kChunk bytes (the decode GEMM's 64 × 64 bf16 stage) in flight,
-// evict-first, walking `chunks` chunks of `stream` from its block index, until *done is set; then adds
-// its bytes to res[0] and its first start / last end (ns) to res[1] (min) / res[2] (max).
+// evict-first, walking `chunks` chunks of `stream` from its block index, until *done is set (or, with
+// deadline_ns, that long after it started: a stream that cannot stop itself otherwise waits forever
+// for work that cannot be placed beside it); then add_stream_result.
 constexpr unsigned kChunk = 8192;
 constexpr int kMaxDepth = 8;
 __device__ __forceinline__ void stream_until(const unsigned char* stream, int64_t chunks, int depth, const int* done,
-                                             unsigned char* smem_raw, uint64_t* full, unsigned long long* res) {
+                                             unsigned char* smem_raw, uint64_t* full, unsigned long long* res,
+                                             unsigned long long deadline_ns = 0) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   unsigned char* stage = smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
   for (int s = 0; s < depth; ++s) rill::cuda::mbar_init(&full[s], 1);
@@ -91,7 +102,7 @@ __device__ __forceinline__ void stream_until(const unsigned char* stream, int64_
     const int s = int(issued % depth);
     const int64_t use = issued / depth;
     if (use > 0) rill::cuda::mbar_wait(&full[s], unsigned(use - 1) & 1u);  // its previous copy landed
-    if ((issued & 15) == 0 && load_flag(done)) break;
+    if ((issued & 15) == 0 && (load_flag(done) || (deadline_ns && now_ns() - t0 > deadline_ns))) break;
     rill::cuda::mbar_arrive_expect_tx(&full[s], kChunk);
     bulk_load(stage + s * kChunk, stream + chunk * kChunk, kChunk, &full[s], policy);
     chunk += ctas;
@@ -100,9 +111,7 @@ __device__ __forceinline__ void stream_until(const unsigned char* stream, int64_
   for (int64_t i = max(int64_t(0), issued - depth); i < issued; ++i)  // the copies still in flight
     rill::cuda::mbar_wait(&full[i % depth], unsigned(i / depth) & 1u);
   const unsigned long long t1 = now_ns();
-  atomicAdd(res, (unsigned long long)(issued)*kChunk);
-  atomicMin(res + 1, t0);
-  atomicMax(res + 2, t1);
+  add_stream_result(res, (unsigned long long)(issued)*kChunk, t0, t1);
 #endif
 }
 

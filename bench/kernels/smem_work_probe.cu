@@ -68,36 +68,16 @@ __device__ __forceinline__ bool stop(const int* done, unsigned long long t0) {
   return load_flag(done) || now_ns() - t0 > kDeadlineNs;
 }
 
-// probe_util's stream_until with the deadline: thread 0 keeps kMaxDepth 8 KB bulk copies in flight.
+// probe_util's stream_until with the deadline: thread 0 keeps kMaxDepth 8 KB bulk copies in flight (block 0
+// idle, as in the other probes).
 constexpr int kBulkCtas = 2;
 constexpr size_t kBulkSmem = size_t(kMaxDepth) * kChunk + 1024;
-__global__ void bulk_stream_kernel(const unsigned char* stream, int64_t chunks, const int* done, int odd_only,
+__global__ void bulk_stream_kernel(const unsigned char* stream, int64_t chunks, const int* done,
                                    unsigned long long* res) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[kMaxDepth];
-  if (threadIdx.x != 0 || quiet_sm(odd_only)) return;
-  unsigned char* stage = smem_raw + ((1024 - (rill::cuda::smem_addr(smem_raw) & 1023u)) & 1023u);
-  for (int d = 0; d < kMaxDepth; ++d) rill::cuda::mbar_init(&full[d], 1);
-  rill::cuda::mbar_init_fence();
-  const uint64_t policy = rill::cuda::l2_evict_first_policy();
-  int64_t chunk = blockIdx.x, issued = 0;
-  const unsigned long long t0 = now_ns();
-  for (;; ++issued) {
-    const int d = int(issued % kMaxDepth);
-    const int64_t use = issued / kMaxDepth;
-    if (use > 0) rill::cuda::mbar_wait(&full[d], unsigned(use - 1) & 1u);  // its previous copy landed
-    if ((issued & 15) == 0 && stop(done, t0)) break;
-    rill::cuda::mbar_arrive_expect_tx(&full[d], kChunk);
-    rill::probe::bulk_load(stage + d * kChunk, stream + chunk * kChunk, kChunk, &full[d], policy);
-    chunk += gridDim.x;
-    if (chunk >= chunks) chunk -= chunks;
-  }
-  for (int64_t i = issued > kMaxDepth ? issued - kMaxDepth : 0; i < issued; ++i)  // the copies still in flight
-    rill::cuda::mbar_wait(&full[i % kMaxDepth], unsigned(i / kMaxDepth) & 1u);
-  const unsigned long long t1 = now_ns();
-  atomicAdd(res, (unsigned long long)(issued)*kChunk);
-  atomicMin(res + 1, t0);
-  atomicMax(res + 2, t1);
+  if (blockIdx.x == 0 || threadIdx.x != 0) return;
+  rill::probe::stream_until(stream, chunks, kMaxDepth, done, smem_raw, full, res, kDeadlineNs);
 }
 
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
@@ -131,9 +111,7 @@ __global__ void __launch_bounds__(kThreads) load_stream_kernel(const uint4* src,
   const unsigned long long t1 = now_ns();
   if (acc == 0x9e3779b9u) sink[0] = acc;  // (keeps the loads)
   if (threadIdx.x == 0) {
-    atomicAdd(res, (unsigned long long)(it)*kLoadStep * 16);
-    atomicMin(res + 1, t0);
-    atomicMax(res + 2, t1);
+    rill::probe::add_stream_result(res, (unsigned long long)(it)*kLoadStep * 16, t0, t1);
   }
 }
 
@@ -163,9 +141,7 @@ __global__ void __launch_bounds__(kThreads) cp_async_stream_kernel(const uint4* 
   rill::cuda::cp_async_wait<0>();
   const unsigned long long t1 = now_ns();
   if (threadIdx.x == 0) {
-    atomicAdd(res, (unsigned long long)(it)*kLoadStep * 16);
-    atomicMin(res + 1, t0);
-    atomicMax(res + 2, t1);
+    rill::probe::add_stream_result(res, (unsigned long long)(it)*kLoadStep * 16, t0, t1);
   }
 }
 
@@ -206,9 +182,7 @@ __global__ void bulk_rows_stream_kernel(const unsigned char* stream, int64_t chu
     rill::cuda::mbar_wait(&full[i % kMaxDepth], unsigned(i / kMaxDepth) & 1u);
   const unsigned long long t1 = now_ns();
   if (lane == 0) {
-    atomicAdd(res, (unsigned long long)(issued)*kChunk);
-    atomicMin(res + 1, t0);
-    atomicMax(res + 2, t1);
+    rill::probe::add_stream_result(res, (unsigned long long)(issued)*kChunk, t0, t1);
   }
 }
 
@@ -259,8 +233,8 @@ Result run(const Setup& s, Stream kind, int odd_only) {
       CK(cudaMemcpyAsync(s.res, init, sizeof(init), cudaMemcpyHostToDevice, s.side));
       CK(cudaMemsetAsync(s.done, 0, sizeof(int), s.side));
       if (kind == kBulk)
-        bulk_stream_kernel<<<kBulkCtas * s.sms, 32, kBulkSmem, s.side>>>(s.bytes, int64_t(s.n / kChunk), s.done,
-                                                                              odd_only, s.res);
+        bulk_stream_kernel<<<kBulkCtas * s.sms + 1, 32, kBulkSmem, s.side>>>(s.bytes, int64_t(s.n / kChunk),
+                                                                                  s.done, s.res);
       else if (kind == kBulkRows)
         bulk_rows_stream_kernel<<<kBulkCtas * s.sms, 32, kBulkSmem, s.side>>>(s.bytes, int64_t(s.n / kChunk),
                                                                                    s.done, s.res);
