@@ -63,7 +63,7 @@ for f in .carry/debs/*.deb; do [[ -e "$f" ]] && dpkg -x "$f" /tmp/pfx; done
 export PKG_CONFIG_SYSROOT_DIR=/tmp/pfx
 export PKG_CONFIG_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu/pkgconfig:/tmp/pfx/usr/share/pkgconfig
 export LD_LIBRARY_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee -a "$out/summary.txt"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version,uuid,pci.bus_id --format=csv | tee -a "$out/summary.txt"
 # The code that runs: tools/gpu_stamp.sh wrote .carry/STAMP (commit, tree hash) on the build machine; the
 # commit is logged only if this tree hashes the same (the device's own git HEAD is not this tree's commit).
 source tools/tree_hash.sh
@@ -74,6 +74,14 @@ if [[ -n "$stamp_commit" && "$stamp_tree" == "$tree" ]]; then
   log "commit $stamp_commit (tree $tree, as stamped)"
 else
   log "tree $tree: NOT the stamped ${stamp_commit:-(no .carry/STAMP: run tools/gpu_stamp.sh)}"
+fi
+# Which die this is (machines of the kind decode the same code 2-4% apart): its UUID and its GPCs' SM counts
+# (bench/kernels/gpc_probe.cu, a few seconds), before anything else runs on it.
+if "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src \
+     bench/kernels/gpc_probe.cu -o /tmp/gpc_probe > /tmp/gpc_probe_build.log 2>&1; then
+  timeout 30 /tmp/gpc_probe 2>&1 | tee -a "$out/summary.txt"
+else
+  log "gpc probe BUILD FAILED: $(tail -3 /tmp/gpc_probe_build.log)"
 fi
 
 if [[ "$mode" == probes ]]; then  # the lab probes of bench/kernels alone: no rill build, no tests
