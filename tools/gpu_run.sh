@@ -75,17 +75,24 @@ if [[ -n "$stamp_commit" && "$stamp_tree" == "$tree" ]]; then
 else
   log "tree $tree: NOT the stamped ${stamp_commit:-(no .carry/STAMP: run tools/gpu_stamp.sh)}"
 fi
-# Which die this is (machines of the kind decode the same code 2-4% apart): its UUID and its GPCs' SM counts
-# (bench/kernels/gpc_probe.cu, a few seconds), before anything else runs on it.
-if "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src \
-     bench/kernels/gpc_probe.cu -o /tmp/gpc_probe > /tmp/gpc_probe_build.log 2>&1; then
-  timeout 30 /tmp/gpc_probe 2>&1 | tee -a "$out/summary.txt"
-else
-  log "gpc probe BUILD FAILED: $(tail -3 /tmp/gpc_probe_build.log)"
-fi
+# Which die this is (machines of the kind decode the same code 2-4% apart): its UUID, its GPCs' SM counts
+# (bench/kernels/gpc_probe.cu) and its round trips idle and under a weight stream (latency_probe.cu), a few
+# seconds before anything else runs on it.
+nvcc_bin="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+for p in gpc latency; do
+  "$nvcc_bin" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src "bench/kernels/${p}_probe.cu" \
+    -o "/tmp/die_${p}_probe" > "/tmp/die_${p}_probe_build.log" 2>&1 &
+done
+wait
+for p in gpc latency; do
+  if [[ -x "/tmp/die_${p}_probe" ]]; then
+    timeout 60 "/tmp/die_${p}_probe" 2>&1 | tee -a "$out/summary.txt"
+  else
+    log "$p probe BUILD FAILED: $(tail -3 "/tmp/die_${p}_probe_build.log")"
+  fi
+done
 
 if [[ "$mode" == probes ]]; then  # the lab probes of bench/kernels alone: no rill build, no tests
-  nvcc_bin="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
   probes="${RILL_PROBES:-latency tile_stream read}"
   for p in $probes; do
     "$nvcc_bin" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src "bench/kernels/${p}_probe.cu" \
@@ -321,7 +328,6 @@ if [[ "$mode" == decode ]]; then
     log "probe: $(wc -l < "$out/ncu_gemm.txt") ncu lines, $(wc -l < "$out/sass.txt") SASS lines"
   fi
   # Read patterns of a decode GEMM's weight stream against the copy rate (bench/kernels/read_probe.cu).
-  nvcc_bin="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
   if [[ -n "${RILL_READ_PROBE:-}" ]] && "$nvcc_bin" -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I src bench/kernels/read_probe.cu -o /tmp/read_probe \
        > /tmp/read_probe_build.log 2>&1; then
     timeout 60 /tmp/read_probe 2>&1 | sed "s/^/  read: /" | tee -a "$out/summary.txt"
