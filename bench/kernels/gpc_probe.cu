@@ -8,6 +8,8 @@
 //
 // What it prints:
 //   - the device's UUID, PCI bus id, SM count, L2 size and clocks;
+//   - its copy rate as cuda_kernels_bench times it (a 2 GiB device-to-device copy, read + write bytes,
+//     median of 9), the bound's denominator in bench/RESULTS.md;
 //   - for cluster sizes 1-16, how many clusters of one block an SM (the largest shared-memory carveout)
 //     can be resident at once (cudaOccupancyMaxActiveClusters): with g_i SMs in GPC i that is
 //     sum_i floor(g_i / size);
@@ -91,6 +93,34 @@ int main() {
   std::printf("gpu %s, GPU-%s, pci %04x:%02x:%02x, %d SMs, L2 %d KB, SM %d MHz, memory %d MHz\n", prop.name,
               uuid.c_str(), unsigned(prop.pciDomainID), unsigned(prop.pciBusID), unsigned(prop.pciDeviceID), sms,
               prop.l2CacheSize / 1024, sm_khz / 1000, mem_khz / 1000);
+
+  {  // The copy rate (cuda_kernels_bench's "HBM copy D2D 2 GiB"): read + write bytes over the median time.
+    const size_t bytes = size_t(2) << 30;
+    void *a = nullptr, *b = nullptr;
+    CK(cudaMalloc(&a, bytes));
+    CK(cudaMalloc(&b, bytes));
+    CK(cudaMemset(a, 0x3c, bytes));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<double> ms;
+    for (int r = 0; r < 11; ++r) {
+      CK(cudaEventRecord(e0));
+      CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float t = 0;
+      CK(cudaEventElapsedTime(&t, e0, e1));
+      if (r >= 2) ms.push_back(t);  // two warm-up copies
+    }
+    const double med = rill::probe::median(ms);
+    std::printf("copy rate: 2 GiB device-to-device in %.4f ms (median of 9), %.0f GB/s read + write\n", med,
+                2.0 * double(bytes) / (med * 1e-3) / 1e9);
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+  }
 
   // One block an SM: the largest dynamic shared memory a block may have.
   const size_t smem = prop.sharedMemPerBlockOptin;
