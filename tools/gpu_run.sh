@@ -4,6 +4,8 @@
 # Logs and a results table go to OUTDIR (at most 8 files). The machine lacks the PCRE2, ICU,
 # Highway and xxhash headers: their Debian packages travel in .carry/debs and are unpacked here.
 # Before each call, here: tools/gpu_debs.sh (once) and tools/gpu_stamp.sh (names the commit and tree that run).
+# Every call first logs the die it runs on (UUID, copy rate, GPCs, round trips and read-stream rate), and every
+# decode figure in summary.txt carries its bounds on that die (tools/decode_bound.py).
 # Usage there: tools/gpu_run.sh "$OUT" [quick|lite|decode|attn-decode|sweep|prefill|batches|final|figures|dense|
 #   serve|serve-ab|full|profile|attn|trace|ab|leave-out|footprint|probes]
 #   quick: build + ctest -L cuda + the engine's Cuda* tests; lite: + b1 decode and prefill at 512/4096
@@ -229,10 +231,15 @@ fi
 [[ "$mode" == quick ]] && exit $ctest_rc
 if [[ "$mode" == serve ]]; then ctest_rc=0; fi
 
+# rill bench's output with each decode figure next to its bounds on this die (the fingerprint's copy and
+# read-stream rates at the top of summary.txt): bounds MODEL_DIR.
+bounds() { python3 tools/decode_bound.py "$1" "$out/summary.txt"; }
 bench() {  # label, args... (env RILL_BATCH_INVARIANT may be set by the caller)
   local label="$1"; shift
+  local model=/tmp/q8 prev=""
+  for a in "$@"; do [[ "$prev" == --model ]] && model="$a"; prev="$a"; done
   log "bench $label: rill bench $*"
-  build-gpu/rill bench --device cuda "$@" 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" |
+  build-gpu/rill bench --device cuda "$@" 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | bounds "$model" |
     grep -E "^model|tokens_per_s" | sed "s/^/  $label: /" | tee -a "$out/summary.txt"
 }
 serve() {  # label, args...
@@ -446,7 +453,8 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
         label="$setting"; [[ "$binaries" == *" "* ]] && label="${bin%%=*} $setting"
         env "${envs[@]}" timeout 150 "${bin#*=}" bench --device cuda --model /tmp/q8 \
           ${RILL_AB_ARGS:---prompt-len 512,8192 --decode-tokens 64} $flag 2>>"$out/bench_stderr.log" |
-          tee -a "$out/bench.log" | grep -E "decode_tokens_per_s|host_us" | sed "s/^/  [$label] #$rep: /" |
+          tee -a "$out/bench.log" | bounds /tmp/q8 | grep -E "decode_tokens_per_s|host_us" |
+          sed "s/^/  [$label] #$rep: /" |
           tee -a "$out/summary.txt"
       done
     done
@@ -493,12 +501,12 @@ if [[ "$mode" == figures ]]; then  # RESULTS.md's dense-model figures, default m
   clocks_start
   for rep in 1 2; do
     timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64 \
-      --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | grep -E "^model|tokens_per_s|host_us" |
-      sed "s/^/  invariant #$rep: /" | tee -a "$out/summary.txt"
+      --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | bounds /tmp/q8 |
+      grep -E "^model|tokens_per_s|host_us" | sed "s/^/  invariant #$rep: /" | tee -a "$out/summary.txt"
   done
   timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --batch 16,64,128,256 \
-    --decode-tokens 32 --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | grep -E "^model|decode_tokens_per_s|host_us" |
-    sed "s/^/  invariant bN: /" | tee -a "$out/summary.txt"
+    --decode-tokens 32 --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | bounds /tmp/q8 |
+    grep -E "^model|decode_tokens_per_s|host_us" | sed "s/^/  invariant bN: /" | tee -a "$out/summary.txt"
   clocks_stop "clocks (rill bench)"
   log "done (figures)"
   exit $ctest_rc
