@@ -16,6 +16,11 @@
 // between projections, in GB/s, next to the device-to-device copy rate measured in the same run;
 // also the row-major maps' L2 promotion (none, 64, 128, 256 bytes), and each projection's tail: when
 // the CTAs of one launch finish, with its items static or in finer ranges taken from a counter.
+// Grouped issue (run AO's question): the same schedule with the producer waiting until kGroup stages are
+// free and then requesting them back to back, so that each of a tile's 64 rows is asked for as one run of
+// kGroup · 128 bytes at once instead of 128 bytes at a time (the decode GEMM refills one stage as it is
+// consumed). A sweep of the whole matrix in address order streams ~4.55-4.65 TB/s (latency_probe.cu's
+// stream) where this schedule streams ~3.8-4.1: is the gap the DRAM's row locality?
 // Built by hand (any machine with nvcc): nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
 // -I src bench/kernels/tile_stream_probe.cu -o tile_stream_probe; run alone on an H100 / H200 (~2 s,
 // ~6 GB). Not part of the library or of any test: a measurement (bench/RESULTS.md, run Y).
@@ -43,7 +48,9 @@ constexpr int kStages = 8;
 constexpr int kTileBytes = 64 * 64 * 2;
 constexpr size_t kSmem = size_t(kStages) * (kTileBytes + 1024) + 1024;  // the GEMM's: three CTAs an SM
 
-enum Layout { kRowMajor = 0, kTiled = 1, kBulk = 2 };
+// kSweep (a reference, not a layout): 8 KB bulk copies of the matrix in address order across the grid — a
+// CTA's n-th copy is chunk blockIdx + n · grid — the order in which latency_probe.cu's stream reads.
+enum Layout { kRowMajor = 0, kTiled = 1, kBulk = 2, kSweep = 3 };
 
 struct Job {
   const char* w;
@@ -81,8 +88,11 @@ __device__ __forceinline__ void load_tile(unsigned char* dst, const CUtensorMap*
     rill::cuda::tma_load_2d_hint(dst, map, kt * 64, tile * 64, bar, policy);
   } else if constexpr (kLayout == kTiled) {
     rill::cuda::tma_load_2d_hint(dst, map, 0, (tile * job.ktiles + kt) * 64, bar, policy);
-  } else {
+  } else if constexpr (kLayout == kBulk) {
     bulk_load(dst, job.w + (int64_t(tile) * job.ktiles + kt) * kTileBytes, kTileBytes, bar, policy);
+  } else {  // kSweep: `tile` is the CTA's copy count
+    const int64_t chunks = int64_t(job.tiles) * job.ktiles;
+    bulk_load(dst, job.w + ((blockIdx.x + int64_t(tile) * gridDim.x) % chunks) * kTileBytes, kTileBytes, bar, policy);
   }
 }
 
@@ -95,12 +105,21 @@ __device__ __forceinline__ uint32_t take_stage(unsigned char* sw, uint64_t* full
   if (++s == kStages) s = 0, phase ^= 1u;
   return v;
 }
+
+// The producer's wait before stage s is refilled: for the first tile of a group, until stage s and the
+// n − 1 after it are free (consumed); the group's other tiles then need no wait.
+__device__ __forceinline__ void wait_free(uint64_t* empty, int s, unsigned phase, int n) {
+  for (int g = 0; g < n; ++g) {
+    const int sg = s + g;
+    rill::cuda::mbar_wait(&empty[sg % kStages], (phase ^ (sg >= kStages ? 1u : 0u)) ^ 1u);
+  }
+}
 #endif
 
 // kPdl: launched with programmatic stream serialization, as the decode graph's GEMMs are — the
 // producer requests its first kPrewait tiles, then waits for the previous grid, and lets the next
 // grid launch once it has requested its last tile; the consumer waits for the previous grid first.
-template <int kLayout, bool kPdl = false>
+template <int kLayout, bool kPdl = false, int kGroup = 1>
 __global__ void __launch_bounds__(64) stream_kernel(const __grid_constant__ CUtensorMap map, Job job, uint32_t* out) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -109,16 +128,16 @@ __global__ void __launch_bounds__(64) stream_kernel(const __grid_constant__ CUte
   const int items = job.tiles * job.splits;
   if (threadIdx.x == 0) {
     const uint64_t policy = rill::cuda::l2_evict_first_policy();
-    int s = 0, issued = 0;
+    int s = 0, issued = 0, copies = 0;
     unsigned phase = 0;
     for (int item = blockIdx.x; item < items; item += gridDim.x) {
       int tile, kb, ke;
       item_tiles(job, item, tile, kb, ke);
       for (int kt = kb; kt < ke; ++kt) {
         if (kPdl && issued++ == 5) grid_dep_wait();
-        rill::cuda::mbar_wait(&empty[s], phase ^ 1u);
+        if ((kt - kb) % kGroup == 0) wait_free(empty, s, phase, min(kGroup, ke - kt));
         rill::cuda::mbar_arrive_expect_tx(&full[s], kTileBytes);
-        load_tile<kLayout>(sw + s * kTileBytes, &map, job, tile, kt, &full[s], policy);
+        load_tile<kLayout>(sw + s * kTileBytes, &map, job, kLayout == kSweep ? copies++ : tile, kt, &full[s], policy);
         if (++s == kStages) s = 0, phase ^= 1u;
       }
     }
@@ -152,7 +171,7 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 // waits; the consumer starts projection p only once every CTA's consumer has finished p − 1 (a
 // device counter a projection, the dependency of a decode step), then makes one dependent L2 load
 // (the input row's round trip) when dep_load.
-template <int kLayout>
+template <int kLayout, int kGroup = 1>
 __global__ void __launch_bounds__(64) chain_kernel(const CUtensorMap* maps, const Job* jobs, int njobs,
                                                    unsigned* counters, const unsigned* xrow, int dep_load,
                                                    uint32_t* out) {
@@ -170,7 +189,7 @@ __global__ void __launch_bounds__(64) chain_kernel(const CUtensorMap* maps, cons
         int tile, kb, ke;
         item_tiles(job, item, tile, kb, ke);
         for (int kt = kb; kt < ke; ++kt) {
-          rill::cuda::mbar_wait(&empty[s], phase ^ 1u);
+          if ((kt - kb) % kGroup == 0) wait_free(empty, s, phase, min(kGroup, ke - kt));
           rill::cuda::mbar_arrive_expect_tx(&full[s], kTileBytes);
           load_tile<kLayout>(sw + s * kTileBytes, maps + p, job, tile, kt, &full[s], policy);
           if (++s == kStages) s = 0, phase ^= 1u;
@@ -325,6 +344,27 @@ void launch(int layout, const Launch& l, uint32_t* out) {
   if (layout == kRowMajor) stream_kernel<kRowMajor><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
   if (layout == kTiled) stream_kernel<kTiled><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
   if (layout == kBulk) stream_kernel<kBulk><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
+}
+
+// stream_kernel with grouped issue (row-major), plain launch.
+template <int kGroup>
+void launch_grouped(const Launch& l, uint32_t* out) {
+  static const bool attr = [] {
+    CK(cudaFuncSetAttribute(stream_kernel<kRowMajor, false, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            int(kSmem)));
+    CK(cudaFuncSetAttribute(chain_kernel<kRowMajor, kGroup>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            int(kSmem)));
+    return true;
+  }();
+  (void)attr;
+  stream_kernel<kRowMajor, false, kGroup><<<l.grid, 64, kSmem>>>(l.map, l.job, out);
+}
+
+void launch_grouped(int group, const Launch& l, uint32_t* out) {
+  if (group == 1) launch_grouped<1>(l, out);
+  if (group == 2) launch_grouped<2>(l, out);
+  if (group == 4) launch_grouped<4>(l, out);
+  if (group == 8) launch_grouped<8>(l, out);
 }
 
 // One projection's tail (tail_kernel): GB/s and when its CTAs finish, as the decode step splits it
@@ -503,6 +543,23 @@ int main() {
     std::printf("lm_head alone, rowmajor, L2 promotion %s: %.1f us, %.0f GB/s\n", promo_names[v], us,
                 double(lm.n) * lm.k * 2 / 1e3 / us);
   }
+  // Grouped issue: each shape alone (row-major, no promotion), a group of 1 (today) to 8 stages at once.
+  CK(cudaFuncSetAttribute(stream_kernel<kSweep>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  std::printf("| grouped issue (row-major, no promotion): shape | MB | group 1 GB/s | 2 | 4 | 8 | sweep (8 KB "
+              "bulk copies in address order) |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const Shape& sh : {qkv, o, gu, down, lm}) {
+    const double mb = double(sh.n) * sh.k * 2 / 1e6;
+    const Launch l = make_launch(kRowMajor, big, sh, slots, CU_TENSOR_MAP_L2_PROMOTION_NONE);
+    std::printf("| %s | %.1f", sh.name, mb);
+    for (int group : {1, 2, 4, 8}) {
+      const double us = median_us([&] { launch_grouped(group, l, out); }, flush, flush_bytes);
+      std::printf(" | %.0f", mb * 1e3 / us);
+    }
+    const Launch sweep = make_launch(kBulk, big, sh, slots);
+    const double us = median_us([&] { stream_kernel<kSweep><<<sweep.grid, 64, kSmem>>>(sweep.map, sweep.job, out); },
+                                flush, flush_bytes);
+    std::printf(" | %.0f |\n", mb * 1e3 / us);
+  }
   tails(big, sms, slots, flush, flush_bytes, out);
   // One persistent grid over the 32 projections, a device-counter barrier between them.
   {
@@ -540,6 +597,20 @@ int main() {
           std::printf("persistent chain, %s (promotion none), barrier%s: %.1f us, %.0f GB/s\n", names[layout],
                       dep ? " + one dependent load" : "", us, chain_mb * 1e3 / us);
         }
+    for (int group : {1, 2, 4}) {  // grouped issue, row-major, with the input's dependent load
+      launch_grouped(group, make_launch(kRowMajor, bufs[0], layer[0], slots), out);  // (sets the attributes)
+      auto* chain = group == 1   ? chain_kernel<kRowMajor, 1>
+                    : group == 2 ? chain_kernel<kRowMajor, 2>
+                                 : chain_kernel<kRowMajor, 4>;
+      const double us = median_us(
+          [&] {
+            CK(cudaMemsetAsync(counters, 0, sizeof(unsigned) * njobs));
+            chain<<<slots, 64, kSmem>>>(dmaps, djobs, njobs, counters, xrow, 1, out);
+          },
+          flush, flush_bytes, 9);
+      std::printf("persistent chain, rowmajor (promotion none), barrier + one dependent load, grouped issue %d: "
+                  "%.1f us, %.0f GB/s\n", group, us, chain_mb * 1e3 / us);
+    }
   }
   return 0;
 }
