@@ -50,7 +50,9 @@ constexpr size_t kSmem = size_t(kStages) * (kTileBytes + 1024) + 1024;  // the G
 
 // kSweep (a reference, not a layout): 8 KB bulk copies of the matrix in address order across the grid — a
 // CTA's n-th copy is chunk blockIdx + n · grid — the order in which latency_probe.cu's stream reads.
-enum Layout { kRowMajor = 0, kTiled = 1, kBulk = 2, kSweep = 3 };
+// kBulkK: 8 KB tiles as bulk, but stored k-major — tile (n, k) at (k · N/64 + n) · 8 KB — so that CTAs
+// walking their column tiles' k in step read neighbouring tiles at any moment, as the sweep does.
+enum Layout { kRowMajor = 0, kTiled = 1, kBulk = 2, kSweep = 3, kBulkK = 4 };
 
 struct Job {
   const char* w;
@@ -90,6 +92,8 @@ __device__ __forceinline__ void load_tile(unsigned char* dst, const CUtensorMap*
     rill::cuda::tma_load_2d_hint(dst, map, 0, (tile * job.ktiles + kt) * 64, bar, policy);
   } else if constexpr (kLayout == kBulk) {
     bulk_load(dst, job.w + (int64_t(tile) * job.ktiles + kt) * kTileBytes, kTileBytes, bar, policy);
+  } else if constexpr (kLayout == kBulkK) {
+    bulk_load(dst, job.w + (int64_t(kt) * job.tiles + tile) * kTileBytes, kTileBytes, bar, policy);
   } else {  // kSweep: `tile` is the CTA's copy count
     const int64_t chunks = int64_t(job.tiles) * job.ktiles;
     bulk_load(dst, job.w + ((blockIdx.x + int64_t(tile) * gridDim.x) % chunks) * kTileBytes, kTileBytes, bar, policy);
@@ -545,8 +549,10 @@ int main() {
   }
   // Grouped issue: each shape alone (row-major, no promotion), a group of 1 (today) to 8 stages at once.
   CK(cudaFuncSetAttribute(stream_kernel<kSweep>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-  std::printf("| grouped issue (row-major, no promotion): shape | MB | group 1 GB/s | 2 | 4 | 8 | sweep (8 KB "
-              "bulk copies in address order) |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  CK(cudaFuncSetAttribute(stream_kernel<kBulkK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  CK(cudaFuncSetAttribute(chain_kernel<kBulkK>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  std::printf("| grouped issue (row-major, no promotion): shape | MB | group 1 GB/s | 2 | 4 | 8 | 8 KB tiles "
+              "k-major | sweep (8 KB bulk copies in address order) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Shape& sh : {qkv, o, gu, down, lm}) {
     const double mb = double(sh.n) * sh.k * 2 / 1e6;
     const Launch l = make_launch(kRowMajor, big, sh, slots, CU_TENSOR_MAP_L2_PROMOTION_NONE);
@@ -555,10 +561,12 @@ int main() {
       const double us = median_us([&] { launch_grouped(group, l, out); }, flush, flush_bytes);
       std::printf(" | %.0f", mb * 1e3 / us);
     }
-    const Launch sweep = make_launch(kBulk, big, sh, slots);
-    const double us = median_us([&] { stream_kernel<kSweep><<<sweep.grid, 64, kSmem>>>(sweep.map, sweep.job, out); },
+    const Launch bulk = make_launch(kBulk, big, sh, slots);
+    const double kus = median_us([&] { stream_kernel<kBulkK><<<bulk.grid, 64, kSmem>>>(bulk.map, bulk.job, out); },
+                                 flush, flush_bytes);
+    const double us = median_us([&] { stream_kernel<kSweep><<<bulk.grid, 64, kSmem>>>(bulk.map, bulk.job, out); },
                                 flush, flush_bytes);
-    std::printf(" | %.0f |\n", mb * 1e3 / us);
+    std::printf(" | %.0f | %.0f |\n", mb * 1e3 / kus, mb * 1e3 / us);
   }
   tails(big, sms, slots, flush, flush_bytes, out);
   // One persistent grid over the 32 projections, a device-counter barrier between them.
@@ -597,6 +605,16 @@ int main() {
           std::printf("persistent chain, %s (promotion none), barrier%s: %.1f us, %.0f GB/s\n", names[layout],
                       dep ? " + one dependent load" : "", us, chain_mb * 1e3 / us);
         }
+    {  // k-major 8 KB tiles, with the input's dependent load
+      const double us = median_us(
+          [&] {
+            CK(cudaMemsetAsync(counters, 0, sizeof(unsigned) * njobs));
+            chain_kernel<kBulkK><<<slots, 64, kSmem>>>(dmaps, djobs, njobs, counters, xrow, 1, out);
+          },
+          flush, flush_bytes, 9);
+      std::printf("persistent chain, bulk k-major, barrier + one dependent load: %.1f us, %.0f GB/s\n", us,
+                  chain_mb * 1e3 / us);
+    }
     for (int group : {1, 2, 4}) {  // grouped issue, row-major, with the input's dependent load
       launch_grouped(group, make_launch(kRowMajor, bufs[0], layer[0], slots), out);  // (sets the attributes)
       auto* chain = group == 1   ? chain_kernel<kRowMajor, 1>
