@@ -170,16 +170,8 @@ struct Load {
 
 template <Mode kMode, bool kRead>
 double time_rounds(int c, unsigned long long* d_ns, float* d_sink, const Load* load = nullptr) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(kClusters * c));
-  cfg.blockDim = dim3(kThreads);
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(c);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t cfg = rill::probe::cluster_launch(kClusters, c, kThreads, 0, attr);
   auto kernel = barrier_kernel<kMode, kRead>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   std::vector<double> t;

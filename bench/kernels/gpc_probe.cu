@@ -60,21 +60,6 @@ struct Gpcs {  // union-find over the SM ids
   void join(int a, int b) { parent[size_t(find(a))] = find(b); }
 };
 
-cudaLaunchConfig_t cluster_config(int clusters, int size, size_t smem, cudaLaunchAttribute& attr) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(clusters * size));
-  cfg.blockDim = dim3(32);
-  cfg.dynamicSmemBytes = smem;
-  attr = {};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(size);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  return cfg;
-}
-
 }  // namespace
 
 int main() {
@@ -137,7 +122,7 @@ int main() {
   std::string fits;
   for (int size = 1; size <= kMaxSize; ++size) {
     cudaLaunchAttribute attr;
-    cudaLaunchConfig_t cfg = cluster_config(1, size, smem, attr);
+    cudaLaunchConfig_t cfg = rill::probe::cluster_launch(1, size, 32, smem, attr);
     int clusters = 0;
     if (cudaOccupancyMaxActiveClusters(&clusters, place_kernel, &cfg) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -145,7 +130,7 @@ int main() {
     }
     fits += (size > 1 ? " " : "") + std::to_string(size) + ":" + std::to_string(clusters);
     if (clusters == 0 || size == 1) continue;
-    cfg = cluster_config(clusters, size, smem, attr);
+    cfg = rill::probe::cluster_launch(clusters, size, 32, smem, attr);
     const unsigned blocks = unsigned(clusters * size);
     for (int l = 0; l < kLaunches; ++l) {
       CK(cudaMemset(d_started, 0, sizeof(unsigned)));

@@ -48,6 +48,23 @@ inline int device_sms(cudaDeviceProp& prop) {
   return sms;
 }
 
+// A launch of `clusters` clusters of `size` blocks along x (blocks of `threads`, `smem` bytes of dynamic
+// shared memory); `attr` holds the cluster attribute the configuration points at.
+inline cudaLaunchConfig_t cluster_launch(int clusters, int size, int threads, size_t smem, cudaLaunchAttribute& attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(clusters * size));
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = smem;
+  attr = {};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(size);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 // bytes from global src to shared dst by the bulk copy engine, completing on bar with a transaction
 // count, under the L2 policy (sm_90).
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, uint64_t* bar, uint64_t policy) {
