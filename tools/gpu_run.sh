@@ -65,7 +65,8 @@ for f in .carry/debs/*.deb; do [[ -e "$f" ]] && dpkg -x "$f" /tmp/pfx; done
 export PKG_CONFIG_SYSROOT_DIR=/tmp/pfx
 export PKG_CONFIG_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu/pkgconfig:/tmp/pfx/usr/share/pkgconfig
 export LD_LIBRARY_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version,uuid,pci.bus_id --format=csv | tee -a "$out/summary.txt"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version,uuid,pci.bus_id --format=csv |
+  tee -a "$out/summary.txt"
 # The code that runs: tools/gpu_stamp.sh wrote .carry/STAMP (commit, tree hash) on the build machine; the
 # commit is logged only if this tree hashes the same (the device's own git HEAD is not this tree's commit).
 source tools/tree_hash.sh
