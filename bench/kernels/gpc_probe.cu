@@ -13,11 +13,13 @@
 //   - for cluster sizes 1-16, how many clusters of one block an SM (the largest shared-memory carveout)
 //     can be resident at once (cudaOccupancyMaxActiveClusters): with g_i SMs in GPC i that is
 //     sum_i floor(g_i / size);
-//   - the GPCs themselves: every size is launched as a full wave of such clusters whose blocks record
-//     their SM and then wait until every block of the launch has started, so the clusters are placed
-//     side by side. The SMs of one cluster share a GPC; joining them over every size and a few
-//     launches gives the GPCs (sizes 7, 8 and 9 tile GPCs of 14, 16 and 18 SMs exactly, so every SM is
-//     joined to its GPC's others). Printed as each GPC's SM count and SM ids.
+//   - the groups of SMs that clusters span: every size is launched as a full wave of such clusters whose
+//     blocks record their SM and then wait until every block of the launch has started, so the clusters
+//     are placed side by side. The SMs of one cluster share a GPC; joining them over every size and a
+//     few launches gives the groups (sizes 7, 8 and 9 tile groups of 14, 16 and 18 SMs exactly, so every
+//     SM is joined to its group's others). A group is a GPC or part of one: on the H200s measured so far
+//     132 SMs formed 7 groups of 16-18 and 16 SMs that clusters join only as 8 + 2 + 2 + 2 + 2 (run AO).
+//     Printed as each group's SM count and SM ids.
 //
 // Built by hand (any machine with nvcc): nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
 // -I src bench/kernels/gpc_probe.cu -o gpc_probe; runs in well under a second on an H100 / H200
@@ -160,7 +162,8 @@ int main() {
     counts += (counts.empty() ? "" : " ") + std::to_string(g.size());
     placed += int(g.size());
   }
-  std::printf("gpc layout: %zu GPCs of %s SMs (%d of %d SMs placed in a cluster)\n", list.size(), counts.c_str(),
+  std::printf("gpc layout: %zu groups of SMs that clusters span, %s SMs (%d of %d SMs placed in a cluster)\n",
+              list.size(), counts.c_str(),
               placed, sms);
   for (const auto& g : list) {
     std::string ids;
