@@ -78,6 +78,7 @@ Tensor WeightLoader::get(const std::string& name, std::vector<int64_t> shape) {
     std::vector<char> staging(n * dtype_size(target));
     convert_host(info.data, info.dtype, staging.data(), target, n);
     kernels_.upload(staging.data(), t);
+    kernels_.register_weight(t);
   }
   return t;
 }
@@ -119,7 +120,10 @@ Tensor WeightLoader::concat_rows(const std::vector<std::string>& names,
     convert_host(info->data, info->dtype, dst, target, n);
     dst += n * dtype_size(target);
   }
-  if (kernels_.device() != Device::cpu) kernels_.upload(staging.data(), t);
+  if (kernels_.device() != Device::cpu) {
+    kernels_.upload(staging.data(), t);
+    kernels_.register_weight(t);
+  }
   return t;
 }
 

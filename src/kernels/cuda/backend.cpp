@@ -42,6 +42,8 @@ CudaKernels::CudaKernels(int device_ordinal)
   RILL_CUDA_CHECK(cudaMemsetAsync(gemm_counters_.data(), 0, gemm_counters_.size(), stream_.get()));
   RILL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   matmul_->set_gemm_counters(static_cast<unsigned*>(gemm_counters_.data()), kGemmCounters);
+  // A weight's decode tiles go with its memory: freed, or overwritten (upload, copy), they are dropped.
+  allocator_.set_free_listener([this](void* p, size_t bytes) { matmul_->forget_weights(p, bytes); });
   configure_from_environment();
   logger().info("CUDA backend on device {} ({}, sm_{}{}, {} SMs, {:.1f} GiB)", info_.ordinal, info_.name,
                 info_.cc_major, info_.cc_minor, info_.num_sms, double(info_.total_memory) / double(1 << 30));
@@ -55,7 +57,13 @@ CudaKernels::CudaKernels(int device_ordinal)
 }
 
 CudaKernels::~CudaKernels() {
+  allocator_.set_free_listener(nullptr);
   if (stream_) cudaStreamSynchronize(stream_.get());
+}
+
+void CudaKernels::register_weight(const Tensor& w) {
+  if (w.device() == Device::cuda && w.dtype() == DType::bf16 && w.ndim() == 2 && w.is_contiguous())
+    matmul_->register_weight(w.data(), w.size(0), w.size(1));
 }
 
 void CudaKernels::upload(const void* host, Tensor dst) {
@@ -63,6 +71,7 @@ void CudaKernels::upload(const void* host, Tensor dst) {
   expect_on_device(dst, "upload", "dst");
   if (dst.nbytes() == 0) return;
   RILL_ENSURE(!stream_.capturing(), "[upload] not allowed while a step graph is being captured");
+  matmul_->forget_weights(dst.data(), dst.nbytes());
   RILL_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, dst.nbytes(), cudaMemcpyHostToDevice, stream_.get()));
   // The host buffer may be reused as soon as we return. From pageable memory (the usual case:
   // a step's metadata) the driver has staged the bytes before cudaMemcpyAsync returns, so the
@@ -90,6 +99,7 @@ void CudaKernels::copy(const Tensor& src, Tensor& dst) {
   RILL_ENSURE(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() && src.numel() == dst.numel(),
               "[copy] src {} and dst {} must be contiguous and alike", src.describe(), dst.describe());
   if (src.nbytes() == 0) return;
+  matmul_->forget_weights(dst.data(), dst.nbytes());
   RILL_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream_.get()));
 }
 

@@ -61,14 +61,18 @@ void* CachingAllocator::allocate(size_t bytes) {
 
 void CachingAllocator::deallocate(void* ptr, size_t) {
   if (!ptr) return;
-  std::lock_guard lock(mutex_);
-  auto it = live_.find(ptr);
-  RILL_CHECK(it != live_.end(), "CUDA allocator: {} was not allocated here (or freed twice)", ptr);
-  size_t size = it->second;
-  live_.erase(it);
-  in_use_ -= size;
-  cached_ += size;
-  free_.emplace(size, ptr);
+  size_t size = 0;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = live_.find(ptr);
+    RILL_CHECK(it != live_.end(), "CUDA allocator: {} was not allocated here (or freed twice)", ptr);
+    size = it->second;
+    live_.erase(it);
+    in_use_ -= size;
+    cached_ += size;
+    free_.emplace(size, ptr);
+  }
+  if (on_free_) on_free_(ptr, size);
 }
 
 void CachingAllocator::release_cached() {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -28,6 +29,8 @@ class CachingAllocator final : public Allocator {
   void deallocate(void* ptr, size_t bytes) override;
   Device device() const override { return Device::cuda; }
 
+  /// Called with each block as it is freed (after the free; outside the allocator's lock).
+  void set_free_listener(std::function<void(void* ptr, size_t bytes)> listener) { on_free_ = std::move(listener); }
   /// Returns every cached (free) block to the driver.
   void release_cached();
   size_t bytes_in_use() const;
@@ -43,6 +46,7 @@ class CachingAllocator final : public Allocator {
   std::unordered_map<void*, size_t> live_;    ///< handed-out block → its real size
   size_t in_use_ = 0;
   size_t cached_ = 0;
+  std::function<void(void*, size_t)> on_free_;
 };
 
 }  // namespace rill::cuda

@@ -28,6 +28,8 @@ class CudaKernels final : public Kernels {
   Device device() const override { return Device::cuda; }
   DType activation_dtype() const override { return DType::bf16; }
   Allocator& allocator() override { return allocator_; }
+  /// Lets the matmul engine keep w's decode tiles (MatmulEngine::set_decode_tiles; RILL_DECODE_TILES).
+  void register_weight(const Tensor& w) override;
   void upload(const void* host, Tensor dst) override;
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, Tensor& dst) override;
@@ -280,6 +282,10 @@ int parse_norm_cluster(const char* value);
 int parse_argmax_cluster(const char* value);
 /// RILL_DECODE_FEW_ITEM_STAGES: null → 9; 0, 9 or 12 (set_decode_few_item_stages); else an error.
 int parse_decode_few_item_stages(const char* value);
+/// RILL_DECODE_TILES: null → 0; 0, 1 (n-major) or 2 (k-major) → the warpgroup decode GEMM reads
+/// registered weights from a copy in decode tiles of that order (MatmulEngine::set_decode_tiles; a
+/// measurement: the weights' size again in device memory; same bits); anything else → an error.
+int parse_decode_tiles(const char* value);
 /// RILL_DECODE_CTAS: null → 0 (as many CTAs an SM as fit); 1..3 → at most that many resident CTAs an
 /// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
 /// error naming the variable.

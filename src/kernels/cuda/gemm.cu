@@ -460,6 +460,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   GemmKernelArgs k{};
   k.x = static_cast<const bf16*>(a.x);
   k.w = static_cast<const bf16*>(a.w);
+  k.w_tiles = static_cast<const bf16*>(a.w_tiles);
+  k.w_tiles_kmajor = a.w_tiles_kmajor;
   k.bias = static_cast<const bf16*>(a.bias);
   if (a.num_outs <= 0) {
     k.ys[0] = static_cast<bf16*>(a.y);

@@ -18,6 +18,8 @@ namespace rill::cuda::gemm_detail {
 struct GemmKernelArgs {
   const bf16* x;
   const bf16* w;
+  const bf16* w_tiles;  // warpgroup decode: w as decode tiles (GemmArgs::w_tiles), or null
+  bool w_tiles_kmajor;  // their order (GemmArgs::w_tiles_kmajor)
   const bf16* bias;
   bf16* ys[GemmArgs::kMaxOuts];         // output ranges of columns (one when not fused)
   int64_t y_end[GemmArgs::kMaxOuts];    // their end columns; the last is n
@@ -76,6 +78,18 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
                    smem_addr(dst)),
                "l"(src), "r"(bytes), "r"(smem_addr(bar))
                : "memory");
+#endif
+}
+
+// The same with an L2 eviction policy (the decode kernel's weight tiles, read once a step).
+__device__ __forceinline__ void bulk_copy_hint(void* dst, const void* src, unsigned bytes, uint64_t* bar,
+                                               uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
 #endif
 }
 

@@ -59,7 +59,73 @@ MatmulEngine::MatmulEngine(cublasLtHandle_t lt, cudaStream_t stream, void* lt_wo
       splitk_bytes_(splitk_bytes),
       num_sms_(num_sms) {}
 
-MatmulEngine::~MatmulEngine() = default;
+MatmulEngine::~MatmulEngine() {
+  for (auto& [w, t] : tiles_)
+    if (t.first) cudaFree(t.first);
+}
+
+void MatmulEngine::register_weight(const void* w, int64_t n, int64_t k) {
+  forget_weights(w, 1);
+  weights_[w] = {n, k};
+}
+
+void MatmulEngine::forget_weights(const void* p, size_t bytes) {
+  if (weights_.empty()) return;
+  const char* begin = static_cast<const char*>(p);
+  const char* end = begin + bytes;
+  for (auto it = weights_.lower_bound(p); it != weights_.end() && static_cast<const char*>(it->first) < end;) {
+    drop_tiles(it->first, it->second.first, it->second.second);
+    it = weights_.erase(it);
+  }
+}
+
+void MatmulEngine::drop_tiles(const void* w, int64_t n, int64_t k) {
+  auto t = tiles_.find(w);
+  if (t == tiles_.end()) return;
+  if (t->second.first) {
+    RILL_CUDA_CHECK(cudaStreamSynchronize(stream_));  // (queued decode GEMMs may still read it)
+    RILL_CUDA_CHECK(cudaFree(t->second.first));
+    tile_bytes_ -= size_t(n * k) * 2;
+  }
+  tiles_.erase(t);
+}
+
+// A registered weight's decode tiles in the setting's order, made now where they are missing (or in
+// the other order) and no graph is being recorded; null where the setting is off, the weight is not
+// registered or its shape does not tile. a.w_tiles_kmajor tells the kernel the order.
+void MatmulEngine::attach_decode_tiles(GemmArgs& a) {
+  a.w_tiles = decode_tiles_for(a.w, a.n, a.k);
+  a.w_tiles_kmajor = decode_tiles_on_ == 2;
+}
+
+const void* MatmulEngine::decode_tiles_for(const void* w, int64_t n, int64_t k) {
+  if (!decode_tiles_on_) return nullptr;
+  auto reg = weights_.find(w);
+  if (reg == weights_.end() || reg->second != std::pair{n, k} || !decode_tiles_fit(n, k)) return nullptr;
+  const bool kmajor = decode_tiles_on_ == 2;
+  if (auto t = tiles_.find(w); t != tiles_.end()) {
+    if (!t->second.first || t->second.second == kmajor) return t->second.first;
+  }
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  RILL_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
+  if (status != cudaStreamCaptureStatusNone) return nullptr;
+  drop_tiles(w, n, k);  // (in the other order)
+  const size_t bytes = size_t(n * k) * 2;
+  void* tiles = nullptr;
+  if (cudaMalloc(&tiles, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (!tiles_warned_)
+      logger().warn("decode tiles: no room for a {} MB copy of a [{}, {}] weight; such weights are read as they are",
+                    bytes >> 20, n, k);
+    tiles_warned_ = true;
+    tiles_[w] = {nullptr, kmajor};
+    return nullptr;
+  }
+  launch_decode_tiles(w, tiles, n, k, kmajor, stream_);
+  tiles_[w] = {tiles, kmajor};
+  tile_bytes_ += bytes;
+  return tiles;
+}
 
 bool MatmulEngine::matvec_ok(const MatmulShape& s) const { return s.m <= 8 && s.k % 8 == 0 && s.align >= 16; }
 
@@ -294,6 +360,7 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
 void MatmulEngine::launch_invariant(GemmArgs& a) {
   a.prewait_stages = std::exchange(next_prewait_, -1);
   if (a.m <= decode_rows() && a.k % 8 == 0) a.config = decode_config(a);
+  if (a.config == 18 || a.config == 19) attach_decode_tiles(a);
   launch_gemm(a, stream_);
 }
 
@@ -355,6 +422,7 @@ bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, vo
     if (config != 18 && (config != 19 || decode_mode == 1)) return false;
     a.config = m <= 8 ? 18 : 19;
     a.glu_schedule = decode_mode == 1 ? 0 : decode_mode - 1;
+    attach_decode_tiles(a);
   } else if (!gemm_swiglu_fits(m, inter, k, num_sms_)) {
     return false;
   }

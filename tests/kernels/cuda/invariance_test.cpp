@@ -276,6 +276,89 @@ TEST(CudaInvariance, PrewaitFillKeepsBits) {
   });
 }
 
+// Decode tiles (GemmArgs::w_tiles: each 64 × 64 weight tile as 8 contiguous KB, already in the
+// swizzled image a tensor copy leaves in shared memory), n-major and k-major, give the warpgroup
+// decode GEMM the bits of the row-major weight: configurations 18 and 19, the fold and split
+// schedules, the SwiGLU variant's 32-row halves. Then through the engine: a registered weight gets
+// its tiles on its first eager decode GEMM, remade in the other order when the setting changes, and
+// loses them when new values are uploaded into it (the next product is the new one's).
+TEST(CudaInvariance, DecodeTilesEqualRowMajor) {
+  RILL_REQUIRE_GPU();
+  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const std::pair<int64_t, int64_t> shapes[] = {{6144, 4096}, {4096, 12288}, {192, 256}, {640, 1088}};
+  for (auto [n, k] : shapes) {
+    SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
+    ASSERT_TRUE(cuda::decode_tiles_fit(n, k));
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+    DevTensor tiles(DType::bf16, {n, k}), ktiles(DType::bf16, {n, k});
+    cuda::launch_decode_tiles(dw.t.data(), tiles.t.data(), n, k, false, backend().stream());
+    cuda::launch_decode_tiles(dw.t.data(), ktiles.t.data(), n, k, true, backend().stream());
+    for (int64_t m : {1, 5, 8, 16, 40}) {
+      DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
+      for (int run = 0; run < 3; ++run) {  // 0: fold schedule; 1: split ranges; 2: SwiGLU (m ≤ 32)
+        if (run == 2 && m > 32) continue;
+        const int64_t ny = run == 2 ? n / 2 : n;
+        std::vector<float> got[3];
+        for (int t = 0; t < 3; ++t) {  // row-major, n-major tiles, k-major tiles
+          DevTensor dy(DType::bf16, {m, ny});
+          dy.poison();
+          const void* x = dx.t.data();
+          cuda::GemmArgs ga = run == 0 ? plain_gemm(x, dw.t.data(), nullptr, nullptr, m, n, k)
+                                       : backend().matmul_engine().gemm_args(x, dw.t.data(), nullptr, m, n, k);
+          ga.y = dy.t.data();
+          ga.config = m <= 8 ? 18 : 19;
+          if (run == 2) ga.glu_inter = n / 2, ga.glu_schedule = 2;
+          ga.w_tiles = t == 0 ? nullptr : t == 1 ? tiles.t.data() : ktiles.t.data();
+          ga.w_tiles_kmajor = t == 2;
+          cuda::launch_gemm(ga, backend().stream());
+          got[t] = download_bf16(dy);
+        }
+        for (int t = 1; t < 3; ++t) {
+          for (float x : got[t]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " run " << run;
+          EXPECT_EQ(differing_bits(got[0], got[t]), 0u) << "M=" << m << " run " << run << " tiles " << t;
+        }
+      }
+    }
+  }
+  // Through the engine: tiles made for a registered weight, dropped when it is overwritten.
+  cuda::MatmulEngine& engine = backend().matmul_engine();
+  const int was_on = engine.decode_tiles();
+  engine.set_decode_config(18);  // (the automatic choice might time a streaming kernel faster here)
+  const int64_t n = 1024, k = 2048;
+  DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+  DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(k), -2.f, 2.f), {1, k});
+  backend().register_weight(dw.t);
+  const size_t before = engine.decode_tile_bytes();
+  auto product = [&](int tiles_mode) {
+    engine.set_decode_tiles(tiles_mode);
+    DevTensor dy(DType::bf16, {1, n});
+    dy.poison();
+    engine.run(dx.t.data(), dw.t.data(), nullptr, dy.t.data(), 1, n, k);
+    return download_bf16(dy);
+  };
+  const auto with_tiles = product(1);
+  EXPECT_EQ(engine.decode_tile_bytes(), before + size_t(n * k) * 2);
+  EXPECT_EQ(differing_bits(product(0), with_tiles), 0u);
+  EXPECT_EQ(differing_bits(product(2), with_tiles), 0u);  // remade k-major: one copy still
+  EXPECT_EQ(engine.decode_tile_bytes(), before + size_t(n * k) * 2);
+  const auto fresh = to_bf16(random_bf16_values(rng, size_t(n * k)));
+  backend().upload(fresh.data(), dw.t);  // new values: the old tiles must not be read
+  EXPECT_EQ(engine.decode_tile_bytes(), before);
+  const auto plain_new = product(0);
+  EXPECT_GT(differing_bits(plain_new, with_tiles), 0u);
+  EXPECT_EQ(differing_bits(product(1), plain_new), 0u);  // (unregistered now: read as it is)
+  backend().register_weight(dw.t);
+  EXPECT_EQ(differing_bits(product(2), plain_new), 0u);  // registered again: new tiles
+  EXPECT_EQ(engine.decode_tile_bytes(), before + size_t(n * k) * 2);
+  dw = DevTensor();  // freed: its tiles go with it
+  EXPECT_EQ(engine.decode_tile_bytes(), before);
+  engine.set_decode_tiles(was_on);
+  engine.set_decode_config(cuda::parse_decode_gemm_config(std::getenv("RILL_DECODE_GEMM_CONFIG")));
+}
+
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
 // warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs, or one split range a CTA folded by
 // the reduction kernel) gives the bits of the mma.sync kernel's fold schedule (configuration 2):
