@@ -168,10 +168,11 @@ class Kernels {
   virtual void download(const Tensor& src, void* host) = 0;
   /// Waits for all queued work.
   virtual void synchronize() = 0;
-  /// `w` is a model weight (uploaded, never written again until it is freed or uploaded anew): the
-  /// backend may keep a copy of it in a layout of its own for its matmuls (the CUDA backend's decode
-  /// tiles). Default: nothing.
-  virtual void register_weight(const Tensor& w) { (void)w; }
+  /// `w` (uploaded, [out, in]) is a linear layer's weight, read from now on only whole, as the weight
+  /// operand of this backend's matmul ops (matmul, matmul_outputs, matmul_swiglu, o_proj_mlp,
+  /// qkv_rope_store_kv), until it is freed or uploaded anew: the backend may store it in a layout of
+  /// its own (CUDA: k-panels, MatmulEngine::store_as_panels). Default: nothing.
+  virtual void prepare_linear_weight(const Tensor& w) { (void)w; }
   /// A reusable asynchronous device → host copy of up to `bytes` bytes (see Readback). The default
   /// copies synchronously in start() (right for the CPU, where ops run as they are called).
   virtual std::unique_ptr<Readback> make_readback(size_t bytes);

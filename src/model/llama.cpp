@@ -104,7 +104,7 @@ void LlamaModel::load_weights(const LoadOptions& options) {
   if (c.tie_word_embeddings) {
     lm_head_ = embed_;
   } else {
-    lm_head_ = w.get("lm_head.weight", {V, H});
+    lm_head_ = w.linear("lm_head.weight", {V, H});
   }
   layers_.resize(size_t(c.num_hidden_layers));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
@@ -115,9 +115,9 @@ void LlamaModel::load_weights(const LoadOptions& options) {
     L.input_norm = w.get(p + "input_layernorm.weight", {H});
     L.post_norm = w.get(p + "post_attention_layernorm.weight", {H});
     // One weight for the three projections: one matmul launch (matmul_outputs) reads them.
-    L.qkv = w.concat_rows({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"},
+    L.qkv = w.linear_rows({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"},
                           {{Hq * D, H}, {Hkv * D, H}, {Hkv * D, H}});
-    L.o = w.get(p + "self_attn.o_proj.weight", {H, Hq * D});
+    L.o = w.linear(p + "self_attn.o_proj.weight", {H, Hq * D});
     if (qkv_bias)
       L.qkv_bias = w.concat_rows({p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"},
                                  {{Hq * D}, {Hkv * D}, {Hkv * D}});
@@ -126,9 +126,9 @@ void LlamaModel::load_weights(const LoadOptions& options) {
       L.q_norm = w.get(p + "self_attn.q_norm.weight", {D});
       L.k_norm = w.get(p + "self_attn.k_norm.weight", {D});
     }
-    L.gate_up = w.concat_rows({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {{I, H}, {I, H}});
+    L.gate_up = w.linear_rows({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {{I, H}, {I, H}});
     if (mlp_bias) L.gate_up_bias = w.concat_rows({p + "mlp.gate_proj.bias", p + "mlp.up_proj.bias"}, {{I}, {I}});
-    L.down = w.get(p + "mlp.down_proj.weight", {H, I});
+    L.down = w.linear(p + "mlp.down_proj.weight", {H, I});
     if (mlp_bias) L.down_bias = w.get(p + "mlp.down_proj.bias", {H});
   }
   weight_bytes_ = w.device_bytes();

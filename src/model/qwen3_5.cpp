@@ -302,7 +302,7 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
   embed_ = w.get(pre + "embed_tokens.weight", {d.V, d.H});
   final_norm_ = w.get(pre + "norm.weight", {d.H});
   if (store_->contains("lm_head.weight") && !config_.tie_word_embeddings) {
-    lm_head_ = w.get("lm_head.weight", {d.V, d.H});
+    lm_head_ = w.linear("lm_head.weight", {d.V, d.H});
   } else if (config_.tie_word_embeddings) {
     lm_head_ = embed_;
   } else {
@@ -319,8 +319,8 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
     if (d.moe.E > 0) {
       L.moe.load(w, *store_, p, d.moe);
     } else {
-      L.gate_up = w.concat_rows({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {{d.I, d.H}, {d.I, d.H}});
-      L.down = w.get(p + "mlp.down_proj.weight", {d.H, d.I});
+      L.gate_up = w.linear_rows({p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, {{d.I, d.H}, {d.I, d.H}});
+      L.down = w.linear(p + "mlp.down_proj.weight", {d.H, d.I});
     }
     if (L.full) {
       FullLayer& a = L.fa;
@@ -335,7 +335,7 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
       a.gate = a.qgkv.slice(nq, 2 * nq);
       a.k = a.qgkv.slice(2 * nq, 2 * nq + nkv);
       a.v = a.qgkv.slice(2 * nq + nkv, 2 * nq + 2 * nkv);
-      a.o = w.get(p + "self_attn.o_proj.weight", {d.H, d.Hq * d.D});
+      a.o = w.linear(p + "self_attn.o_proj.weight", {d.H, d.Hq * d.D});
       a.q_norm = w.get(p + "self_attn.q_norm.weight", {d.D});
       a.k_norm = w.get(p + "self_attn.k_norm.weight", {d.D});
       a.kv_index = num_full_++;
@@ -351,7 +351,7 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
       a.wz = a.w_in.slice(C, C + Cv);
       a.wa = a.w_in.slice(C + Cv, C + Cv + d.Hv);
       a.wb = a.w_in.slice(C + Cv + d.Hv, C + Cv + 2 * d.Hv);
-      a.out = w.get(q + "out_proj.weight", {d.H, Cv});
+      a.out = w.linear(q + "out_proj.weight", {d.H, Cv});
       Tensor conv = to_f32(w.get(q + "conv1d.weight", {C, 1, d.K}), {C, d.K});
       a.conv_q = conv.slice(0, Ck);
       a.conv_k = conv.slice(Ck, 2 * Ck);

@@ -78,8 +78,20 @@ Tensor WeightLoader::get(const std::string& name, std::vector<int64_t> shape) {
     std::vector<char> staging(n * dtype_size(target));
     convert_host(info.data, info.dtype, staging.data(), target, n);
     kernels_.upload(staging.data(), t);
-    kernels_.register_weight(t);
   }
+  return t;
+}
+
+Tensor WeightLoader::linear(const std::string& name, std::vector<int64_t> shape) {
+  Tensor t = get(name, std::move(shape));
+  kernels_.prepare_linear_weight(t);
+  return t;
+}
+
+Tensor WeightLoader::linear_rows(const std::vector<std::string>& names,
+                                 const std::vector<std::vector<int64_t>>& shapes) {
+  Tensor t = concat_rows(names, shapes);
+  kernels_.prepare_linear_weight(t);
   return t;
 }
 
@@ -120,10 +132,7 @@ Tensor WeightLoader::concat_rows(const std::vector<std::string>& names,
     convert_host(info->data, info->dtype, dst, target, n);
     dst += n * dtype_size(target);
   }
-  if (kernels_.device() != Device::cpu) {
-    kernels_.upload(staging.data(), t);
-    kernels_.register_weight(t);
-  }
+  if (kernels_.device() != Device::cpu) kernels_.upload(staging.data(), t);
   return t;
 }
 

@@ -25,6 +25,11 @@ class WeightLoader {
   Tensor get_optional(const std::string& name, std::vector<int64_t> shape);
   /// Row-wise concatenation of several weights (e.g. gate and up projections) into one tensor.
   Tensor concat_rows(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes);
+  /// get() / concat_rows() for a linear layer's weight [out, in], read from then on only whole, as the
+  /// weight operand of matmul ops: the backend may store it in a layout of its own
+  /// (Kernels::prepare_linear_weight). Not for a table also read otherwise (a tied embedding).
+  Tensor linear(const std::string& name, std::vector<int64_t> shape);
+  Tensor linear_rows(const std::vector<std::string>& names, const std::vector<std::vector<int64_t>>& shapes);
 
   size_t device_bytes() const { return device_bytes_; }
   /// Buffers backing converted weights; move them into the model.

@@ -61,9 +61,16 @@ CudaKernels::~CudaKernels() {
   if (stream_) cudaStreamSynchronize(stream_.get());
 }
 
-void CudaKernels::register_weight(const Tensor& w) {
-  if (w.device() == Device::cuda && w.dtype() == DType::bf16 && w.ndim() == 2 && w.is_contiguous())
-    matmul_->register_weight(w.data(), w.size(0), w.size(1));
+void CudaKernels::prepare_linear_weight(const Tensor& w) {
+  settle();
+  if (!panel_weights_ || w.device() != Device::cuda || w.dtype() != DType::bf16 || w.ndim() != 2 ||
+      !w.is_contiguous())
+    return;
+  if (!matmul_->store_as_panels(const_cast<void*>(w.data()), w.size(0), w.size(1))) return;
+  if (!panels_logged_)
+    logger().info("linear weights stored as k-panels for the warpgroup GEMM (RILL_WEIGHT_LAYOUT=rows keeps them "
+                  "row-major)");
+  panels_logged_ = true;
 }
 
 void CudaKernels::upload(const void* host, Tensor dst) {
@@ -360,7 +367,12 @@ void CudaKernels::o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* 
                       gate_up_w.size(1) == o.size(0) && gate_up_w.size(0) == 2 * down.size(1) &&
                       down.size(0) == o.size(0) && post_norm.numel() == o.size(0) && residual.numel() == o.size(0) &&
                       delta.numel() == o.size(0) && mlp_in.numel() == down.size(1) && residual.data() != delta.data();
-  if (fuse_decode_mlp_ && batch_invariant_ && matmul_->invariant_impl() == MatmulEngine::InvariantImpl::ours &&
+  // (The fused block reads row-major weights only.)
+  const bool row_major = !matmul_->is_panels(o.data(), o.size(0), o.size(1)) &&
+                         !matmul_->is_panels(gate_up_w.data(), gate_up_w.size(0), gate_up_w.size(1)) &&
+                         !matmul_->is_panels(down.data(), down.size(0), down.size(1));
+  if (fuse_decode_mlp_ && row_major && batch_invariant_ &&
+      matmul_->invariant_impl() == MatmulEngine::InvariantImpl::ours &&
       !o_bias && !gate_up_bias && !down_bias && shapes && dev_bf16(attn) && dev_bf16(o) && dev_bf16(gate_up_w) &&
       dev_bf16(down) && dev_bf16(post_norm) && dev_bf16(residual) && dev_bf16(delta) && dev_bf16(mlp_in)) {
     DecodeMlpArgs a;

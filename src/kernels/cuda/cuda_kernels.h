@@ -28,8 +28,9 @@ class CudaKernels final : public Kernels {
   Device device() const override { return Device::cuda; }
   DType activation_dtype() const override { return DType::bf16; }
   Allocator& allocator() override { return allocator_; }
-  /// Lets the matmul engine keep w's decode tiles (MatmulEngine::set_decode_tiles; RILL_DECODE_TILES).
-  void register_weight(const Tensor& w) override;
+  /// Stores w as k-panels where the warpgroup GEMM runs and RILL_WEIGHT_LAYOUT is not `rows`
+  /// (MatmulEngine::store_as_panels).
+  void prepare_linear_weight(const Tensor& w) override;
   void upload(const void* host, Tensor dst) override;
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, Tensor& dst) override;
@@ -111,6 +112,8 @@ class CudaKernels final : public Kernels {
   /// Whether o_proj_mlp runs the fused decode MLP block at one row (RILL_DECODE_MLP=1; tests).
   void set_decode_mlp(bool on) { fuse_decode_mlp_ = on; }
   bool decode_mlp() const { return fuse_decode_mlp_; }
+  /// Whether prepare_linear_weight stores weights as k-panels (RILL_WEIGHT_LAYOUT; tests).
+  void set_panel_weights(bool on) { panel_weights_ = on; }
   /// Deferred GEMM folds (see deferral()): 0 off, 1 in captured graphs (the default; RILL_DECODE_DEFER=0
   /// turns it off), 2 on eager ops too (tests). Settles anything pending first.
   void set_decode_defer(int mode) {
@@ -195,6 +198,8 @@ class CudaKernels final : public Kernels {
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
   int decode_swiglu_ = 2;            // RILL_DECODE_SWIGLU
   bool fuse_decode_mlp_ = false;     // RILL_DECODE_MLP
+  bool panel_weights_ = true;        // RILL_WEIGHT_LAYOUT (prepare_linear_weight)
+  bool panels_logged_ = false;
   // A measurement build's ops to leave out of captured steps (RILL_LEAVE_OUT; always empty otherwise).
   std::string leave_out_;
   // True when `op` ('n' add + RMSNorm, 'r' RoPE + K/V write, 'a' attention) is to be left out of
@@ -282,10 +287,9 @@ int parse_norm_cluster(const char* value);
 int parse_argmax_cluster(const char* value);
 /// RILL_DECODE_FEW_ITEM_STAGES: null → 9; 0, 9 or 12 (set_decode_few_item_stages); else an error.
 int parse_decode_few_item_stages(const char* value);
-/// RILL_DECODE_TILES: null → 0; 0, 1 (n-major) or 2 (k-major) → the warpgroup decode GEMM reads
-/// registered weights from a copy in decode tiles of that order (MatmulEngine::set_decode_tiles; a
-/// measurement: the weights' size again in device memory; same bits); anything else → an error.
-int parse_decode_tiles(const char* value);
+/// RILL_WEIGHT_LAYOUT: null or `panels` → true (linear weights stored as k-panels where the warpgroup
+/// GEMM runs: prepare_linear_weight); `rows` → false (kept row-major; a measurement); else an error.
+bool parse_weight_layout(const char* value);
 /// RILL_DECODE_CTAS: null → 0 (as many CTAs an SM as fit); 1..3 → at most that many resident CTAs an
 /// SM of the warpgroup decode GEMM (a measurement knob; the bits do not change); anything else → an
 /// error naming the variable.

@@ -141,9 +141,12 @@ int parse_argmax_cluster(const char* value) {
        "batch; 0: one block a row; unset: clusters while they fit one wave of the SMs), got '{}'",
        value);
 }
-int parse_decode_tiles(const char* value) {
-  return parse_int_in_range("RILL_DECODE_TILES", value, 0, 0, 2,
-                            " (0: weights as they are; 1: a copy as 8 KB tiles, n-major; 2: the same, k-major)");
+bool parse_weight_layout(const char* value) {
+  if (!value || std::string_view(value) == "panels") return true;
+  if (std::string_view(value) == "rows") return false;
+  fail("RILL_WEIGHT_LAYOUT must be 'panels' (linear weights as k-panels for the warpgroup GEMM, the default) or "
+       "'rows' (kept row-major), got '{}'",
+       value);
 }
 int parse_decode_ctas(const char* value) {
   return parse_int_in_range("RILL_DECODE_CTAS", value, 0, 1, 3, " (resident CTAs an SM of the warpgroup decode GEMM)");
@@ -252,7 +255,7 @@ void CudaKernels::configure_from_environment() {
     fail("RILL_ARGMAX_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", argmax_blocks,
          info_.cc_major, info_.cc_minor);
   set_argmax_cluster(info_.cc_major < 9 ? 0 : argmax_blocks, info_.num_sms);
-  matmul_->set_decode_tiles(parse_decode_tiles(std::getenv("RILL_DECODE_TILES")));
+  panel_weights_ = parse_weight_layout(std::getenv("RILL_WEIGHT_LAYOUT"));
   // As many as fit by default: 2 measured 197.7-198.1 against 203.0-203.8 tok/s (run M4).
   set_decode_ctas_per_sm(parse_decode_ctas(std::getenv("RILL_DECODE_CTAS")));
   // The smallest x stage holding M by default (three CTAs an SM up to 32 rows; bench/RESULTS.md run S).

@@ -26,6 +26,7 @@
 // bench/RESULTS.md).
 #include <algorithm>
 #include <atomic>
+#include <string>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
@@ -460,8 +461,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   GemmKernelArgs k{};
   k.x = static_cast<const bf16*>(a.x);
   k.w = static_cast<const bf16*>(a.w);
-  k.w_tiles = static_cast<const bf16*>(a.w_tiles);
-  k.w_tiles_kmajor = a.w_tiles_kmajor;
+  k.w_panels = a.w_panels;
   k.bias = static_cast<const bf16*>(a.bias);
   if (a.num_outs <= 0) {
     k.ys[0] = static_cast<bf16*>(a.y);
@@ -490,6 +490,18 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   k.ks = sp.ks;
   k.splits = sp.splits;
   k.prewait_stages = a.prewait_stages;
+  // k-panels (GemmArgs::w_panels) are read by the warpgroup kernels alone: the decode configurations
+  // 18 and 19 (M ≤ 64) and 11-17 (larger M, SwiGLU). Where neither takes the GEMM, the caller has
+  // given panels to a path that cannot read them: an error, never a wrong product.
+  if (a.w_panels) {
+    const bool decode = a.config == 18 || a.config == 19;
+    if (!g_wgmma || !panels_fit(a.n, a.k) || !aligned(a.x, 16) || !aligned(a.w, 16) ||
+        (a.config > 0 && !decode && (a.config < 11 || a.config > 17)))
+      throw_error(("[matmul] a weight stored as k-panels needs the warpgroup GEMM (sm_90a), N and K multiples of "
+                   "64, 16-byte aligned x and w and configuration 11-19 (got N " + std::to_string(a.n) + ", K " +
+                   std::to_string(a.k) + ", configuration " + std::to_string(a.config) + ")")
+                      .c_str());
+  }
   if (a.glu_inter > 0 && (a.config == 18 || a.config == 19)) {  // decode rows: the decode kernel's SwiGLU (variant 2)
     if (!g_wgmma || a.m > (a.config == 18 ? 8 : 32) || a.n != 2 * a.glu_inter || a.glu_inter % 32 != 0 ||
         a.num_outs > 0 || a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16) || a.glu_schedule < 0 ||
@@ -526,6 +538,8 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   const bool wgmma_split = g_wgmma && sp.splits > 1 && a.workspace &&
                            size_t(sp.splits) * size_t(a.m * a.n) * sizeof(float) <= a.workspace_bytes;
   const int config = a.config > 0   ? a.config
+                     : a.w_panels   ? (persistent_tiles_fill(a.m, a.n, a.num_sms) ? (g_wide_tile && a.n % 192 == 0 ? 16 : 12)
+                                                                                : 15)
                      : a.m <= 16    ? 1
                      : g_wgmma && persistent_tiles_fill(a.m, a.n, a.num_sms) ? (g_wide_tile && a.n % 192 == 0 ? 16 : 12)
                      : wgmma_split  ? 15

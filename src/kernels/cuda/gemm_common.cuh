@@ -18,8 +18,7 @@ namespace rill::cuda::gemm_detail {
 struct GemmKernelArgs {
   const bf16* x;
   const bf16* w;
-  const bf16* w_tiles;  // warpgroup decode: w as decode tiles (GemmArgs::w_tiles), or null
-  bool w_tiles_kmajor;  // their order (GemmArgs::w_tiles_kmajor)
+  bool w_panels;  // w in the k-panel layout (GemmArgs::w_panels)
   const bf16* bias;
   bf16* ys[GemmArgs::kMaxOuts];         // output ranges of columns (one when not fused)
   int64_t y_end[GemmArgs::kMaxOuts];    // their end columns; the last is n

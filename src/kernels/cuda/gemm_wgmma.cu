@@ -187,12 +187,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   // consumers' wgmma sit on no divergent path (else it serializes them, warning C7520).
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   // One stage's w tile: rows [n0, n0 + kN) of w, or with kGlu gate's 64 and up's 64 (see above).
+  // (k-panels, GemmArgs::w_panels: tw maps the panels as one [k / 64 · n, 64] matrix, so row `row`
+  // at k0 is row k0 / 64 · n + row, column 0. Rows past n in a ragged last tile read the next
+  // panel's rows — they feed only output columns past n, never stored.)
   auto load_w = [&](unsigned char* dst, int k0, int64_t n0, uint64_t* bar) {
+    const int col = a.w_panels ? 0 : k0;
+    auto row = [&](int64_t r) { return int(a.w_panels ? (k0 / kBK) * a.n + r : r); };
     if constexpr (kGlu) {
-      tma_load_2d(dst, &tw, k0, int(n0 / 2), bar);
-      tma_load_2d(dst + kWBytes / 2, &tw, k0, int(a.n / 2 + n0 / 2), bar);
+      tma_load_2d(dst, &tw, col, row(n0 / 2), bar);
+      tma_load_2d(dst + kWBytes / 2, &tw, col, row(a.n / 2 + n0 / 2), bar);
     } else {
-      tma_load_2d(dst, &tw, k0, int(n0), bar);
+      tma_load_2d(dst, &tw, col, row(n0), bar);
     }
   };
 
@@ -384,6 +389,15 @@ CUtensorMap tile_map(const bf16* p, int64_t rows, int64_t k, int box_rows,
   return swizzled_bf16_map(p, 2, dims, strides, box, promotion, "matmul");
 }
 
+// k-panels (GemmArgs::w_panels) as one [k / 64 · n, 64] matrix of 128-byte rows, copied as they are:
+// they hold the swizzled image already.
+CUtensorMap panel_map(const bf16* w, int64_t n, int64_t k, int box_rows) {
+  const cuuint64_t dims[2] = {cuuint64_t(kBK), cuuint64_t(k / kBK * n)};
+  const cuuint64_t strides[1] = {cuuint64_t(kBK) * 2};
+  const cuuint32_t box[2] = {cuuint32_t(kBK), cuuint32_t(box_rows)};
+  return bf16_map(w, 2, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_SWIZZLE_NONE, "matmul");
+}
+
 }  // namespace
 
 CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows, int promotion_bytes) {
@@ -425,7 +439,9 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   }();
   (void)attr_set;
   // (kGlu: a stage's w tile is two 64-row boxes, gate's and up's.)
-  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM), tw = tile_map(a.w, a.n, a.k, kGlu ? kN / 2 : kN);
+  const int w_box = kGlu ? kN / 2 : kN;
+  const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM);
+  const CUtensorMap tw = a.w_panels ? panel_map(a.w, a.n, a.k, w_box) : tile_map(a.w, a.n, a.k, w_box);
   const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kN - 1) / kN);
   const int64_t ctas = kSplit ? tiles * a.splits : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
   launch_pdl(kernel, dim3(unsigned(ctas)), dim3(kThreads), smem_bytes(kStages, kN), stream, tx, tw, a);

@@ -170,21 +170,17 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   // A stage's w tile for the item at product column n0: rows [n0, n0 + 64), or with kGlu gate's
   // 32 rows [n0 / 2, n0 / 2 + 32) and up's 32 (output columns n0 / 2 ...).
   const int64_t inter = a.n / 2;
-  // From decode tiles (GemmArgs::w_tiles): a tile's 8 KB, or with kGlu the 4 KB halves holding gate's
-  // and up's 32 rows (32 is a multiple of the swizzle's 8 rows: the same image as the two boxes). Tile
-  // (row / 64, k0 / 64) at its index in the tiles' order (GemmArgs::w_tiles_kmajor).
-  const int64_t kt_count = a.k / kBK, nt_count = a.n / 64;
-  auto tile_at = [&](int64_t row, int k0) {
-    const int64_t tile = a.w_tiles_kmajor ? (k0 / kBK) * nt_count + row / 64 : (row / 64) * kt_count + k0 / kBK;
-    return a.w_tiles + tile * 4096 + (row % 64) * 64;
-  };
+  // From k-panels (GemmArgs::w_panels): rows [row, row + 64) at k0 are 8 contiguous KB, or with kGlu
+  // the 4 KB holding gate's or up's 32 rows (32 is a multiple of the swizzle's 8 rows: the same image
+  // as the two boxes).
+  auto panel_at = [&](int64_t row, int k0) { return a.w + ((k0 / kBK) * a.n + row) * kBK; };
   auto load_w = [&](unsigned char* dst, int k0, int64_t n0, uint64_t* bar, uint64_t policy) {
-    if (a.w_tiles) {
+    if (a.w_panels) {
       if constexpr (kGlu) {
-        bulk_copy_hint(dst, tile_at(n0 / 2, k0), T::kWBytes / 2, bar, policy);
-        bulk_copy_hint(dst + T::kWBytes / 2, tile_at(inter + n0 / 2, k0), T::kWBytes / 2, bar, policy);
+        bulk_copy_hint(dst, panel_at(n0 / 2, k0), T::kWBytes / 2, bar, policy);
+        bulk_copy_hint(dst + T::kWBytes / 2, panel_at(inter + n0 / 2, k0), T::kWBytes / 2, bar, policy);
       } else {
-        bulk_copy_hint(dst, tile_at(n0, k0), T::kWBytes, bar, policy);
+        bulk_copy_hint(dst, panel_at(n0, k0), T::kWBytes, bar, policy);
       }
       return;
     }
@@ -495,15 +491,13 @@ GemmKernelArgs decode_kernel_args(const GemmKernelArgs& k) {
   return a;
 }
 
-// One thread a 16-byte chunk of w (row-major): its place in the decode tiles (GemmArgs::w_tiles).
-__global__ void decode_tiles_kernel(const uint4* __restrict__ w, uint4* __restrict__ tiles, int64_t n, int64_t k,
-                                    bool kmajor) {
+// One thread a 16-byte chunk of w (row-major): its place in the k-panels (launch_to_panels).
+__global__ void to_panels_kernel(const uint4* __restrict__ w, uint4* __restrict__ panels, int64_t n, int64_t k) {
   const int64_t chunks_per_row = k / 8, total = n * chunks_per_row;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / chunks_per_row, chunk = i % chunks_per_row;
-    const int64_t tile = kmajor ? (chunk / 8) * (n / 64) + row / 64 : (row / 64) * (k / 64) + chunk / 8;
-    const int r = int(row % 64), c = int(chunk % 8);
-    tiles[tile * 512 + r * 8 + (c ^ (r % 8))] = w[i];
+    const int c = int(chunk % 8);
+    panels[((chunk / 8) * n + row) * 8 + (c ^ int(row % 8))] = w[i];
   }
 }
 
@@ -601,14 +595,15 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
 }  // namespace rill::cuda::gemm_detail
 
 namespace rill::cuda {
-bool decode_tiles_fit(int64_t n, int64_t k) { return n > 0 && k > 0 && n % 64 == 0 && k % 64 == 0; }
+bool panels_fit(int64_t n, int64_t k) { return n > 0 && k > 0 && n % 64 == 0 && k % 64 == 0; }
 
-void launch_decode_tiles(const void* w, void* tiles, int64_t n, int64_t k, bool kmajor, cudaStream_t stream) {
-  if (!decode_tiles_fit(n, k)) throw_error("[matmul] decode tiles need n % 64 == 0 and k % 64 == 0");
+void launch_to_panels(const void* w, void* panels, int64_t n, int64_t k, cudaStream_t stream) {
+  if (!panels_fit(n, k)) throw_error("[matmul] the k-panel layout needs n % 64 == 0 and k % 64 == 0");
+  if (w == panels) throw_error("[matmul] launch_to_panels writes to memory other than the weight's");
   const int64_t chunks = n * k / 8;
   const unsigned blocks = unsigned(std::min<int64_t>((chunks + 255) / 256, 65535));
-  gemm_detail::decode_tiles_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(w), static_cast<uint4*>(tiles),
-                                                               n, k, kmajor);
+  gemm_detail::to_panels_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(w), static_cast<uint4*>(panels),
+                                                            n, k);
   RILL_CUDA_CHECK_LAUNCH();
 }
 

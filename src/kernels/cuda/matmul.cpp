@@ -59,72 +59,55 @@ MatmulEngine::MatmulEngine(cublasLtHandle_t lt, cudaStream_t stream, void* lt_wo
       splitk_bytes_(splitk_bytes),
       num_sms_(num_sms) {}
 
-MatmulEngine::~MatmulEngine() {
-  for (auto& [w, t] : tiles_)
-    if (t.first) cudaFree(t.first);
+MatmulEngine::~MatmulEngine() = default;
+
+bool MatmulEngine::store_as_panels(void* w, int64_t n, int64_t k) {
+  if (!gemm_wgmma_enabled() || !panels_fit(n, k) || pointer_alignment(w) < 16) return false;
+  if (is_panels(w, n, k)) return true;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  RILL_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
+  if (status != cudaStreamCaptureStatusNone) throw_error("[matmul] store_as_panels while a graph is being recorded");
+  const size_t bytes = size_t(n * k) * 2;
+  void* scratch = nullptr;
+  if (cudaMallocAsync(&scratch, bytes, stream_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (!panels_warned_)
+      logger().warn("k-panel weights: no room for a {} MB scratch copy of a [{}, {}] weight; it stays row-major "
+                    "(decode reads it ~3% slower)",
+                    bytes >> 20, n, k);
+    panels_warned_ = true;
+    return false;
+  }
+  launch_to_panels(w, scratch, n, k, stream_);
+  RILL_CUDA_CHECK(cudaMemcpyAsync(w, scratch, bytes, cudaMemcpyDeviceToDevice, stream_));
+  RILL_CUDA_CHECK(cudaFreeAsync(scratch, stream_));
+  panels_[w] = {n, k};
+  panel_bytes_ += bytes;
+  return true;
 }
 
-void MatmulEngine::register_weight(const void* w, int64_t n, int64_t k) {
-  forget_weights(w, 1);
-  weights_[w] = {n, k};
+bool MatmulEngine::is_panels(const void* w, int64_t n, int64_t k) const {
+  if (panels_.empty()) return false;
+  auto it = panels_.upper_bound(w);
+  if (it == panels_.begin()) return false;
+  --it;
+  const auto [pn, pk] = it->second;
+  const char* start = static_cast<const char*>(it->first);
+  if (static_cast<const char*>(w) >= start + size_t(pn * pk) * 2) return false;
+  if (it->first != w || pn != n || pk != k)
+    fail("[matmul] w at {} [{}, {}] lies in a weight stored as k-panels ({} [{}, {}]): such a weight is read whole, "
+         "by the warpgroup GEMM",
+         w, n, k, it->first, pn, pk);
+  return true;
 }
 
 void MatmulEngine::forget_weights(const void* p, size_t bytes) {
-  if (weights_.empty()) return;
-  const char* begin = static_cast<const char*>(p);
-  const char* end = begin + bytes;
-  for (auto it = weights_.lower_bound(p); it != weights_.end() && static_cast<const char*>(it->first) < end;) {
-    drop_tiles(it->first, it->second.first, it->second.second);
-    it = weights_.erase(it);
+  if (panels_.empty()) return;
+  const char* end = static_cast<const char*>(p) + bytes;
+  for (auto it = panels_.lower_bound(p); it != panels_.end() && static_cast<const char*>(it->first) < end;) {
+    panel_bytes_ -= size_t(it->second.first * it->second.second) * 2;
+    it = panels_.erase(it);
   }
-}
-
-void MatmulEngine::drop_tiles(const void* w, int64_t n, int64_t k) {
-  auto t = tiles_.find(w);
-  if (t == tiles_.end()) return;
-  if (t->second.first) {
-    RILL_CUDA_CHECK(cudaStreamSynchronize(stream_));  // (queued decode GEMMs may still read it)
-    RILL_CUDA_CHECK(cudaFree(t->second.first));
-    tile_bytes_ -= size_t(n * k) * 2;
-  }
-  tiles_.erase(t);
-}
-
-// A registered weight's decode tiles in the setting's order, made now where they are missing (or in
-// the other order) and no graph is being recorded; null where the setting is off, the weight is not
-// registered or its shape does not tile. a.w_tiles_kmajor tells the kernel the order.
-void MatmulEngine::attach_decode_tiles(GemmArgs& a) {
-  a.w_tiles = decode_tiles_for(a.w, a.n, a.k);
-  a.w_tiles_kmajor = decode_tiles_on_ == 2;
-}
-
-const void* MatmulEngine::decode_tiles_for(const void* w, int64_t n, int64_t k) {
-  if (!decode_tiles_on_) return nullptr;
-  auto reg = weights_.find(w);
-  if (reg == weights_.end() || reg->second != std::pair{n, k} || !decode_tiles_fit(n, k)) return nullptr;
-  const bool kmajor = decode_tiles_on_ == 2;
-  if (auto t = tiles_.find(w); t != tiles_.end()) {
-    if (!t->second.first || t->second.second == kmajor) return t->second.first;
-  }
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  RILL_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status));
-  if (status != cudaStreamCaptureStatusNone) return nullptr;
-  drop_tiles(w, n, k);  // (in the other order)
-  const size_t bytes = size_t(n * k) * 2;
-  void* tiles = nullptr;
-  if (cudaMalloc(&tiles, bytes) != cudaSuccess) {
-    (void)cudaGetLastError();
-    if (!tiles_warned_)
-      logger().warn("decode tiles: no room for a {} MB copy of a [{}, {}] weight; such weights are read as they are",
-                    bytes >> 20, n, k);
-    tiles_warned_ = true;
-    tiles_[w] = {nullptr, kmajor};
-    return nullptr;
-  }
-  launch_decode_tiles(w, tiles, n, k, kmajor, stream_);
-  tiles_[w] = {tiles, kmajor};
-  tile_bytes_ += bytes;
-  return tiles;
 }
 
 bool MatmulEngine::matvec_ok(const MatmulShape& s) const { return s.m <= 8 && s.k % 8 == 0 && s.align >= 16; }
@@ -276,6 +259,7 @@ GemmArgs MatmulEngine::gemm_args(const void* x, const void* w, const void* bias,
   a.m = m;
   a.n = n;
   a.k = k;
+  a.w_panels = is_panels(w, n, k);
   attach_workspaces(a);
   return a;
 }
@@ -337,6 +321,9 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
   const int bucket = a.m <= 8 ? 0 : a.m <= 16 ? 1 : 2;
   // A forced configuration applies where it runs: 18 takes M ≤ 8, 19 M ≤ 64, the rest M ≤ 16.
   const int fc = forced_decode_config_;
+  // k-panels: the warpgroup decode kernel, the only one reading them (18 at M ≤ 8, else 19, unless
+  // 19 is forced).
+  if (a.w_panels) return a.m <= 8 && fc != 19 ? 18 : 19;
   if (fc > 0 && (fc == 18 ? bucket == 0 : fc == 19 ? true : bucket <= 1)) return fc;
   const auto key = std::make_tuple(a.n, a.k, bucket);
   if (auto it = decode_configs_.find(key); it != decode_configs_.end()) return it->second;
@@ -360,7 +347,6 @@ int MatmulEngine::decode_config(const GemmArgs& a) {
 void MatmulEngine::launch_invariant(GemmArgs& a) {
   a.prewait_stages = std::exchange(next_prewait_, -1);
   if (a.m <= decode_rows() && a.k % 8 == 0) a.config = decode_config(a);
-  if (a.config == 18 || a.config == 19) attach_decode_tiles(a);
   launch_gemm(a, stream_);
 }
 
@@ -377,7 +363,8 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
                                GemmPartials* defer, const RopeArgs* rope, bool* rope_ran) {
   if (defer) *defer = GemmPartials{};
   if (rope_ran) *rope_ran = false;
-  if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || num_outs > GemmArgs::kMaxOuts) return false;
+  const bool ours = (batch_invariant_ && invariant_impl_ == InvariantImpl::ours) || is_panels(w, n, k);
+  if (!ours || num_outs > GemmArgs::kMaxOuts) return false;
   int64_t begin = 0;
   for (int s = 0; s < num_outs; ++s) {
     if ((out_end[s] - begin) % 8 != 0 || pointer_alignment(outs[s]) < 16) return false;
@@ -408,9 +395,8 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
 // shape's decode configurations are timed (its first eager call).
 bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, void* y, void* scratch, int64_t m,
                               int64_t inter, int64_t k, int decode_mode) {
-  if (!batch_invariant_ || invariant_impl_ != InvariantImpl::ours || pointer_alignment(x) < 16 ||
-      pointer_alignment(w) < 16 || pointer_alignment(y) < 4)
-    return false;
+  const bool ours = (batch_invariant_ && invariant_impl_ == InvariantImpl::ours) || is_panels(w, 2 * inter, k);
+  if (!ours || pointer_alignment(x) < 16 || pointer_alignment(w) < 16 || pointer_alignment(y) < 4) return false;
   GemmArgs a = gemm_args(x, w, bias, m, 2 * inter, k);
   a.prewait_stages = std::exchange(next_prewait_, -1);
   if (m <= decode_rows()) {
@@ -422,7 +408,6 @@ bool MatmulEngine::run_swiglu(const void* x, const void* w, const void* bias, vo
     if (config != 18 && (config != 19 || decode_mode == 1)) return false;
     a.config = m <= 8 ? 18 : 19;
     a.glu_schedule = decode_mode == 1 ? 0 : decode_mode - 1;
-    attach_decode_tiles(a);
   } else if (!gemm_swiglu_fits(m, inter, k, num_sms_)) {
     return false;
   }
@@ -486,6 +471,10 @@ void MatmulEngine::run(const void* x, const void* w, const void* bias, void* y, 
                        GemmPartials* defer) {
   if (defer) *defer = GemmPartials{};
   if (m == 0 || n == 0) return;
+  if (is_panels(w, n, k)) {  // only our warpgroup GEMM reads k-panels, in any mode
+    run_invariant(x, w, bias, y, m, n, k, defer);
+    return;
+  }
   if (batch_invariant_) {
     const bool aligned = std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)}) >= 16;
     if (invariant_impl_ == InvariantImpl::cublaslt && aligned) {
@@ -519,6 +508,7 @@ void MatmulEngine::run_with(const MatmulChoice& c, const void* x, const void* w,
     run_invariant(x, w, bias, y, m, n, k, nullptr);
     return;
   }
+  if (is_panels(w, n, k)) fail("[matmul] {} cannot read a weight stored as k-panels", c.describe());
   MatmulShape shape{m, n, k, bias != nullptr,
                     std::min({pointer_alignment(x), pointer_alignment(w), pointer_alignment(y)})};
   Plan& plan = plan_for(shape);

@@ -93,22 +93,21 @@ class MatmulEngine {
   std::vector<MatmulChoice> candidates(const void* x, const void* w, const void* bias, void* y, int64_t m,
                                        int64_t n, int64_t k);
   void set_autotune(bool on) { autotune_ = on; }
-  /// Decode tiles (RILL_DECODE_TILES; a measurement, off by default): the warpgroup decode GEMM
-  /// (configurations 18, 19) reads a registered weight from a copy of it as 8 KB tiles
-  /// (launch_decode_tiles: one contiguous bulk copy a stage instead of 64 rows of 128 bytes; same
-  /// bits), `mode` 1 in n-major order, 2 in k-major order, 0 off. The copy is made on the weight's
-  /// first eager decode GEMM (never while a graph is recorded; a graph recorded before uses the
-  /// weight as it is; a copy in the other order is remade) and costs the weight's size again in
-  /// device memory; where it does not fit, the weight is used as it is.
-  void set_decode_tiles(int mode) { decode_tiles_on_ = mode; }
-  int decode_tiles() const { return decode_tiles_on_; }
-  /// `w` ([n, k] bf16) is a constant weight: it may get decode tiles.
-  void register_weight(const void* w, int64_t n, int64_t k);
-  /// Memory [p, p + bytes) was freed or is being overwritten: drops the registrations and decode
-  /// tiles of weights starting there.
+  /// Stores the weight `w` ([n, k] bf16, constant from now on) as k-panels in place (launch_to_panels,
+  /// through a scratch copy made and freed here; stream-ordered): the layout the warpgroup GEMMs
+  /// stream fastest (bench/RESULTS.md run AP). From then on every GEMM on `w` runs the warpgroup
+  /// kernels whatever the mode (decode configurations 18 and 19, prefill 11-17), and a pointer into
+  /// `w` other than its start is refused. Returns false, leaving `w` as it is, where the layout does
+  /// not apply (no warpgroup GEMM, N or K not a multiple of 64) or the scratch copy does not fit.
+  bool store_as_panels(void* w, int64_t n, int64_t k);
+  /// Whether `w` starts a weight stored as k-panels of shape [n, k]; throws for a pointer inside one
+  /// or a shape other than its own.
+  bool is_panels(const void* w, int64_t n, int64_t k) const;
+  /// Memory [p, p + bytes) was freed or is being overwritten: weights stored as k-panels that start
+  /// there are forgotten (their memory holds something else now).
   void forget_weights(const void* p, size_t bytes);
-  /// Device bytes held by decode tiles.
-  size_t decode_tile_bytes() const { return tile_bytes_; }
+  /// Device bytes of the weights stored as k-panels.
+  size_t panel_bytes() const { return panel_bytes_; }
   /// The invariant GEMM's decode configuration for every shape (1, 5, 6 tiled; 7, 8 streaming; 9,
   /// 10 tiled through the bulk copy engine; 18, 19 warpgroup; same bits), or 0: timed per (N, K)
   /// on the first eager call (RILL_DECODE_GEMM_CONFIG). Applies to the M it takes (decode_config).
@@ -152,9 +151,6 @@ class MatmulEngine {
   void launch_invariant(GemmArgs& a);
   void attach_workspaces(GemmArgs& a) const;  // split workspace, SM count, tile counters
   int decode_config(const GemmArgs& a);
-  const void* decode_tiles_for(const void* w, int64_t n, int64_t k);
-  void attach_decode_tiles(GemmArgs& a);
-  void drop_tiles(const void* w, int64_t n, int64_t k);  // w's decode tiles, if any, freed
   void run_plan(Plan& plan, const MatmulChoice& c, const void* x, const void* w, const void* bias, void* y);
   MatmulChoice choose(Plan& plan, const void* x, const void* w, const void* bias, void* y);
   bool matvec_ok(const MatmulShape& s) const;
@@ -185,13 +181,10 @@ class MatmulEngine {
   // (our GEMM then runs that shape for every M).
   std::map<std::tuple<int64_t, int64_t, bool>, std::optional<cublasLtMatmulAlgo_t>> fixed_algos_;
   const std::optional<cublasLtMatmulAlgo_t>& fixed_algo(int64_t n, int64_t k, bool bias);
-  // Registered weights (start → [n, k]) and the decode tiles made for them (start → device copy and
-  // whether it is k-major; null: it did not fit, not tried again).
-  int decode_tiles_on_ = 0;
-  std::map<const void*, std::pair<int64_t, int64_t>> weights_;
-  std::map<const void*, std::pair<void*, bool>> tiles_;
-  size_t tile_bytes_ = 0;
-  bool tiles_warned_ = false;
+  // Weights stored as k-panels: start → [n, k].
+  std::map<const void*, std::pair<int64_t, int64_t>> panels_;
+  size_t panel_bytes_ = 0;
+  bool panels_warned_ = false;
 };
 
 }  // namespace rill::cuda

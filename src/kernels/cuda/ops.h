@@ -250,12 +250,9 @@ void launch_sigmoid_mul(const void* x, const void* gate, void* out, DType act_dt
 struct GemmArgs {
   const void* x = nullptr;     ///< bf16 [m, k], 16-byte aligned
   const void* w = nullptr;     ///< bf16 [n, k], 16-byte aligned
-  /// The same weight as decode tiles (launch_decode_tiles), or null: the warpgroup decode GEMM
-  /// (configurations 18, 19) then streams each 64 × 64 tile as one contiguous 8 KB copy instead of
-  /// a 2-D tensor copy of 64 rows of 128 bytes. Same bits (the same bytes land in shared memory).
-  const void* w_tiles = nullptr;
-  /// The decode tiles' order (launch_decode_tiles): k-major, else n-major.
-  bool w_tiles_kmajor = false;
+  /// w is stored as k-panels (launch_to_panels), not row-major: the warpgroup GEMMs (decode
+  /// configurations 18, 19 and the prefill configurations 11-17) read it; no other path can.
+  bool w_panels = false;
   const void* bias = nullptr;  ///< bf16 [n] or null
   void* y = nullptr;           ///< bf16 [m, n], 4-byte aligned
   int64_t m = 0, n = 0, k = 0; ///< k % 8 == 0
@@ -316,15 +313,16 @@ bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms);
 /// k % 8 == 0, and its column tiles (64 product columns each: 2·inter / 64) filling 90-100% of one
 /// wave of resident CTAs — one tile a CTA, so fewer leave SMs idle and more take two turns.
 bool decode_glu_fold_fits(int64_t m, int64_t inter, int64_t k, int num_sms);
-/// Decode tiles of a bf16 weight [n, k] (GemmArgs::w_tiles): tile (t, j) — rows [64t, 64t + 64),
-/// columns [64j, 64j + 64) — as 8 contiguous KB at (t · k/64 + j) · 8 KB (n-major), or at
-/// (j · n/64 + t) · 8 KB (k-major: the decode GEMM's CTAs, walking k in step, read neighbouring
-/// tiles), row r of the tile at 128 r with its 16-byte chunk c at chunk c ^ (r % 8): the image a
-/// 2-D tensor copy with the 128-byte swizzle leaves in shared memory. Where n % 64 == 0 and
-/// k % 64 == 0 (decode_tiles_fit).
-bool decode_tiles_fit(int64_t n, int64_t k);
-/// Writes w's decode tiles in that order to `tiles` (n · k bf16, 16-byte aligned) on `stream`.
-void launch_decode_tiles(const void* w, void* tiles, int64_t n, int64_t k, bool kmajor, cudaStream_t stream);
+/// The k-panel layout of a bf16 weight [n, k] (GemmArgs::w_panels): k / 64 panels, panel j holding
+/// columns [64j, 64j + 64) of every row as a contiguous [n, 64] block at j · n · 128 bytes, row r's
+/// 16-byte chunk c stored at chunk c ^ (r % 8) — the image a tensor copy with the 128-byte swizzle
+/// leaves in shared memory. So the decode GEMM's stage (64 rows × 64 k) is 8 contiguous KB, and
+/// CTAs walking k in step read neighbouring bytes, as a sweep of the matrix does (bench/RESULTS.md
+/// run AP: +3.7% batch-1 decode against row-major 2-D tensor copies). Where n % 64 == 0 and
+/// k % 64 == 0 (panels_fit).
+bool panels_fit(int64_t n, int64_t k);
+/// Writes row-major `w` [n, k] as k-panels to `panels` (n · k bf16, 16-byte aligned, not w) on `stream`.
+void launch_to_panels(const void* w, void* panels, int64_t n, int64_t k, cudaStream_t stream);
 /// The split-K ranges of the batch-invariant GEMM: a function of (n, k) and the device only.
 struct GemmSplit {
   int splits = 1;

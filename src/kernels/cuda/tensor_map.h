@@ -17,5 +17,9 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder();
 /// driver refuses it.
 CUtensorMap swizzled_bf16_map(const void* base, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
                               const cuuint32_t* box, CUtensorMapL2promotion promotion, const char* who);
+/// The same with the swizzle given (CU_TENSOR_MAP_SWIZZLE_NONE: the bytes land as they are).
+CUtensorMap bf16_map(const void* base, int rank, const cuuint64_t* dims, const cuuint64_t* strides,
+                     const cuuint32_t* box, CUtensorMapL2promotion promotion, CUtensorMapSwizzle swizzle,
+                     const char* who);
 
 }  // namespace rill::cuda

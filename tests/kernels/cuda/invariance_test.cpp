@@ -276,87 +276,127 @@ TEST(CudaInvariance, PrewaitFillKeepsBits) {
   });
 }
 
-// Decode tiles (GemmArgs::w_tiles: each 64 × 64 weight tile as 8 contiguous KB, already in the
-// swizzled image a tensor copy leaves in shared memory), n-major and k-major, give the warpgroup
-// decode GEMM the bits of the row-major weight: configurations 18 and 19, the fold and split
-// schedules, the SwiGLU variant's 32-row halves. Then through the engine: a registered weight gets
-// its tiles on its first eager decode GEMM, remade in the other order when the setting changes, and
-// loses them when new values are uploaded into it (the next product is the new one's).
-TEST(CudaInvariance, DecodeTilesEqualRowMajor) {
+// Weights stored as k-panels (GemmArgs::w_panels: 64-column panels, each [n, 64] contiguous and
+// already in the swizzled image a tensor copy leaves in shared memory) give every warpgroup GEMM the
+// bits of the row-major weight: the decode configurations 18 and 19 (fold and split schedules, the
+// SwiGLU variant's 32-row halves), the prefill configurations the launch picks (persistent 128- or
+// 192-column tiles, split ranges, one CTA a tile) and the prefill SwiGLU epilogue, with bias, with N
+// not a multiple of the 128-column tile (the last tile's rows past N read the next panel). Then
+// through the engine: store_as_panels converts a weight in place, run and run_outputs read it, a
+// pointer inside it is refused, and an upload or a free forgets it.
+TEST(CudaInvariance, PanelWeightsEqualRowMajor) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
   uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const std::pair<int64_t, int64_t> shapes[] = {{6144, 4096}, {4096, 12288}, {192, 256}, {640, 1088}};
+  const int sms = backend().info().num_sms;
+  const std::pair<int64_t, int64_t> shapes[] = {{6144, 4096}, {4096, 12288}, {192, 256}, {640, 1088}, {1344, 576}};
   for (auto [n, k] : shapes) {
     SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
-    ASSERT_TRUE(cuda::decode_tiles_fit(n, k));
+    ASSERT_TRUE(cuda::panels_fit(n, k));
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
-    DevTensor tiles(DType::bf16, {n, k}), ktiles(DType::bf16, {n, k});
-    cuda::launch_decode_tiles(dw.t.data(), tiles.t.data(), n, k, false, backend().stream());
-    cuda::launch_decode_tiles(dw.t.data(), ktiles.t.data(), n, k, true, backend().stream());
-    for (int64_t m : {1, 5, 8, 16, 40}) {
+    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
+    DevTensor panels(DType::bf16, {n, k});
+    cuda::launch_to_panels(dw.t.data(), panels.t.data(), n, k, backend().stream());
+    for (int64_t m : {1, 5, 8, 16, 40, 64, 100, 300, 1000}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
-      for (int run = 0; run < 3; ++run) {  // 0: fold schedule; 1: split ranges; 2: SwiGLU (m ≤ 32)
-        if (run == 2 && m > 32) continue;
+      // Decode rows — 0: fold schedule; 1: split ranges; 2: SwiGLU (M ≤ 32). Prefill rows — 0: the
+      // launch's own choice with bias; 1: the split-range configuration; 2: SwiGLU where it fits.
+      for (int run = 0; run < 3; ++run) {
+        const bool decode = m <= 64;
+        if (run == 2 && (decode ? m > 32 : !cuda::gemm_swiglu_fits(m, n / 2, k, sms))) continue;
         const int64_t ny = run == 2 ? n / 2 : n;
-        std::vector<float> got[3];
-        for (int t = 0; t < 3; ++t) {  // row-major, n-major tiles, k-major tiles
+        std::vector<float> got[2];
+        for (int t = 0; t < 2; ++t) {  // row-major, k-panels
           DevTensor dy(DType::bf16, {m, ny});
           dy.poison();
           const void* x = dx.t.data();
-          cuda::GemmArgs ga = run == 0 ? plain_gemm(x, dw.t.data(), nullptr, nullptr, m, n, k)
-                                       : backend().matmul_engine().gemm_args(x, dw.t.data(), nullptr, m, n, k);
+          const void* w = t == 0 ? dw.t.data() : panels.t.data();
+          const void* b = !decode && run == 0 ? db.t.data() : nullptr;
+          cuda::GemmArgs ga = run == 0 && decode ? plain_gemm(x, w, nullptr, nullptr, m, n, k)
+                                                 : backend().matmul_engine().gemm_args(x, w, b, m, n, k);
+          ga.bias = b;
           ga.y = dy.t.data();
-          ga.config = m <= 8 ? 18 : 19;
-          if (run == 2) ga.glu_inter = n / 2, ga.glu_schedule = 2;
-          ga.w_tiles = t == 0 ? nullptr : t == 1 ? tiles.t.data() : ktiles.t.data();
-          ga.w_tiles_kmajor = t == 2;
+          if (decode) ga.config = m <= 8 ? 18 : 19;
+          if (!decode && run == 1) ga.config = 15;
+          if (run == 2) ga.glu_inter = n / 2, ga.glu_schedule = decode ? 2 : 0;
+          ga.w_panels = t == 1;
           cuda::launch_gemm(ga, backend().stream());
           got[t] = download_bf16(dy);
         }
-        for (int t = 1; t < 3; ++t) {
-          for (float x : got[t]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " run " << run;
-          EXPECT_EQ(differing_bits(got[0], got[t]), 0u) << "M=" << m << " run " << run << " tiles " << t;
-        }
+        for (float x : got[1]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, M=" << m << " run " << run;
+        EXPECT_EQ(differing_bits(got[0], got[1]), 0u) << "M=" << m << " run " << run;
       }
     }
   }
-  // Through the engine: tiles made for a registered weight, dropped when it is overwritten.
+  // A path that cannot read panels is refused, not run.
+  {
+    const int64_t n = 192, k = 256;
+    DevTensor dw(DType::bf16, {n, k}), dx(DType::bf16, {1, k}), dy(DType::bf16, {1, n});
+    cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), nullptr, dy.t.data(), 1, n, k, 7);
+    ga.w_panels = true;
+    EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);
+  }
+  // Through the engine.
   cuda::MatmulEngine& engine = backend().matmul_engine();
-  const int was_on = engine.decode_tiles();
-  engine.set_decode_config(18);  // (the automatic choice might time a streaming kernel faster here)
   const int64_t n = 1024, k = 2048;
-  DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
-  DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(k), -2.f, 2.f), {1, k});
-  backend().register_weight(dw.t);
-  const size_t before = engine.decode_tile_bytes();
-  auto product = [&](int tiles_mode) {
-    engine.set_decode_tiles(tiles_mode);
-    DevTensor dy(DType::bf16, {1, n});
-    dy.poison();
-    engine.run(dx.t.data(), dw.t.data(), nullptr, dy.t.data(), 1, n, k);
-    return download_bf16(dy);
-  };
-  const auto with_tiles = product(1);
-  EXPECT_EQ(engine.decode_tile_bytes(), before + size_t(n * k) * 2);
-  EXPECT_EQ(differing_bits(product(0), with_tiles), 0u);
-  EXPECT_EQ(differing_bits(product(2), with_tiles), 0u);  // remade k-major: one copy still
-  EXPECT_EQ(engine.decode_tile_bytes(), before + size_t(n * k) * 2);
-  const auto fresh = to_bf16(random_bf16_values(rng, size_t(n * k)));
-  backend().upload(fresh.data(), dw.t);  // new values: the old tiles must not be read
-  EXPECT_EQ(engine.decode_tile_bytes(), before);
-  const auto plain_new = product(0);
-  EXPECT_GT(differing_bits(plain_new, with_tiles), 0u);
-  EXPECT_EQ(differing_bits(product(1), plain_new), 0u);  // (unregistered now: read as it is)
-  backend().register_weight(dw.t);
-  EXPECT_EQ(differing_bits(product(2), plain_new), 0u);  // registered again: new tiles
-  EXPECT_EQ(engine.decode_tile_bytes(), before + size_t(n * k) * 2);
-  dw = DevTensor();  // freed: its tiles go with it
-  EXPECT_EQ(engine.decode_tile_bytes(), before);
-  engine.set_decode_tiles(was_on);
-  engine.set_decode_config(cuda::parse_decode_gemm_config(std::getenv("RILL_DECODE_GEMM_CONFIG")));
+  const auto values = random_bf16_values(rng, size_t(n * k));
+  DevTensor dw = upload_bf16(values, {n, k}), reference = upload_bf16(values, {n, k});
+  const size_t before = engine.panel_bytes();
+  ASSERT_TRUE(engine.store_as_panels(dw.t.data(), n, k));
+  EXPECT_TRUE(engine.is_panels(dw.t.data(), n, k));
+  EXPECT_EQ(engine.panel_bytes(), before + size_t(n * k) * 2);
+  {
+    DevTensor misfit(DType::bf16, {100, 256});  // N not a multiple of 64: stays row-major
+    EXPECT_FALSE(engine.store_as_panels(misfit.t.data(), 100, 256));
+    EXPECT_FALSE(engine.is_panels(misfit.t.data(), 100, 256));
+  }
+  for (int64_t m : {1, 12, 300}) {
+    SCOPED_TRACE(::testing::Message() << "engine M=" << m);
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
+    auto product = [&](const DevTensor& w) {
+      DevTensor dy(DType::bf16, {m, n});
+      dy.poison();
+      engine.run(dx.t.data(), w.t.data(), nullptr, dy.t.data(), m, n, k);
+      return download_bf16(dy);
+    };
+    EXPECT_EQ(differing_bits(product(reference), product(dw)), 0u);
+    // Three outputs in one launch (as q, k, v).
+    DevTensor o0(DType::bf16, {m, 512}), o1(DType::bf16, {m, 256}), o2(DType::bf16, {m, 256});
+    void* outs[3] = {o0.t.data(), o1.t.data(), o2.t.data()};
+    const int64_t ends[3] = {512, 768, 1024};
+    ASSERT_TRUE(engine.run_outputs(dx.t.data(), dw.t.data(), nullptr, outs, ends, 3, m, n, k));
+    std::vector<float> joined;
+    const auto whole = product(reference);
+    const std::vector<float> parts[3] = {download_bf16(o0), download_bf16(o1), download_bf16(o2)};
+    for (int64_t r = 0; r < m; ++r)
+      for (int s = 0; s < 3; ++s) {
+        const int64_t w = s == 0 ? 512 : 256;
+        joined.insert(joined.end(), parts[s].begin() + r * w, parts[s].begin() + (r + 1) * w);
+      }
+    EXPECT_EQ(differing_bits(whole, joined), 0u) << "run_outputs";
+  }
+  // A pointer inside the weight (a row range) is refused.
+  EXPECT_THROW(engine.is_panels(static_cast<const char*>(dw.t.data()) + 64 * k * 2, n - 64, k), Error);
+  EXPECT_THROW(engine.is_panels(dw.t.data(), n, k / 2), Error);
+  // New values uploaded: row-major again, read as such.
+  const auto fresh = random_bf16_values(rng, size_t(n * k));
+  backend().upload(to_bf16(fresh).data(), dw.t);
+  EXPECT_FALSE(engine.is_panels(dw.t.data(), n, k));
+  EXPECT_EQ(engine.panel_bytes(), before);
+  {
+    DevTensor check = upload_bf16(fresh, {n, k});
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(k), -2.f, 2.f), {1, k});
+    DevTensor y0(DType::bf16, {1, n}), y1(DType::bf16, {1, n});
+    engine.run(dx.t.data(), check.t.data(), nullptr, y0.t.data(), 1, n, k);
+    engine.run(dx.t.data(), dw.t.data(), nullptr, y1.t.data(), 1, n, k);
+    EXPECT_EQ(differing_bits(download_bf16(y0), download_bf16(y1)), 0u) << "after the upload";
+  }
+  // Freed: forgotten with its memory.
+  ASSERT_TRUE(engine.store_as_panels(dw.t.data(), n, k));
+  dw = DevTensor();
+  EXPECT_EQ(engine.panel_bytes(), before);
 }
 
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer

@@ -139,10 +139,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_few_item_stages("0"), 0);
   EXPECT_EQ(cuda::parse_decode_few_item_stages("12"), 12);
   expect_rejects(cuda::parse_decode_few_item_stages, {"", "8", "10", "9x"}, "RILL_DECODE_FEW_ITEM_STAGES");
-  EXPECT_EQ(cuda::parse_decode_tiles(nullptr), 0);
-  EXPECT_EQ(cuda::parse_decode_tiles("1"), 1);
-  EXPECT_EQ(cuda::parse_decode_tiles("2"), 2);
-  expect_rejects(cuda::parse_decode_tiles, {"", "3", "-1", "on", "1x"}, "RILL_DECODE_TILES");
+  EXPECT_TRUE(cuda::parse_weight_layout(nullptr));
+  EXPECT_TRUE(cuda::parse_weight_layout("panels"));
+  EXPECT_FALSE(cuda::parse_weight_layout("rows"));
+  expect_rejects(cuda::parse_weight_layout, {"", "row", "1", "Panels"}, "RILL_WEIGHT_LAYOUT");
   EXPECT_EQ(cuda::parse_decode_ctas(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_ctas("1"), 1);
   EXPECT_EQ(cuda::parse_decode_ctas("3"), 3);
