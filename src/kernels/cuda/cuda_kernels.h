@@ -257,8 +257,8 @@ int parse_attention_wgmma(const char* value);
 /// RILL_ATTENTION_WARPS: null → 0 (chosen by the query rows); 1, 2, 4, 8 → warps per attention
 /// block for every call (a measurement knob: rows are independent, the bits do not change).
 int parse_attention_warps(const char* value);
-/// RILL_DECODE_PREWAIT: null → 8 (the warpgroup decode GEMM requests up to 8 of its stages' weight
-/// tiles before waiting for the previous kernel); 0..12 → at most that many (a measurement knob: the
+/// RILL_DECODE_PREWAIT: null → 5 (the warpgroup decode GEMM requests 5 of its 8 stages' weight tiles
+/// before waiting for the previous kernel); 0..8 → at most that many (a measurement knob: the
 /// requests queue ahead of the latency-bound kernels before the GEMM; the bits do not change);
 /// anything else → an error naming the variable.
 int parse_decode_prewait(const char* value);

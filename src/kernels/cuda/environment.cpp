@@ -99,7 +99,7 @@ int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GE
 int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
 int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_SWIGLU", value) != 0; }
 int parse_decode_prewait(const char* value) {
-  return parse_int_in_range("RILL_DECODE_PREWAIT", value, 8, 0, 12, " (weight stages requested before the wait)");
+  return parse_int_in_range("RILL_DECODE_PREWAIT", value, 5, 0, 8, " (weight stages requested before the wait)");
 }
 int parse_decode_prewait_after_attention(const char* value) {
   return parse_int_in_range("RILL_DECODE_PREWAIT_AFTER_ATTENTION", value, -1, 0, 12,
@@ -228,11 +228,10 @@ void CudaKernels::configure_from_environment() {
          "sm_{}{}", info_.cc_major, info_.cc_minor);
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
-  // 8 by default since the weights are k-panels (one contiguous 8 KB bulk copy a stage): batch-1 decode
-  // 239.90 / 239.57 against 5's 237.55 / 237.32 tok/s at 512 keys, 222.13 / 221.69 against 221.51 /
-  // 221.66 at 8192, 3 stages 1.1% below 5 (bench/RESULTS.md run AP3). With row-major 2-D tensor copies 5
-  // had been best (runs Q, O, Y3, Z3, Z5: 8 then queued too many 64-row requests ahead of the small
-  // kernels' loads).
+  // 5 by default: batch-1 decode at 8192 keys 202.7 against 200.3 tok/s with 4 and 201.6 with 6, at 512
+  // 221.9 against 222.6 / 221.3, batches 16 / 64 +0.4%, 256 equal (bench/RESULTS.md run Q); all 8
+  // measured 213.9 / 186.5 against 4's 217.1 / 188.5 at 512 / 8192 (run O): too many queued weight
+  // requests ahead of the small kernels' loads.
   set_decode_prewait_stages(parse_decode_prewait(std::getenv("RILL_DECODE_PREWAIT")));
   set_decode_prewait_fill(parse_decode_prewait_fill(std::getenv("RILL_DECODE_PREWAIT_FILL")));
   set_decode_prewait_after_attention(

@@ -102,11 +102,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_swiglu("1"), 1);
   expect_rejects(cuda::parse_gemm_swiglu, {"", "2", "off", "1x"}, "RILL_GEMM_SWIGLU");
-  EXPECT_EQ(cuda::parse_decode_prewait(nullptr), 8);
+  EXPECT_EQ(cuda::parse_decode_prewait(nullptr), 5);
   EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
-  EXPECT_EQ(cuda::parse_decode_prewait("5"), 5);
-  EXPECT_EQ(cuda::parse_decode_prewait("12"), 12);
-  expect_rejects(cuda::parse_decode_prewait, {"", "13", "-1", "4x"}, "RILL_DECODE_PREWAIT");
+  EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
+  expect_rejects(cuda::parse_decode_prewait, {"", "9", "-1", "4x"}, "RILL_DECODE_PREWAIT");
   EXPECT_EQ(cuda::parse_decode_prewait_fill(nullptr), 0);
   EXPECT_EQ(cuda::parse_decode_prewait_fill("9"), 9);
   EXPECT_EQ(cuda::parse_decode_prewait_fill("12"), 12);
