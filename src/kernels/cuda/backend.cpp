@@ -42,7 +42,7 @@ CudaKernels::CudaKernels(int device_ordinal)
   RILL_CUDA_CHECK(cudaMemsetAsync(gemm_counters_.data(), 0, gemm_counters_.size(), stream_.get()));
   RILL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   matmul_->set_gemm_counters(static_cast<unsigned*>(gemm_counters_.data()), kGemmCounters);
-  // A weight's decode tiles go with its memory: freed, or overwritten (upload, copy), they are dropped.
+  // Weights stored as k-panels go with their memory: freed or overwritten (upload, copy), they are forgotten.
   allocator_.set_free_listener([this](void* p, size_t bytes) { matmul_->forget_weights(p, bytes); });
   configure_from_environment();
   logger().info("CUDA backend on device {} ({}, sm_{}{}, {} SMs, {:.1f} GiB)", info_.ordinal, info_.name,

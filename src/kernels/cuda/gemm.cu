@@ -537,11 +537,13 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   // sets a decode configuration for M ≤ 64 first: 18 / 19 on sm_90a.)
   const bool wgmma_split = g_wgmma && sp.splits > 1 && a.workspace &&
                            size_t(sp.splits) * size_t(a.m * a.n) * sizeof(float) <= a.workspace_bytes;
+  // (k-panels: the warpgroup kernel at any M; where its tiles do not fill, 15 — split ranges, or one CTA a tile.)
+  const bool persistent = g_wgmma && persistent_tiles_fill(a.m, a.n, a.num_sms);
+  const int persistent_config = g_wide_tile && a.n % 192 == 0 ? 16 : 12;
   const int config = a.config > 0   ? a.config
-                     : a.w_panels   ? (persistent_tiles_fill(a.m, a.n, a.num_sms) ? (g_wide_tile && a.n % 192 == 0 ? 16 : 12)
-                                                                                : 15)
+                     : a.w_panels   ? (persistent ? persistent_config : 15)
                      : a.m <= 16    ? 1
-                     : g_wgmma && persistent_tiles_fill(a.m, a.n, a.num_sms) ? (g_wide_tile && a.n % 192 == 0 ? 16 : 12)
+                     : persistent   ? persistent_config
                      : wgmma_split  ? 15
                                     : 2;
   switch (config) {
