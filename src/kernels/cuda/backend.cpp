@@ -367,8 +367,8 @@ void CudaKernels::o_proj_mlp(const Tensor& attn, const Tensor& o, const Tensor* 
                       gate_up_w.size(1) == o.size(0) && gate_up_w.size(0) == 2 * down.size(1) &&
                       down.size(0) == o.size(0) && post_norm.numel() == o.size(0) && residual.numel() == o.size(0) &&
                       delta.numel() == o.size(0) && mlp_in.numel() == down.size(1) && residual.data() != delta.data();
-  // (The fused block reads row-major weights only.)
-  const bool row_major = !matmul_->is_panels(o.data(), o.size(0), o.size(1)) &&
+  // (The fused block reads row-major weights only; the sizes are read once `shapes` holds.)
+  const bool row_major = shapes && !matmul_->is_panels(o.data(), o.size(0), o.size(1)) &&
                          !matmul_->is_panels(gate_up_w.data(), gate_up_w.size(0), gate_up_w.size(1)) &&
                          !matmul_->is_panels(down.data(), down.size(0), down.size(1));
   if (fuse_decode_mlp_ && row_major && batch_invariant_ &&
