@@ -171,7 +171,9 @@ class Kernels {
   /// `w` (uploaded, [out, in]) is a linear layer's weight, read from now on only whole, as the weight
   /// operand of this backend's matmul ops (matmul, matmul_outputs, matmul_swiglu, o_proj_mlp,
   /// qkv_rope_store_kv), until it is freed or uploaded anew: the backend may store it in a layout of
-  /// its own (CUDA: k-panels, MatmulEngine::store_as_panels). Default: nothing.
+  /// its own (CUDA: k-panels, MatmulEngine::store_as_panels). matmul_outputs reads it whole only where
+  /// every output's width is a multiple of 8 (else one matmul a row range: not for such a weight).
+  /// Default: nothing.
   virtual void prepare_linear_weight(const Tensor& w) { (void)w; }
   /// A reusable asynchronous device → host copy of up to `bytes` bytes (see Readback). The default
   /// copies synchronously in start() (right for the CPU, where ops run as they are called).

@@ -144,14 +144,14 @@ void parse_config(const std::filesystem::path& dir, ModelConfig& c, Dims& d) {
 
 struct FullLayer {
   Tensor qgkv;              // [2·Hq·D + 2·Hkv·D, H]: query, gate, k, v rows (one matmul)
-  Tensor q, gate, k, v, o;  // row ranges of qgkv: [Hq·D, H] ×2, [Hkv·D, H] ×2; o [H, Hq·D]
+  Tensor o;                 // [H, Hq·D]
   Tensor q_norm, k_norm;    // [D], (1 + w)
   size_t kv_index = 0;
 };
 
 struct LinearLayer {
   Tensor w_in;                         // [2·Ck + 2·Cv + 2·Hv, H]: in_proj_qkv, z, a, b rows (one matmul)
-  Tensor wq, wk, wv, wz, wa, wb, out;  // row ranges of w_in; out_proj
+  Tensor out;                          // out_proj
   Tensor conv_q, conv_k, conv_v;       // f32 [C_part, K]
   Tensor a_log, dt_bias, norm;         // f32 [Hv], [Hv], [dv]
   size_t state_index = 0;
@@ -330,11 +330,7 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
                                  staging.get(p + "self_attn.k_proj.weight", {d.Hkv * d.D, d.H}),
                                  staging.get(p + "self_attn.v_proj.weight", {d.Hkv * d.D, d.H}));
       }
-      const int64_t nq = d.Hq * d.D, nkv = d.Hkv * d.D;
-      a.q = a.qgkv.slice(0, nq);
-      a.gate = a.qgkv.slice(nq, 2 * nq);
-      a.k = a.qgkv.slice(2 * nq, 2 * nq + nkv);
-      a.v = a.qgkv.slice(2 * nq + nkv, 2 * nq + 2 * nkv);
+      if (d.D % 8 == 0) kernels_.prepare_linear_weight(a.qgkv);  // (read whole: Kernels::prepare_linear_weight)
       a.o = w.linear(p + "self_attn.o_proj.weight", {d.H, d.Hq * d.D});
       a.q_norm = w.get(p + "self_attn.q_norm.weight", {d.D});
       a.k_norm = w.get(p + "self_attn.k_norm.weight", {d.D});
@@ -345,12 +341,9 @@ void Qwen35Model::load_weights(const LoadOptions& options) {
       a.w_in = w.concat_rows({q + "in_proj_qkv.weight", q + "in_proj_z.weight", q + "in_proj_a.weight",
                               q + "in_proj_b.weight"},
                              {{C, d.H}, {Cv, d.H}, {d.Hv, d.H}, {d.Hv, d.H}});
-      a.wq = a.w_in.slice(0, Ck);
-      a.wk = a.w_in.slice(Ck, 2 * Ck);
-      a.wv = a.w_in.slice(2 * Ck, C);
-      a.wz = a.w_in.slice(C, C + Cv);
-      a.wa = a.w_in.slice(C + Cv, C + Cv + d.Hv);
-      a.wb = a.w_in.slice(C + Cv + d.Hv, C + Cv + 2 * d.Hv);
+      // Read whole by one matmul_outputs where its six outputs' widths are multiples of 8
+      // (Kernels::prepare_linear_weight).
+      if (Ck % 8 == 0 && Cv % 8 == 0 && d.Hv % 8 == 0) kernels_.prepare_linear_weight(a.w_in);
       a.out = w.linear(q + "out_proj.weight", {d.H, Cv});
       Tensor conv = to_f32(w.get(q + "conv1d.weight", {C, 1, d.K}), {C, d.K});
       a.conv_q = conv.slice(0, Ck);

@@ -38,7 +38,7 @@ void upload_f32(Kernels& k, const std::vector<float>& v, Tensor t) {
 
 void MoeBlock::load(WeightLoader& w, const WeightStore& store, const std::string& p, const MoeSizes& s) {
   s_ = s;
-  router_ = w.get(p + "mlp.gate.weight", {s.E, s.H});
+  router_ = w.linear(p + "mlp.gate.weight", {s.E, s.H});
   gate_up_.clear();
   down_.clear();
   if (store.contains(p + "mlp.experts.gate_up_proj")) {
@@ -51,13 +51,13 @@ void MoeBlock::load(WeightLoader& w, const WeightStore& store, const std::string
   } else {
     for (int64_t e = 0; e < s.E; ++e) {
       const std::string q = p + "mlp.experts." + std::to_string(e) + ".";
-      gate_up_.push_back(w.concat_rows({q + "gate_proj.weight", q + "up_proj.weight"}, {{s.I, s.H}, {s.I, s.H}}));
-      down_.push_back(w.get(q + "down_proj.weight", {s.H, s.I}));
+      gate_up_.push_back(w.linear_rows({q + "gate_proj.weight", q + "up_proj.weight"}, {{s.I, s.H}, {s.I, s.H}}));
+      down_.push_back(w.linear(q + "down_proj.weight", {s.H, s.I}));
     }
   }
   const std::string q = p + "mlp.shared_expert.";
-  shared_gate_up_ = w.concat_rows({q + "gate_proj.weight", q + "up_proj.weight"}, {{s.Is, s.H}, {s.Is, s.H}});
-  shared_down_ = w.get(q + "down_proj.weight", {s.H, s.Is});
+  shared_gate_up_ = w.linear_rows({q + "gate_proj.weight", q + "up_proj.weight"}, {{s.Is, s.H}, {s.Is, s.H}});
+  shared_down_ = w.linear(q + "down_proj.weight", {s.H, s.Is});
   shared_gate_ = w.get(p + "mlp.shared_expert_gate.weight", {1, s.H});
 }
 
