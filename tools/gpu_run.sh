@@ -439,9 +439,11 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
   for setting in ${RILL_AB_ENVS:?ab mode: RILL_AB_ENVS=\"A=1 A=2 ...\" (one NAME=VALUE a setting)}; do
     if [[ -n "${RILL_AB_TESTS:-}" && "$setting" != --* ]]; then
       read -ra envs <<< "${setting//,/ }"
-      env "${envs[@]}" timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter="$RILL_AB_TESTS" \
-        > "$out/ab_tests_${setting//[^A-Za-z0-9]/_}.log" 2>&1
-      log "ab tests [$setting] rc=$? $(grep -cE '^\[       OK' "$out/ab_tests_${setting//[^A-Za-z0-9]/_}.log") ok"
+      # One log for every setting's tests (a file a setting overflowed the 8 files a call brings back).
+      env "${envs[@]}" timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter="$RILL_AB_TESTS" > /tmp/ab_tests.log 2>&1
+      rc=$?
+      { echo "==== [$setting] rc=$rc"; cat /tmp/ab_tests.log; } >> "$out/ab_tests.log"
+      log "ab tests [$setting] rc=$rc $(grep -cE '^\[       OK' /tmp/ab_tests.log) ok"
     fi
   done
   clocks_start
