@@ -440,7 +440,8 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
     if [[ -n "${RILL_AB_TESTS:-}" && "$setting" != --* ]]; then
       read -ra envs <<< "${setting//,/ }"
       # One log for every setting's tests (a file a setting overflowed the 8 files a call brings back).
-      env "${envs[@]}" timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter="$RILL_AB_TESTS" > /tmp/ab_tests.log 2>&1
+      env "${envs[@]}" timeout 200 build-gpu/tests/rill_cuda_tests --gtest_filter="$RILL_AB_TESTS" \
+        > /tmp/ab_tests.log 2>&1
       rc=$?
       { echo "==== [$setting] rc=$rc"; cat /tmp/ab_tests.log; } >> "$out/ab_tests.log"
       log "ab tests [$setting] rc=$rc $(grep -cE '^\[       OK' /tmp/ab_tests.log) ok"
