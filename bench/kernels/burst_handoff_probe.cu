@@ -13,7 +13,7 @@
 // Primary: one block of 128 threads an SM; each lets the dependent launch, spins `work` µs on the global
 // timer (no memory traffic), stores one value and records when it was done (an atomic max). Dependent:
 // two CTAs an SM of 80 KB shared memory (a few-item decode GEMM's); thread 0 of each requests `n` 8 KB
-// tiles of a 4 GB buffer not read before (HBM, not L2), waits (griddepcontrol.wait), records its release
+// tiles of a buffer range not read before (HBM, not L2), waits (griddepcontrol.wait), records its release
 // (atomic min / max), then waits for its tiles. Hand-off = first release − last primary block done.
 // Modes: the tiles as bulk copies into shared memory (today's pre-wait burst) or as L2 prefetches (no
 // data reaches the SM), and the dependent in the default memory synchronization domain or the remote one.
