@@ -202,7 +202,7 @@ void add_bench_command(CLI::App& app) {
       "bench",
       "Measure prefill and decode tokens/s of a model (prefill timed after one untimed prompt of the same "
       "length, also printed as prefill_cold_tokens_per_s; decode after two untimed steps)");
-  cmd->add_option("--model", args->model, "Model directory (default: the built-in default model)");
+  cmd->add_option("--model,model", args->model, "Model directory (default: the built-in default model)");
   cmd->add_option("--device", args->device, "auto, cpu or cuda")->capture_default_str();
   cmd->add_option("--prompt-len", args->prompt_lens, "Prompt tokens per row (a comma list runs each)")
       ->delimiter(',')

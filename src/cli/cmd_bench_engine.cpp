@@ -286,7 +286,7 @@ void bench_serve(const BenchServeArgs& a) {
 void add_bench_serve_command(CLI::App& app) {
   auto args = std::make_shared<BenchServeArgs>();
   CLI::App* cmd = app.add_subcommand("bench-serve", "Measure the serving engine: output tokens/s and TTFT under load");
-  cmd->add_option("--model", args->model, "Model directory (default: the built-in default model)");
+  cmd->add_option("--model,model", args->model, "Model directory (default: the built-in default model)");
   cmd->add_option("--device", args->device, "auto, cpu or cuda")->capture_default_str();
   cmd->add_option("--concurrency", args->concurrency, "Requests in flight")->capture_default_str();
   cmd->add_option("--num-requests", args->num_requests, "Requests in total (default: --concurrency)");

@@ -218,7 +218,7 @@ void run_chat(const RunArgs& a) {
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt, or chat interactively, with a model");
-  cmd->add_option("--model", args->model, "Model directory (default: the built-in default model)");
+  cmd->add_option("--model,model", args->model, "Model directory (default: the built-in default model)");
   cmd->add_option("--prompt", args->prompt, "Prompt text (encoded with the model's tokenizer)");
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt as token ids, e.g. 1,2,3");
   cmd->add_flag("--chat", args->chat, "Interactive multi-turn chat through the model's chat template");

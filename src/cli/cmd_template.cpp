@@ -33,7 +33,8 @@ void add_template_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("template", "Render a model's chat template and print the prompt");
-  cmd->add_option("--model", args->model, "Model directory (tokenizer_config.json or chat_template.jinja)")->required();
+  cmd->add_option("--model,model", args->model, "Model directory (tokenizer_config.json or chat_template.jinja)")
+      ->required();
   cmd->add_option("--messages", args->messages, "JSON file with the messages array")->required();
   cmd->add_option("--tools", args->tools, "JSON file with the tools array");
   cmd->add_flag("--add-generation-prompt", args->add_generation_prompt, "Append the assistant turn opener");

@@ -56,7 +56,7 @@ void add_tokenize_commands(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* tok = app.add_subcommand("tokenize", "Encode UTF-8 text from stdin; print the ids on one line");
-  tok->add_option("--model", args->model, "Model directory (tokenizer.json, tokenizer_config.json)")->required();
+  tok->add_option("--model,model", args->model, "Model directory (tokenizer.json, tokenizer_config.json)")->required();
   tok->add_flag("--no-special", args->no_special,
                 "Add no BOS/EOS (special-token text in the input is still matched)");
   tok->callback([args] {
@@ -70,7 +70,8 @@ void add_tokenize_commands(CLI::App& app) {
   });
 
   CLI::App* detok = app.add_subcommand("detokenize", "Decode ids from stdin (whitespace/comma separated); print the text");
-  detok->add_option("--model", args->model, "Model directory (tokenizer.json, tokenizer_config.json)")->required();
+  detok->add_option("--model,model", args->model, "Model directory (tokenizer.json, tokenizer_config.json)")
+      ->required();
   detok->add_flag("--skip-special", args->skip_special, "Drop special tokens (skip_special_tokens=True)");
   detok->callback([args] {
     text::Tokenizer t = text::Tokenizer::load(args->model);

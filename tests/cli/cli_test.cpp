@@ -44,6 +44,19 @@ TEST(Cli, RunGreedyMatchesTransformers) {
   EXPECT_EQ(got, expect);
 }
 
+TEST(Cli, ModelDirectoryAsFirstArgument) {
+  // `rill run DIR ...` is `rill run --model DIR ...`; two directories are refused.
+  const std::string args = " --device cpu --prompt-ids 1,2,3 --max-tokens 8 --print-ids";
+  Result named = run("run --model " + kFixture + args);
+  Result positional = run("run " + kFixture + args);
+  ASSERT_EQ(named.code, 0) << named.err;
+  ASSERT_EQ(positional.code, 0) << positional.err;
+  EXPECT_EQ(positional.out, named.out);
+  Result two = run("run " + kFixture + " " + kFixture + args);
+  EXPECT_NE(two.code, 0);
+  EXPECT_NE(two.err.find(kFixture), std::string::npos) << two.err;
+}
+
 TEST(Cli, BadPromptIds) {
   for (const char* bad : {"1,abc,3", "1,-4", "5,1000", "1,99999999999999999999", "\"\""}) {
     Result r = run("run --model " + kFixture + " --device cpu --prompt-ids " + bad + " --print-ids");
