@@ -1,0 +1,427 @@
+// bench/kernels/norm_prologue_probe.cu — a standalone lab file: can the add + RMSNorm before the gate/up
+// projection move into that GEMM's CTAs and gain what the norm kernel costs a batch-1 decode step?
+//
+// Today a layer's o projection writes split-K partials (4 ranges × 4,096 f32), the add + RMSNorm kernel
+// (a cluster of 8 blocks a row) folds them into the residual, normalizes and stores x, and the gate/up GEMM
+// loads x after its wait. Leaving the norms out of a captured step gains ~2.4% at 512 keys (run AH), which
+// bounds a fusion. The fusion's own cost is the question: every gate/up CTA would need the row's sum of
+// squares, so each cluster of c CTAs reads the row's ~80 KB of partials, residual and weight from L2 (c
+// shares), exchanges its warps' sums and its normalized share by st.async, and only then consumes its
+// weight tiles — 384 / c clusters × 80 KB (7.7 MB at c = 4) of L2 reads at the moment the weight stream
+// restarts. This probe runs that schedule without arithmetic, 12 layers of [o → (norm) → gate/up] chained by
+// programmatic launches as in a decode graph, weights from HBM (the L2 flushed first), in µs a layer:
+//   norm    — today: o, the norm kernel (cluster of 8, trigger before its wait), gate/up loading x (8 KB);
+//   none    — o, gate/up loading x: no norm at all (the leave-out bound);
+//   fused c — o, gate/up on clusters of c CTAs doing the norm in a prologue (c = 2, 4, 8).
+// The streams: the decode GEMM's schedule on 8 KB tiles (k-panels), 8 stages a CTA, 5 requested before the
+// wait, the next launch let in once a CTA has requested its last tile; o: 64 column tiles × 4 split ranges
+// (256 CTAs), gate/up: 384 column tiles walking all 64 k tiles, one CTA each, three CTAs an SM.
+// A fusion pays if "fused" is well below "norm" and near "none"; the step's gain is about
+// (norm − fused) × 36 layers (× 2 with the norm before q/k/v) over a ~4.1 ms step.
+//
+// Built by hand (any machine with nvcc): nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
+// -I src bench/kernels/norm_prologue_probe.cu -o norm_prologue_probe; run alone on an H100 / H200 (~5 s,
+// ~3 GB). Not part of the library or of any test: a measurement (bench/RESULTS.md).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "probe_util.cuh"
+
+namespace {
+
+using rill::cuda::map_cluster;
+using rill::cuda::mbar_arrive;
+using rill::cuda::mbar_arrive_expect_tx;
+using rill::cuda::mbar_init;
+using rill::cuda::mbar_init_fence;
+using rill::cuda::mbar_wait;
+using rill::cuda::smem_addr;
+using rill::cuda::st_async_cluster;
+using rill::probe::bulk_load;
+
+constexpr int kStages = 8, kTile = 8192, kPrewait = 5, kLayers = 12;
+constexpr int kHidden = 4096, kInter = 12288, kRanges = 4, kKTiles = kHidden / 64;
+constexpr int kOTiles = kHidden / 64, kGuTiles = 2 * kInter / 64;  // 64, 384
+constexpr int kProThreads = 128;                                     // the gate/up prologue's (and consumer's) warps
+constexpr size_t kStageBytes = size_t(kStages) * kTile + 1024;       // 1024-aligned stages
+constexpr size_t kOSmem = kStageBytes, kGuSmem = kStageBytes + kHidden * 2;
+
+struct Row {  // the norm's inputs and outputs (one decode row)
+  float* partials;            // [kRanges][kHidden]: o's split-K partials
+  const __nv_bfloat16* res;   // [kHidden] the residual before
+  const __nv_bfloat16* w;     // [kHidden] the norm weight
+  __nv_bfloat16* res_out;     // [kHidden] the residual after
+  __nv_bfloat16* x;           // [kHidden] the normalized row (the norm kernel's output)
+  __nv_bfloat16* act;         // [kInter] gate/up's output
+};
+
+__device__ __forceinline__ void dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void dep_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The producer of one CTA: `n` tiles of 8 KB from `w` into the stages; the first kPrewait before the wait on
+// the previous grid; the next grid let in once the last is requested.
+__device__ __forceinline__ void produce(const unsigned char* w, int n, unsigned char* sw, uint64_t* full,
+                                        uint64_t* empty) {
+  const uint64_t policy = rill::cuda::l2_evict_first_policy();
+  for (int i = 0; i < n; ++i) {
+    const int s = i % kStages;
+    if (i == kPrewait) dep_wait();
+    if (i >= kStages) mbar_wait(&empty[s], unsigned((i / kStages) - 1) & 1u);
+    mbar_arrive_expect_tx(&full[s], kTile);
+    bulk_load(sw + s * kTile, w + size_t(i) * kTile, kTile, &full[s], policy);
+  }
+  if (n <= kPrewait) dep_wait();
+  dep_trigger();
+}
+
+// The consumer: each stage waited for, touched and released (no arithmetic).
+__device__ __forceinline__ uint32_t consume(int n, const unsigned char* sw, uint64_t* full, uint64_t* empty) {
+  uint32_t acc = 0;
+  for (int i = 0; i < n; ++i) {
+    const int s = i % kStages;
+    mbar_wait(&full[s], unsigned(i / kStages) & 1u);
+    acc ^= *reinterpret_cast<const uint32_t*>(sw + s * kTile + (i & 7) * 128);
+    mbar_arrive(&empty[s]);
+  }
+  return acc;
+}
+
+__device__ __forceinline__ unsigned char* aligned_stages(unsigned char* smem_raw) {
+  return smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
+}
+
+// The o projection: item = range · 64 + tile (one a CTA, 256 CTAs); its x slice (2 KB) loaded after the wait
+// (the attention's output), its 16 k tiles streamed, 64 partials written to its range's row.
+__global__ void __launch_bounds__(64) o_kernel(const unsigned char* w, Row row, const __nv_bfloat16* attn) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages], xbar;
+  __shared__ __align__(16) __nv_bfloat16 x_s[kHidden / kRanges];
+  unsigned char* sw = aligned_stages(smem_raw);
+  const int tile = int(blockIdx.x) % kOTiles, range = int(blockIdx.x) / kOTiles, n = kKTiles / kRanges;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+    mbar_init(&xbar, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    produce(w + (size_t(tile) * kKTiles + size_t(range) * n) * kTile, n, sw, full, empty);
+  } else if (threadIdx.x == 32) {
+    dep_wait();
+    mbar_arrive_expect_tx(&xbar, sizeof(x_s));
+    bulk_load(x_s, attn + range * (kHidden / kRanges), sizeof(x_s), &xbar, rill::cuda::l2_evict_first_policy());
+    mbar_wait(&xbar, 0);
+    uint32_t acc = consume(n, sw, full, empty) ^ *reinterpret_cast<const uint32_t*>(x_s);
+    const float v = float(acc & 255u) * 1e-3f;
+    float* p = row.partials + size_t(range) * kHidden + tile * 64;
+    for (int j = 0; j < 64; j += 4) *reinterpret_cast<float4*>(p + j) = make_float4(v, v, v, v);
+  }
+#endif
+}
+
+// Today's add + RMSNorm: a cluster of 8 blocks of 64 threads, 8 elements a thread (rms_norm_cluster_kernel's
+// shape): weights before the wait, the next launch let in before it, the partials folded into the residual,
+// the warps' sums pushed to every block by st.async, x and the new residual stored.
+__global__ void __launch_bounds__(64) norm_kernel(Row row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kC = 8, kWarps = kHidden / 8 / 32;  // 16 warps a row
+  __shared__ float sums[kWarps];
+  __shared__ __align__(8) uint64_t bar;
+  const int rank = int(blockIdx.x), lane = int(threadIdx.x & 31), t = rank * 64 + int(threadIdx.x);
+  if (threadIdx.x == 0) {
+    mbar_init(&bar, 1);
+    mbar_init_fence();
+  }
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  const int c0 = t * 8;
+  const uint4 wv = *reinterpret_cast<const uint4*>(row.w + c0);
+  dep_trigger();
+  dep_wait();
+  float r[8], ss = 0.f;
+  const uint4 rv = *reinterpret_cast<const uint4*>(row.res + c0);
+  const __nv_bfloat16* rb = reinterpret_cast<const __nv_bfloat16*>(&rv);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) r[j] = __bfloat162float(rb[j]);
+#pragma unroll
+  for (int g = 0; g < kRanges; ++g) {
+    const float4 a = *reinterpret_cast<const float4*>(row.partials + size_t(g) * kHidden + c0);
+    const float4 b = *reinterpret_cast<const float4*>(row.partials + size_t(g) * kHidden + c0 + 4);
+    r[0] += a.x, r[1] += a.y, r[2] += a.z, r[3] += a.w, r[4] += b.x, r[5] += b.y, r[6] += b.z, r[7] += b.w;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) ss += r[j] * r[j];
+  ss = warp_sum(ss);
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if (lane < kC) st_async_cluster(smem_addr(&sums[t / 32]), smem_addr(&bar), lane, ss);
+  if (threadIdx.x == 0) mbar_arrive_expect_tx(&bar, unsigned(kWarps * sizeof(float)));
+  mbar_wait(&bar, 0);
+  ss = warp_sum(lane < kWarps ? sums[lane] : 0.f);
+  const float inv = rsqrtf(ss / float(kHidden) + 1e-6f);
+  const __nv_bfloat16* wb = reinterpret_cast<const __nv_bfloat16*>(&wv);
+  __align__(16) __nv_bfloat16 xo[8], ro[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    ro[j] = __float2bfloat16_rn(r[j]);
+    xo[j] = __float2bfloat16_rn(__bfloat162float(ro[j]) * inv * __bfloat162float(wb[j]));
+  }
+  *reinterpret_cast<uint4*>(row.x + c0) = *reinterpret_cast<const uint4*>(xo);
+  *reinterpret_cast<uint4*>(row.res_out + c0) = *reinterpret_cast<const uint4*>(ro);
+#endif
+}
+
+// The gate/up projection: column tile blockIdx.x walking all 64 k tiles. Warp 0's thread 0 produces; warps
+// 1-4 get x and thread 32 consumes. kC == 0: no x at all (a bound); kC == 1: x (8 KB) loaded after the wait
+// (today, after the norm kernel); kC ≥ 2: clusters of kC CTAs, each doing the norm in a prologue over its
+// share of the row (kHidden / kC columns), the warps' sums and the normalized share pushed to the cluster's
+// other CTAs by st.async; the first cluster also stores the new residual.
+template <int kC>
+__global__ void __launch_bounds__(32 + kProThreads) gu_kernel(const unsigned char* w, Row row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages], xbar, sbar;
+  constexpr int kProWarps = kProThreads / 32, kSumSlots = kC > 1 ? kC * kProWarps : 1;
+  __shared__ float sums[kSumSlots];
+  unsigned char* sw = aligned_stages(smem_raw);
+  __nv_bfloat16* x_s = reinterpret_cast<__nv_bfloat16*>(sw + kStages * kTile);
+  const int tile = int(blockIdx.x);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1), mbar_init(&empty[s], 1);
+    mbar_init(&xbar, 1);
+    mbar_init(&sbar, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if constexpr (kC > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  if (threadIdx.x < 32) {
+    if (threadIdx.x == 0) produce(w + size_t(tile) * kKTiles * kTile, kKTiles, sw, full, empty);
+    __syncwarp();
+    if constexpr (kC > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    return;
+  }
+  const int p = int(threadIdx.x) - 32;  // the prologue's thread
+  if constexpr (kC == 1) {
+    if (p == 0) {
+      dep_wait();
+      mbar_arrive_expect_tx(&xbar, kHidden * 2);
+      bulk_load(x_s, row.x, kHidden * 2, &xbar, rill::cuda::l2_evict_first_policy());
+      mbar_wait(&xbar, 0);
+    }
+  } else if constexpr (kC > 1) {
+    constexpr int kShare = kHidden / kC, kPer = kShare / kProThreads;  // columns a CTA, a thread
+    static_assert(kPer % 4 == 0 && kPer <= 16, "whole float4s of partials a thread");
+    const int rank = int(blockIdx.x % kC), lane = p & 31, warp = p / 32;
+    const int c0 = rank * kShare + p * kPer;
+    float wf[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) wf[j] = __bfloat162float(row.w[c0 + j]);  // before the wait, as the norm
+    dep_wait();
+    float r[kPer], ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) r[j] = __bfloat162float(row.res[c0 + j]);
+#pragma unroll
+    for (int g = 0; g < kRanges; ++g)
+#pragma unroll
+      for (int j = 0; j < kPer; j += 4) {
+        const float4 a = *reinterpret_cast<const float4*>(row.partials + size_t(g) * kHidden + c0 + j);
+        r[j] += a.x, r[j + 1] += a.y, r[j + 2] += a.z, r[j + 3] += a.w;
+      }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) ss += r[j] * r[j];
+    ss = warp_sum(ss);
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every CTA's barriers are initialized
+    if (lane < kC) st_async_cluster(smem_addr(&sums[rank * kProWarps + warp]), smem_addr(&sbar), lane, ss);
+    if (p == 0) {
+      mbar_arrive_expect_tx(&sbar, unsigned(kSumSlots * sizeof(float)));
+      mbar_arrive_expect_tx(&xbar, unsigned((kC - 1) * kShare * 2));
+    }
+    mbar_wait(&sbar, 0);
+    float total = 0.f;
+    for (int i = 0; i < kSumSlots; ++i) total += sums[i];
+    const float inv = rsqrtf(total / float(kHidden) + 1e-6f);
+    __align__(16) __nv_bfloat16 xo[kPer], ro[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      ro[j] = __float2bfloat16_rn(r[j]);
+      xo[j] = __float2bfloat16_rn(__bfloat162float(ro[j]) * inv * wf[j]);
+    }
+    const float4* xv = reinterpret_cast<const float4*>(xo);  // bf16 bits moved as f32 lanes
+#pragma unroll
+    for (int j = 0; j < kPer / 8; ++j) reinterpret_cast<float4*>(x_s + c0)[j] = xv[j];
+    if constexpr (kPer % 8 != 0) *reinterpret_cast<float2*>(x_s + c0) = reinterpret_cast<const float2*>(xo)[0];
+    for (int q = 1; q < kC; ++q) {
+      const int to = (rank + q) % kC;
+      if constexpr (kPer % 8 == 0) {
+#pragma unroll
+        for (int j = 0; j < kPer / 8; ++j)
+          st_async_cluster(smem_addr(x_s + c0 + 8 * j), smem_addr(&xbar), to, xv[j]);
+      } else {
+        st_async_cluster(smem_addr(x_s + c0), smem_addr(&xbar), to, reinterpret_cast<const float2*>(xo)[0]);
+      }
+    }
+    if (blockIdx.x < unsigned(kC))
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) row.res_out[c0 + j] = ro[j];
+    mbar_wait(&xbar, 0);
+    asm volatile("bar.sync 1, %0;" ::"n"(kProThreads) : "memory");  // every thread's own share in x_s
+  } else {
+    if (p == 0) dep_wait();
+  }
+  if (p == 0) {
+    const uint32_t acc = consume(kKTiles, sw, full, empty) ^ *reinterpret_cast<const uint32_t*>(x_s + tile % 64);
+    row.act[tile * 32] = __float2bfloat16_rn(float(acc & 255u));
+  }
+#endif
+}
+
+cudaLaunchConfig_t pdl_config(unsigned grid, unsigned threads, size_t smem, cudaStream_t s, cudaLaunchAttribute* attr,
+                              int cluster) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  attr[0] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cluster > 1) {
+    attr[1] = {};
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = unsigned(cluster);
+    attr[1].val.clusterDim.y = 1;
+    attr[1].val.clusterDim.z = 1;
+    cfg.numAttrs = 2;
+  }
+  return cfg;
+}
+
+template <int kC>
+void launch_gu(const unsigned char* w, const Row& row, cudaStream_t s) {
+  cudaLaunchAttribute attr[2];
+  cudaLaunchConfig_t cfg = pdl_config(kGuTiles, 32 + kProThreads, kGuSmem, s, attr, kC);
+  CK(cudaLaunchKernelEx(&cfg, gu_kernel<kC>, w, row));
+}
+
+template <int kC>
+int gu_clusters_resident() {
+  CK(cudaFuncSetAttribute(gu_kernel<kC>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGuSmem)));
+  if (kC < 2) {
+    int blocks = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, gu_kernel<kC>, 32 + kProThreads, kGuSmem));
+    return blocks;
+  }
+  cudaLaunchAttribute attr[2];
+  cudaLaunchConfig_t cfg = pdl_config(kGuTiles, 32 + kProThreads, kGuSmem, nullptr, attr, kC);
+  int clusters = 0;
+  CK(cudaOccupancyMaxActiveClusters(&clusters, gu_kernel<kC>, &cfg));
+  return clusters;
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  const int sms = rill::probe::device_sms(prop);
+  const size_t o_bytes = size_t(kOTiles) * kKTiles * kTile, gu_bytes = size_t(kGuTiles) * kKTiles * kTile;
+  unsigned char *w_o, *w_gu;
+  CK(cudaMalloc(&w_o, o_bytes * kLayers));
+  CK(cudaMalloc(&w_gu, gu_bytes * kLayers));
+  CK(cudaMemset(w_o, 1, o_bytes * kLayers));
+  CK(cudaMemset(w_gu, 1, gu_bytes * kLayers));
+  Row row{};
+  __nv_bfloat16 *res, *nw, *attn;
+  CK(cudaMalloc(&row.partials, sizeof(float) * kRanges * kHidden));
+  CK(cudaMalloc(&res, 2 * kHidden));
+  CK(cudaMalloc(&nw, 2 * kHidden));
+  CK(cudaMalloc(&attn, 2 * kHidden));
+  CK(cudaMalloc(&row.res_out, 2 * kHidden));
+  CK(cudaMalloc(&row.x, 2 * kHidden));
+  CK(cudaMalloc(&row.act, 2 * kInter));
+  CK(cudaMemset(res, 0, 2 * kHidden));
+  CK(cudaMemset(nw, 0, 2 * kHidden));
+  CK(cudaMemset(attn, 0, 2 * kHidden));
+  row.res = res;
+  row.w = nw;
+  const size_t flush_bytes = size_t(256) << 20;
+  void* flush;
+  CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaFuncSetAttribute(o_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kOSmem)));
+  cudaStream_t s = nullptr;  // the legacy default stream, which median_us's events time
+
+  std::printf("device %s, %d SMs; %d layers of o (%d CTAs) -> [norm] -> gate/up (%d CTAs, %zu KB smem each)\n",
+              prop.name, sms, kLayers, kOTiles * kRanges, kGuTiles, kGuSmem / 1024);
+  const int resident[9] = {gu_clusters_resident<0>(), gu_clusters_resident<1>(), gu_clusters_resident<2>(), 0,
+                           gu_clusters_resident<4>(), 0, 0, 0, gu_clusters_resident<8>()};
+  std::printf("gate/up residency: %d CTAs an SM without clusters; clusters resident at once: c=2 %d, c=4 %d, c=8 %d "
+              "(384 CTAs need %d / %d / %d)\n",
+              resident[1], resident[2], resident[4], resident[8], kGuTiles / 2, kGuTiles / 4, kGuTiles / 8);
+
+  auto o_launch = [&](int l) {
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = pdl_config(kOTiles * kRanges, 64, kOSmem, s, attr, 1);
+    CK(cudaLaunchKernelEx(&cfg, o_kernel, static_cast<const unsigned char*>(w_o + o_bytes * l), row,
+                          static_cast<const __nv_bfloat16*>(attn)));
+  };
+  auto norm_launch = [&] {
+    cudaLaunchAttribute attr[2];
+    cudaLaunchConfig_t cfg = pdl_config(8, 64, 0, s, attr, 8);
+    CK(cudaLaunchKernelEx(&cfg, norm_kernel, row));
+  };
+  auto chain = [&](int mode) {  // mode: -1 norm kernel + x load, 0 no norm (x load), 2/4/8 fused on clusters
+    return [&, mode] {
+      for (int l = 0; l < kLayers; ++l) {
+        const unsigned char* wg = w_gu + gu_bytes * l;
+        o_launch(l);
+        if (mode == -1) norm_launch();
+        if (mode <= 0) launch_gu<1>(wg, row, s);
+        else if (mode == 2) launch_gu<2>(wg, row, s);
+        else if (mode == 4) launch_gu<4>(wg, row, s);
+        else launch_gu<8>(wg, row, s);
+      }
+    };
+  };
+  auto bare = [&] {  // o then gate/up with no x at all: the streams alone
+    for (int l = 0; l < kLayers; ++l) {
+      o_launch(l);
+      launch_gu<0>(w_gu + gu_bytes * l, row, s);
+    }
+  };
+  struct Case {
+    const char* name;
+    int mode;
+  };
+  const Case cases[] = {{"norm (today)", -1}, {"none (leave-out)", 0}, {"fused c=2", 2}, {"fused c=4", 4},
+                        {"fused c=8", 8}};
+  const double bytes = double(o_bytes + gu_bytes);
+  std::printf("%-20s %12s %12s %14s %12s\n", "chain", "us a layer", "vs norm", "step gain 36x", "TB/s");
+  double base = 0;
+  for (int rep = 0; rep < 2; ++rep) {
+    for (const Case& c : cases) {
+      if (c.mode > 1 && resident[c.mode] == 0) {  // a cluster that cannot be placed: no launch
+        std::printf("%-20s (clusters of %d do not fit)\n", c.name, c.mode);
+        continue;
+      }
+      const double us = rill::probe::median_us(chain(c.mode), flush, flush_bytes) / kLayers;
+      if (c.mode == -1) base = us;
+      std::printf("%-20s %12.2f %12.2f %13.2f%% %12.2f\n", c.name, us, us - base, 100.0 * (base - us) * 36 / 4090.0,
+                  bytes / us / 1e6);
+    }
+    const double us = rill::probe::median_us(bare, flush, flush_bytes) / kLayers;
+    std::printf("%-20s %12.2f %12.2f %13.2f%% %12.2f\n", "streams alone", us, us - base,
+                100.0 * (base - us) * 36 / 4090.0, bytes / us / 1e6);
+  }
+  CK(cudaDeviceSynchronize());
+  return 0;
+}
