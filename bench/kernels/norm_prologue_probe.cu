@@ -340,10 +340,13 @@ int resident() {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, next_kernel<kC, kQkv>, 32 + kProThreads, kGuSmem));
     return blocks;
   }
-  cudaLaunchAttribute attr[2];
-  cudaLaunchConfig_t cfg = pdl_config(kNextCtas, 32 + kProThreads, kGuSmem, nullptr, attr, kC);
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = rill::probe::cluster_launch(kNextCtas / kC, kC, 32 + kProThreads, kGuSmem, attr);
   int clusters = 0;
-  CK(cudaOccupancyMaxActiveClusters(&clusters, next_kernel<kC, kQkv>, &cfg));
+  if (cudaOccupancyMaxActiveClusters(&clusters, next_kernel<kC, kQkv>, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;  // unknown: launched anyway
+  }
   return clusters;
 }
 
