@@ -335,19 +335,20 @@ void launch_next(const unsigned char* w, const Row& row) {
 template <int kC, bool kQkv>
 int resident() {
   CK(cudaFuncSetAttribute(next_kernel<kC, kQkv>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGuSmem)));
-  if (kC < 2) {
+  if constexpr (kC < 2) {
     int blocks = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, next_kernel<kC, kQkv>, 32 + kProThreads, kGuSmem));
     return blocks;
+  } else {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = rill::probe::cluster_launch(kNextCtas / kC, kC, 32 + kProThreads, kGuSmem, attr);
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, next_kernel<kC, kQkv>, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;  // unknown: launched anyway
+    }
+    return clusters;
   }
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = rill::probe::cluster_launch(kNextCtas / kC, kC, 32 + kProThreads, kGuSmem, attr);
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, next_kernel<kC, kQkv>, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return -1;  // unknown: launched anyway
-  }
-  return clusters;
 }
 
 template <int kKT>
