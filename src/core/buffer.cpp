@@ -1,6 +1,8 @@
 // core/buffer.cpp — host allocator, Buffer and Arena.
 #include "core/buffer.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -16,7 +18,13 @@ class CpuAllocator final : public Allocator {
     if (bytes == 0) return nullptr;
     size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
-    if (!p) fail("out of host memory: {} bytes requested", bytes);
+    if (!p) {
+      // What the system could still give, as the CUDA allocator's error says the device's free bytes.
+      const long page = sysconf(_SC_PAGESIZE), avail = sysconf(_SC_AVPHYS_PAGES), total = sysconf(_SC_PHYS_PAGES);
+      fail("out of host memory: {} bytes requested, {} available of {} in this machine", bytes,
+           page > 0 && avail >= 0 ? size_t(avail) * size_t(page) : size_t(0),
+           page > 0 && total >= 0 ? size_t(total) * size_t(page) : size_t(0));
+    }
     return p;
   }
   void deallocate(void* ptr, size_t) override { std::free(ptr); }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <vector>
 
 #include "core/buffer.h"
@@ -33,6 +34,19 @@ TEST(Buffer, MoveTransfersOwnership) {
   EXPECT_EQ(b.data(), p);
   EXPECT_EQ(a.data(), nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+}
+
+TEST(Buffer, HostOutOfMemoryNamesBytesAndAvailable) {
+  // An allocation no machine has: refused with the bytes asked for and what the machine has left.
+  const size_t huge = size_t(1) << 60;
+  try {
+    Buffer b(cpu_allocator(), huge);
+    FAIL() << "a 2^60-byte host buffer was allocated";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(std::to_string(huge) + " bytes requested"), std::string::npos) << what;
+    EXPECT_NE(what.find("available of"), std::string::npos) << what;
+  }
 }
 
 TEST(Arena, ExhaustionIsAnError) {
