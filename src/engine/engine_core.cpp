@@ -65,7 +65,16 @@ int32_t state_slots_for(Model& model, const EngineOptions& o) {
 MemoryPlan plan_memory(Model& model, const EngineOptions& o, int32_t state_slots) {
   const KvSpec spec = model.kv_spec();
   size_t bytes = o.kv_memory_bytes;
-  if (bytes == 0) {
+  if (bytes > 0) {
+    // A size given outright is checked against what the device has, so that too large a cache is refused
+    // naming the flag and both sizes rather than by the allocator (the CUDA backend's free memory counts
+    // its allocator's cached blocks too; a device that does not report its memory is not checked).
+    const bool cpu = model.kernels().device() == Device::cpu;
+    const size_t available = cpu ? cpu_available_bytes() : model.kernels().free_memory();
+    if (available > 0 && bytes > available)
+      fail("--kv-memory: {} bytes asked for the KV cache, more than the {} bytes {} has available", bytes, available,
+           cpu ? "this machine" : "the device");
+  } else {
     if (model.kernels().device() == Device::cpu) {
       bytes = std::min(cpu_available_bytes() / 4, size_t(4) << 30);
     } else {

@@ -96,6 +96,20 @@ TEST(BatchInvariance, LogitsBitwiseAloneVsBatchOf64AndPrefillVsDecode) {
       << "the last position's logits differ between prefill and decode";
 }
 
+TEST(EngineCoreTest, KvMemoryBeyondTheMachineIsRefusedNamingTheFlag) {
+  // 2^50 bytes of KV cache: no machine this runs on has them; refused before anything is allocated.
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  try {
+    EngineCore core(*m.model, small_options(size_t(1) << 50));
+    FAIL() << "a 2^50-byte KV cache was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--kv-memory"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(size_t(1) << 50)), std::string::npos) << what;
+    EXPECT_NE(what.find("available"), std::string::npos) << what;
+  }
+}
+
 TEST(EngineCoreTest, StopTokenEndsTheSequence) {
   Loaded m = load_fixture(kFixtures + "qwen3-tiny");
   const Reference ref = load_reference("qwen3-tiny");
