@@ -43,7 +43,29 @@ void serve(const ServeArgs& a) {
   if (a.max_sessions < 0) fail("--max-sessions: must be >= 0, got {}", a.max_sessions);
   if (!(a.session_pinned_fraction >= 0 && a.session_pinned_fraction <= 1))
     fail("--session-pinned-fraction: must be in [0, 1], got {}", a.session_pinned_fraction);
+  if (a.max_waiting < 1) fail("--max-waiting: must be >= 1, got {}", a.max_waiting);
+  if (!a.reasoning_parser.empty() && a.reasoning_parser != "qwen3" && a.reasoning_parser != "deepseek_r1")
+    fail("--reasoning-parser: '{}' is not known (qwen3, deepseek_r1)", a.reasoning_parser);
   const auto t0 = std::chrono::steady_clock::now();
+  // The address is taken before the model loads: a port in use is an error at once, not after a load of
+  // minutes, and nothing else can take the port meanwhile. Connections made during the load wait in the
+  // listen backlog until the service runs.
+  std::unique_ptr<server::Service> service;
+  server::HttpOptions ho;
+  ho.host = a.host;
+  ho.port = uint16_t(a.port);
+  ho.threads = a.threads;
+  ho.body_limit = a.max_body;
+  auto http = std::make_unique<server::HttpServer>(
+      ho,
+      [&](const server::HttpRequest& r) {
+        if (!service) return server::HandlerResult{server::Service::error_reply_for(r.target, 503, "loading"), {}};
+        return service->handle(r);
+      },
+      [](int status, const std::string& message, const std::string& target) {
+        return server::Service::error_reply_for(target, status, message);
+      });
+  logger().info("rill serve: listening on {}:{}; loading the model", a.host, http->port());
   fs::path dir = resolve_model_dir(a.model);
   std::optional<text::Tokenizer> tokenizer;
   if (fs::exists(dir / "tokenizer.json")) tokenizer = text::Tokenizer::load(dir);
@@ -60,7 +82,6 @@ void serve(const ServeArgs& a) {
   EngineOptions eo;
   eo.kv_memory_bytes = a.kv_memory;
   eo.max_num_seqs = a.max_num_seqs;
-  if (a.max_waiting < 1) fail("--max-waiting: must be >= 1, got {}", a.max_waiting);
   eo.max_waiting = a.max_waiting;
   eo.max_model_len = a.max_model_len;
   eo.max_num_batched_tokens = a.max_batched_tokens;
@@ -76,28 +97,21 @@ void serve(const ServeArgs& a) {
                                       : a.served_name;
   if (so.model_id.empty()) so.model_id = fs::path(a.model).lexically_normal().parent_path().filename().string();
   so.api_key = a.api_key;
-  if (!a.reasoning_parser.empty() && a.reasoning_parser != "qwen3" && a.reasoning_parser != "deepseek_r1")
-    fail("--reasoning-parser: '{}' is not known (qwen3, deepseek_r1)", a.reasoning_parser);
   so.reasoning = !a.reasoning_parser.empty();
   if (a.tool_parser != "auto") so.tool_parser = a.tool_parser;
   server::EngineAdapter engine_api(engine);
-  server::Service service(engine_api, std::move(tokenizer), std::move(chat_template), stop_ids, so);
-  server::HttpOptions ho;
-  ho.host = a.host;
-  ho.port = uint16_t(a.port);
-  ho.threads = a.threads;
-  ho.body_limit = a.max_body;
-  server::HttpServer http(
-      ho, [&](const server::HttpRequest& r) { return service.handle(r); },
-      [](int status, const std::string& message, const std::string& target) {
-        return server::Service::error_reply_for(target, status, message);
-      });
+  service = std::make_unique<server::Service>(engine_api, std::move(tokenizer), std::move(chat_template), stop_ids, so);
+  // However this function ends, the server's connections and jobs go before the service and the engine they use.
+  struct CloseFirst {
+    std::unique_ptr<server::HttpServer>& http;
+    ~CloseFirst() { http.reset(); }
+  } close_first{http};
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   logger().info("rill serve: model '{}' from {} loaded in {:.2f} s (max_model_len {})", so.model_id, dir.string(), load_s,
                 engine.max_model_len());
-  logger().info("rill serve: tool calls parsed as {}", text::tool_format_name(service.tool_format()));
-  logger().info("rill serve: ready on http://{}:{}", a.host, http.port());
-  http.run(10.0, [&] { service.drain(); });
+  logger().info("rill serve: tool calls parsed as {}", text::tool_format_name(service->tool_format()));
+  logger().info("rill serve: ready on http://{}:{}", a.host, http->port());
+  http->run(10.0, [&] { service->drain(); });
   logger().info("rill serve: stopped");
 }
 

@@ -1,7 +1,11 @@
 // The rill binary end to end: `rill run` on a fixture (no tokenizer files) reproduces the
 // transformers greedy continuation; bad --prompt-ids, bad model directories and bad shapes give
-// one-line errors and a non-zero exit code; make-model is deterministic.
+// one-line errors and a non-zero exit code (a busy port before the model loads); make-model is deterministic.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <sstream>
 #include <filesystem>
@@ -55,6 +59,27 @@ TEST(Cli, ModelDirectoryAsFirstArgument) {
   Result two = run("run " + kFixture + " " + kFixture + args);
   EXPECT_NE(two.code, 0);
   EXPECT_NE(two.err.find(kFixture), std::string::npos) << two.err;
+}
+
+TEST(Cli, ServePortInUseIsRefusedBeforeTheModelLoads) {
+  // A port this test holds: `rill serve` takes its address first, so the error names the address even though
+  // the model directory does not exist either.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  Result r = run("serve /nonexistent/model/dir --device cpu --port " + port);
+  ::close(fd);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("127.0.0.1:" + port), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("/nonexistent/model/dir"), std::string::npos) << r.err;
 }
 
 TEST(Cli, BadPromptIds) {
