@@ -3,6 +3,7 @@
 // with 503 while running requests finish, and exits 0.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -25,7 +26,7 @@ struct ServeArgs {
   int port = 8080, threads = 2, max_num_seqs = 256, max_waiting = 1024, max_model_len = 0;
   size_t kv_memory = 0, max_body = 8 << 20;
   int max_batched_tokens = 2048, max_state_slots = 0, max_sessions = 64;
-  double session_pinned_fraction = 0.5;
+  double session_pinned_fraction = 0.5, log_stats_interval = 10;
   size_t state_snapshot_memory = 0;
   bool no_prefix_cache = false, no_cuda_graphs = false, sync_steps = false;
   std::string batch_invariant;  // empty: the backend default (on; RILL_BATCH_INVARIANT=0 turns it off)
@@ -44,6 +45,8 @@ void serve(const ServeArgs& a) {
   if (!(a.session_pinned_fraction >= 0 && a.session_pinned_fraction <= 1))
     fail("--session-pinned-fraction: must be in [0, 1], got {}", a.session_pinned_fraction);
   if (a.max_waiting < 1) fail("--max-waiting: must be >= 1, got {}", a.max_waiting);
+  if (!(a.log_stats_interval >= 0) || !std::isfinite(a.log_stats_interval))
+    fail("--log-stats-interval: must be a number of seconds >= 0 (0: off), got {}", a.log_stats_interval);
   if (!a.reasoning_parser.empty() && a.reasoning_parser != "qwen3" && a.reasoning_parser != "deepseek_r1")
     fail("--reasoning-parser: '{}' is not known (qwen3, deepseek_r1)", a.reasoning_parser);
   const auto t0 = std::chrono::steady_clock::now();
@@ -91,6 +94,7 @@ void serve(const ServeArgs& a) {
   eo.state_snapshot_bytes = a.state_snapshot_memory;
   eo.max_sessions = a.max_sessions;
   eo.session_pinned_fraction = a.session_pinned_fraction;
+  eo.log_stats_interval_s = a.log_stats_interval;
   Engine engine(std::move(kernels), std::move(model), eo);
   server::ServiceOptions so;
   so.model_id = a.served_name.empty() ? (a.model.empty() ? "default" : fs::path(a.model).lexically_normal().filename().string())
@@ -160,6 +164,10 @@ void add_serve_command(CLI::App& app) {
                   "on: a request's tokens do not depend on the other requests in its step (CUDA: our GEMM); "
                   "off: the autotuned cuBLASLt/matvec path, faster (default on)");
   cmd->add_flag("--no-cuda-graphs", args->no_cuda_graphs, "Decode without CUDA step graphs");
+  cmd->add_option("--log-stats-interval", args->log_stats_interval,
+                  "Seconds between the engine's activity lines while there is work (rows running and waiting, "
+                  "tokens/s, KV cache use, prefix hits); 0: off")
+      ->capture_default_str();
   cmd->callback([args] { serve(*args); });
 }
 

@@ -3,13 +3,26 @@
 // event (the KV state is released with them) and the engine keeps serving new requests.
 #include "engine/engine.h"
 
+#include <chrono>
+#include <cmath>
+
 #include "core/error.h"
 #include "core/log.h"
 
 namespace rill {
+namespace {
+
+double checked_log_interval(const EngineOptions& o) {
+  if (!(o.log_stats_interval_s >= 0) || !std::isfinite(o.log_stats_interval_s))
+    fail("log_stats_interval_s: must be a number of seconds >= 0 (0: no activity log), got {}", o.log_stats_interval_s);
+  return o.log_stats_interval_s;
+}
+
+}  // namespace
 
 Engine::Engine(Model& model, const EngineOptions& options)
     : model_(&model), core_(std::make_unique<EngineCore>(model, options)) {
+  log_interval_s_ = checked_log_interval(options);
   stats_ = core_->stats();
   thread_ = std::thread([this] { run(); });
 }
@@ -17,6 +30,7 @@ Engine::Engine(Model& model, const EngineOptions& options)
 Engine::Engine(std::unique_ptr<Kernels> kernels, std::unique_ptr<Model> model, const EngineOptions& options)
     : owned_kernels_(std::move(kernels)), owned_model_(std::move(model)), model_(owned_model_.get()),
       core_(std::make_unique<EngineCore>(*model_, options)) {
+  log_interval_s_ = checked_log_interval(options);
   stats_ = core_->stats();
   thread_ = std::thread([this] { run(); });
 }
@@ -81,6 +95,20 @@ void Engine::publish_stats_locked() {
   stats_.num_waiting = queued_;
 }
 
+// Every log_interval_s_ while there is work, and once when it runs out: what the engine did since the
+// window opened (the first step after idling opens it, so an idle spell does not dilute the rates).
+void Engine::log_activity_locked() {
+  if (log_interval_s_ <= 0 || !window_open_) return;
+  const Clock::time_point now = Clock::now();
+  const bool work = busy_ || !inbox_.empty();
+  const double s = std::chrono::duration<double>(now - window_start_).count();
+  if (s < log_interval_s_ && work) return;
+  logger().info("{}", activity_line(window_stats_, stats_, s));
+  window_open_ = work;
+  window_start_ = now;
+  window_stats_ = stats_;
+}
+
 void Engine::run() {
   std::deque<Submitted> taken;
   std::vector<uint64_t> cancels;
@@ -89,9 +117,15 @@ void Engine::run() {
       std::unique_lock lock(mutex_);
       busy_ = core_->has_work();
       publish_stats_locked();
+      log_activity_locked();
       if (!busy_ && inbox_.empty() && cancels_.empty()) idle_.notify_all();
       wake_.wait(lock, [&] { return stop_ || busy_ || !inbox_.empty() || !cancels_.empty(); });
       if (stop_) break;
+      if (log_interval_s_ > 0 && !window_open_) {  // work after idling: the stats before it open the window
+        window_open_ = true;
+        window_start_ = Clock::now();
+        window_stats_ = stats_;
+      }
       taken.swap(inbox_);
       cancels.swap(cancels_);
       busy_ = true;

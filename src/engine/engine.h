@@ -45,6 +45,7 @@ class Engine {
  private:
   void run();
   void publish_stats_locked();
+  void log_activity_locked();
 
   std::unique_ptr<Kernels> owned_kernels_;
   std::unique_ptr<Model> owned_model_;
@@ -66,6 +67,11 @@ class Engine {
   uint64_t next_id_ = 1;
   EngineStats stats_;
   int64_t rejected_ = 0;
+  // The activity log (EngineOptions::log_stats_interval_s): the window since the last line.
+  double log_interval_s_ = 0;
+  bool window_open_ = false;
+  Clock::time_point window_start_;
+  EngineStats window_stats_;
   std::thread thread_;
 };
 

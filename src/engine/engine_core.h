@@ -53,6 +53,9 @@ struct EngineOptions {
   std::string model_identity;
   /// RILL_CHECK the KV invariants after every step (tests; costs O(blocks) per step).
   bool check_invariants = false;
+  /// While there is work, log an activity line (engine/metrics.h) every this many seconds, and once when
+  /// the work runs out; 0: never (the library's default; rill serve logs every 10 s).
+  double log_stats_interval_s = 0;
   /// Launch each decode step before reading the previous one's draws (see above). automatic: on
   /// where the device runs ops asynchronously (CUDA); the CPU backend computes a step inside its
   /// launch, where overlap would only publish every token one step late.

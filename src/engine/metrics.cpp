@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace rill {
 
 void LatencyWindow::add(double seconds) {
@@ -32,6 +34,24 @@ LatencySummary LatencyWindow::summary() const {
 void LatencyWindow::clear() {
   next_ = 0;
   count_ = 0;
+}
+
+std::string activity_line(const EngineStats& before, const EngineStats& now, double seconds) {
+  const double s = seconds > 0 ? seconds : 1.0;
+  auto pct = [](double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; };
+  std::string line = fmt::format(
+      "engine: {} running, {} waiting; prompt {:.1f} tok/s, generation {:.1f} tok/s; KV cache {:.1f}% used, "
+      "{:.1f}% kept for prefixes",
+      now.num_running, now.num_waiting, double(now.prompt_tokens - before.prompt_tokens) / s,
+      double(now.generated_tokens - before.generated_tokens) / s, pct(now.kv_blocks_used, now.kv_blocks_total),
+      pct(now.kv_blocks_cached, now.kv_blocks_total));
+  const int64_t prompt = now.prompt_tokens - before.prompt_tokens;
+  if (prompt > 0)
+    line += fmt::format("; prefix cache hits {:.1f}% of prompt tokens",
+                        pct(double(now.prefix_hit_tokens - before.prefix_hit_tokens), double(prompt)));
+  if (now.state_slots_total > 0) line += fmt::format("; state slots {}/{}", now.state_slots_used, now.state_slots_total);
+  if (const int64_t p = now.num_preemptions - before.num_preemptions; p > 0) line += fmt::format("; {} preempted", p);
+  return line;
 }
 
 }  // namespace rill

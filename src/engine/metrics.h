@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace rill {
@@ -54,5 +55,11 @@ struct EngineStats {
   int64_t sessions_unpinned_for_space = 0;    ///< pins dropped for max_sessions, the cap or block pressure
   LatencySummary ttft, itl;
 };
+
+/// What the engine did between two snapshots `seconds` apart, as one log line: rows running and waiting,
+/// prompt and generation tokens/s, the KV blocks in use and those the prefix cache keeps, the prefix
+/// cache's share of the window's prompt tokens, and preemptions (rill serve logs it every few seconds
+/// while there is work).
+std::string activity_line(const EngineStats& before, const EngineStats& now, double seconds);
 
 }  // namespace rill

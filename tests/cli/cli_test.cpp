@@ -116,6 +116,7 @@ TEST(Cli, BadServeEngineFlags) {
   // Checked before the model loads: one-line errors naming the flag.
   expect_refused("serve", "--batch-invariant maybe", "--batch-invariant");
   expect_refused("serve", "--session-pinned-fraction 2", "--session-pinned-fraction");
+  expect_refused("serve", "--log-stats-interval -1", "--log-stats-interval");
   expect_refused("serve", "--max-batched-tokens 0", "--max-batched-tokens");
 }
 

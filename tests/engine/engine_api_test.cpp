@@ -1,14 +1,69 @@
 // The threaded Engine: requests submitted from several threads at once get exactly their solo
 // tokens; a full queue is a typed refusal (queue_full), an impossible request too_long; cancel()
-// ends a running request; stats() reports tokens, TTFT and KV blocks.
+// ends a running request; stats() reports tokens, TTFT and KV blocks; the activity log line says what
+// a window of work did.
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <sstream>
 #include <thread>
 
+#include "core/log.h"
+#include "engine/metrics.h"
 #include "engine_test_util.h"
 
 namespace rill {
 namespace {
 
 using namespace rill::test;
+
+TEST(EngineApi, ActivityLineReportsTheWindowsRatesAndShares) {
+  EngineStats before, now;
+  before.prompt_tokens = 100, before.prefix_hit_tokens = 10, before.generated_tokens = 50, before.num_preemptions = 1;
+  now = before;
+  now.num_running = 3, now.num_waiting = 2;
+  now.prompt_tokens = 300, now.prefix_hit_tokens = 60, now.generated_tokens = 250, now.num_preemptions = 3;
+  now.kv_blocks_total = 200, now.kv_blocks_used = 50, now.kv_blocks_cached = 20;
+  const std::string line = activity_line(before, now, 2.0);
+  for (const char* part : {"3 running, 2 waiting", "prompt 100.0 tok/s", "generation 100.0 tok/s",
+                           "KV cache 25.0% used, 10.0% kept for prefixes", "prefix cache hits 25.0% of prompt tokens",
+                           "2 preempted"})
+    EXPECT_NE(line.find(part), std::string::npos) << part << " not in: " << line;
+  // No prompt tokens in the window: no hit share; no preemptions: not mentioned.
+  const std::string quiet = activity_line(now, now, 1.0);
+  EXPECT_EQ(quiet.find("prefix cache hits"), std::string::npos) << quiet;
+  EXPECT_EQ(quiet.find("preempted"), std::string::npos) << quiet;
+}
+
+TEST(EngineApi, ActivityLogWhileThereIsWorkAndABadIntervalRefused) {
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  logger().sinks().push_back(sink);
+  const auto level = logger().level();
+  logger().set_level(spdlog::level::info);
+  {
+    EngineOptions o = small_options();
+    o.log_stats_interval_s = 1e-6;  // a line after every step, and when the work runs out
+    Engine engine(*m.model, o);
+    for (const Request& r : mixed_requests(4, 1000, 77)) ASSERT_TRUE(engine.submit(r).ok());
+    engine.wait_idle();
+  }
+  logger().sinks().pop_back();
+  logger().set_level(level);
+  const std::string out = captured.str();
+  EXPECT_NE(out.find("engine: "), std::string::npos) << out;
+  EXPECT_NE(out.find("generation "), std::string::npos) << out;
+  EXPECT_NE(out.find("0 running, 0 waiting"), std::string::npos) << "no line when the work ran out:\n" << out;
+
+  EngineOptions bad = small_options();
+  bad.log_stats_interval_s = -1;
+  try {
+    Engine engine(*m.model, bad);
+    FAIL() << "a negative activity-log interval was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("log_stats_interval_s"), std::string::npos) << e.what();
+  }
+}
 
 TEST(EngineApi, ConcurrentSubmittersGetSoloTokens) {
   Loaded m = load_fixture(kFixtures + "qwen3-tiny");
