@@ -36,7 +36,6 @@
 
 namespace {
 
-using rill::cuda::map_cluster;
 using rill::cuda::mbar_arrive;
 using rill::cuda::mbar_arrive_expect_tx;
 using rill::cuda::mbar_init;
