@@ -56,9 +56,14 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_read(beast::error_code ec) {
+    method_.clear();
+    target_.clear();
+    started_ = std::chrono::steady_clock::now();
     if (ec == http::error::end_of_stream || ec == net::error::eof) return close();
     if (ec == http::error::body_limit) {
       keep_alive_ = false;
+      method_ = std::string(parser_->get().method_string());
+      target_ = std::string(parser_->get().target());
       return send(state_->error_reply(413, fmt::format("request body exceeds the limit of {} bytes", state_->options.body_limit),
                                       std::string(parser_->get().target())));
     }
@@ -73,8 +78,9 @@ class Session : public std::enable_shared_from_this<Session> {
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive() && !state_->stopping.load();
     HttpRequest r;
-    r.method = std::string(req.method_string());
+    r.method = method_ = std::string(req.method_string());
     r.target = target_ = std::string(req.target());
+    started_ = std::chrono::steady_clock::now();
     r.body = std::move(req.body());
     if (auto it = req.find(http::field::authorization); it != req.end()) r.authorization = std::string(it->value());
     if (auto it = req.find("x-api-key"); it != req.end()) r.x_api_key = std::string(it->value());
@@ -113,6 +119,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void abandon() {
     if (!job_) return;
+    log_done(499);  // the client went away before the response ended (nginx's code for it)
     job_->cancel();
     end_job();
     keep_alive_ = false;
@@ -154,6 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     out_ = http_chunk(produced);
     if (finished) {
+      log_done(200);
       out_ += http_last_chunk();
       end_job();
       last_ = true;
@@ -182,7 +190,19 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // The access log: every request at debug level, refusals (4xx) at info, failures (5xx) at warn.
+  void log_done(int status) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
+    const auto level = status >= 500 ? spdlog::level::warn : status >= 400 ? spdlog::level::info : spdlog::level::debug;
+    if (!logger().should_log(level)) return;
+    beast::error_code ec;
+    const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
+    logger().log(level, "server: {} {} {} -> {} in {:.1f} ms", ec ? std::string("?") : peer.address().to_string(),
+                 method_.empty() ? "-" : method_, target_.empty() ? "-" : target_, status, ms);
+  }
+
   void send(HttpReply reply) {
+    log_done(reply.status);
     auto res = std::make_shared<http::response<http::string_body>>(http::status(reply.status), 11);
     res->set(http::field::server, "rill");
     res->set(http::field::content_type, reply.content_type);
@@ -212,7 +232,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool sse_ = false, keep_alive_ = true, last_ = false;
   int delay_us_ = 500;
   std::string out_, body_;
-  std::string target_;  // of the request being answered
+  std::string target_, method_;  // of the request being answered
+  std::chrono::steady_clock::time_point started_;
 };
 
 void accept(std::shared_ptr<HttpServer::State> state) {
