@@ -1,6 +1,7 @@
 // engine/engine.cpp — see engine.h. The thread loop: take the inbox and cancellations, run one
-// step, publish stats; sleep when idle. A step that throws ends every live request with an error
-// event (the KV state is released with them) and the engine keeps serving new requests.
+// step, publish stats (every few seconds also an activity line in the log); sleep when idle. A step
+// that throws ends every live request with an error event (the KV state is released with them) and
+// the engine keeps serving new requests.
 #include "engine/engine.h"
 
 #include <chrono>
@@ -97,27 +98,33 @@ void Engine::publish_stats_locked() {
 
 // Every log_interval_s_ while there is work, and once when it runs out: what the engine did since the
 // window opened (the first step after idling opens it, so an idle spell does not dilute the rates).
-void Engine::log_activity_locked() {
-  if (log_interval_s_ <= 0 || !window_open_) return;
+std::string Engine::activity_due_locked() {
+  if (log_interval_s_ <= 0 || !window_open_) return {};
   const Clock::time_point now = Clock::now();
   const bool work = busy_ || !inbox_.empty();
   const double s = std::chrono::duration<double>(now - window_start_).count();
-  if (s < log_interval_s_ && work) return;
-  logger().info("{}", activity_line(window_stats_, stats_, s));
+  if (s < log_interval_s_ && work) return {};
+  std::string line = activity_line(window_stats_, stats_, s);
   window_open_ = work;
   window_start_ = now;
   window_stats_ = stats_;
+  return line;
 }
 
 void Engine::run() {
   std::deque<Submitted> taken;
   std::vector<uint64_t> cancels;
   for (;;) {
+    std::string activity;
     {
-      std::unique_lock lock(mutex_);
+      std::lock_guard lock(mutex_);
       busy_ = core_->has_work();
       publish_stats_locked();
-      log_activity_locked();
+      activity = activity_due_locked();
+    }
+    if (!activity.empty()) logger().info("{}", activity);  // (not under the lock submitters take)
+    {
+      std::unique_lock lock(mutex_);
       if (!busy_ && inbox_.empty() && cancels_.empty()) idle_.notify_all();
       wake_.wait(lock, [&] { return stop_ || busy_ || !inbox_.empty() || !cancels_.empty(); });
       if (stop_) break;

@@ -45,7 +45,7 @@ class Engine {
  private:
   void run();
   void publish_stats_locked();
-  void log_activity_locked();
+  std::string activity_due_locked();  ///< the activity line when one is due, else empty
 
   std::unique_ptr<Kernels> owned_kernels_;
   std::unique_ptr<Model> owned_model_;
