@@ -52,7 +52,7 @@ void serve(const ServeArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   // The address is taken before the model loads: a port in use is an error at once, not after a load of
   // minutes, and nothing else can take the port meanwhile. Connections made during the load wait in the
-  // listen backlog until the service runs.
+  // listen backlog: the handler runs only once http->run() starts, after the service exists.
   std::unique_ptr<server::Service> service;
   server::HttpOptions ho;
   ho.host = a.host;
@@ -61,10 +61,7 @@ void serve(const ServeArgs& a) {
   ho.body_limit = a.max_body;
   auto http = std::make_unique<server::HttpServer>(
       ho,
-      [&](const server::HttpRequest& r) {
-        if (!service) return server::HandlerResult{server::Service::error_reply_for(r.target, 503, "loading"), {}};
-        return service->handle(r);
-      },
+      [&](const server::HttpRequest& r) { return service->handle(r); },
       [](int status, const std::string& message, const std::string& target) {
         return server::Service::error_reply_for(target, status, message);
       });

@@ -2,12 +2,9 @@
 // tokens; a full queue is a typed refusal (queue_full), an impossible request too_long; cancel()
 // ends a running request; stats() reports tokens, TTFT and KV blocks; the activity log line says what
 // a window of work did.
-#include <spdlog/sinks/ostream_sink.h>
-
-#include <sstream>
 #include <thread>
 
-#include "core/log.h"
+#include "common/log_capture.h"
 #include "engine/metrics.h"
 #include "engine_test_util.h"
 
@@ -36,21 +33,16 @@ TEST(EngineApi, ActivityLineReportsTheWindowsRatesAndShares) {
 
 TEST(EngineApi, ActivityLogWhileThereIsWorkAndABadIntervalRefused) {
   Loaded m = load_fixture(kFixtures + "qwen3-tiny");
-  std::ostringstream captured;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-  logger().sinks().push_back(sink);
-  const auto level = logger().level();
-  logger().set_level(spdlog::level::info);
+  std::string out;
   {
+    LogCapture log(spdlog::level::info);
     EngineOptions o = small_options();
     o.log_stats_interval_s = 1e-6;  // a line after every step, and when the work runs out
     Engine engine(*m.model, o);
     for (const Request& r : mixed_requests(4, 1000, 77)) ASSERT_TRUE(engine.submit(r).ok());
     engine.wait_idle();
+    out = log.text();
   }
-  logger().sinks().pop_back();
-  logger().set_level(level);
-  const std::string out = captured.str();
   EXPECT_NE(out.find("engine: "), std::string::npos) << out;
   EXPECT_NE(out.find("generation "), std::string::npos) << out;
   EXPECT_NE(out.find("0 running, 0 waiting"), std::string::npos) << "no line when the work ran out:\n" << out;

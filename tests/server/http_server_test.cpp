@@ -3,15 +3,13 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <spdlog/sinks/ostream_sink.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <sstream>
 #include <string>
 #include <thread>
 
-#include "core/log.h"
+#include "common/log_capture.h"
 #include "server/http_server.h"
 
 namespace rill::server {
@@ -35,12 +33,9 @@ std::string fetch(uint16_t port, const std::string& target) {
 }
 
 TEST(HttpServer, AccessLogLevelsByStatus) {
-  std::ostringstream captured;
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-  logger().sinks().push_back(sink);
-  const auto level = logger().level();
-  logger().set_level(spdlog::level::info);  // successes (debug) must not show; refusals and failures must
+  std::string out;
   {
+    test::LogCapture log(spdlog::level::info);  // successes (debug) must not show; refusals and failures must
     HttpOptions o;
     o.port = 0;
     HttpServer http(
@@ -58,10 +53,8 @@ TEST(HttpServer, AccessLogLevelsByStatus) {
     EXPECT_NE(fetch(http.port(), "/broken").find("503"), std::string::npos);
     http.stop();
     server.join();
+    out = log.text();
   }
-  logger().sinks().pop_back();
-  logger().set_level(level);
-  const std::string out = captured.str();
   EXPECT_NE(out.find("GET /missing -> 404"), std::string::npos) << out;
   EXPECT_NE(out.find("GET /broken -> 503"), std::string::npos) << out;
   EXPECT_NE(out.find("127.0.0.1"), std::string::npos) << out;
