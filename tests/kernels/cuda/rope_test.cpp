@@ -222,5 +222,89 @@ TEST(CudaRope, NormRopeStoreKvEqualsUnfused) {
   }
 }
 
+// The chunk kernel with several tokens a block (a long prefill: RILL_ROPE_TOKENS, the rule's 8 from 1,024
+// tokens) gives the bits of one token a block: q/k norm, rotation and cache writes, a token count no
+// multiple of the block's, padding and out-of-range slots, head_dim 64 / 128 / 256; and the plain rotation
+// at that count against the host's HF arithmetic.
+TEST(CudaRope, TokensPerBlockKeepBits) {
+  RILL_REQUIRE_GPU();
+  uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct Restore {
+    ~Restore() { cuda::set_rope_tokens_per_block(0); }
+  } restore;
+  struct Case {
+    int hq, hkv, d;
+    int64_t tokens;
+  };
+  const Case cases[] = {{32, 8, 128, 1029}, {8, 2, 64, 1030}, {16, 4, 256, 1027}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "hq " << c.hq << " hkv " << c.hkv << " d " << c.d << " tokens " << c.tokens);
+    const int64_t tokens = c.tokens, block_size = 16, blocks = (tokens + block_size - 1) / block_size,
+                  row = int64_t(c.hkv) * c.d;
+    std::vector<int32_t> slot(static_cast<size_t>(tokens)), pos(static_cast<size_t>(tokens));
+    for (int64_t t = 0; t < tokens; ++t) slot[size_t(t)] = int32_t(t), pos[size_t(t)] = int32_t(t * 7 % 40000);
+    std::shuffle(slot.begin(), slot.end(), rng);
+    slot[3] = -1;                                   // padding
+    slot[size_t(tokens - 1)] = int32_t(blocks * block_size);  // past the cache: skipped
+    auto q = random_bf16_values(rng, size_t(tokens * c.hq * c.d), -3.f, 3.f);
+    auto k = random_bf16_values(rng, size_t(tokens * row), -3.f, 3.f), v = random_bf16_values(rng, size_t(tokens * row));
+    auto qw = random_bf16_values(rng, size_t(c.d), 0.5f, 1.5f), kw = random_bf16_values(rng, size_t(c.d), 0.5f, 1.5f);
+    auto inv = make_inv_freq(c.d, c.d, 1e6);
+    DevTensor dslot = upload_i32(slot, {tokens}), dpos = upload_i32(pos, {tokens}), dinv = upload_f32(inv, {c.d / 2});
+    DevTensor dqw = upload_bf16(qw, {c.d}), dkw = upload_bf16(kw, {c.d});
+    RopeTable table{dinv.t, c.d, 1.f};
+    NormParams np;
+    np.eps = 1e-6f;
+    AttentionBatch batch;
+    batch.positions = dpos.t;
+    batch.slot_mapping = dslot.t;
+    std::vector<float> first[4];
+    for (const int per : {1, 2, 4, 8, 0}) {
+      SCOPED_TRACE(::testing::Message() << per << " tokens a block (0: the rule)");
+      cuda::set_rope_tokens_per_block(per);
+      DevTensor dq = upload_bf16(q, {tokens, c.hq, c.d}), dk = upload_bf16(k, {tokens, c.hkv, c.d});
+      DevTensor dv = upload_bf16(v, {tokens, c.hkv, c.d});
+      DevTensor kc(DType::bf16, {blocks, block_size, c.hkv, c.d}), vc(DType::bf16, {blocks, block_size, c.hkv, c.d});
+      kc.poison();
+      vc.poison();
+      KvLayer cache{kc.t, vc.t};
+      backend().norm_rope_store_kv(dq.t, dk.t, dv.t, dqw.t, dkw.t, np, batch, table, cache);
+      std::vector<float> out[4] = {download_bf16(dq), download_bf16(dk), download_bf16(kc), download_bf16(vc)};
+      if (per == 1) {
+        for (int i = 0; i < 4; ++i) first[i] = out[i];
+        // (the norm and the rotation did something; the cache holds the rotated k of a token)
+        EXPECT_NE(out[0], q);
+        const int64_t t = 0, s = slot[0];
+        ASSERT_GE(s, 0);
+        for (int64_t e = 0; e < row; ++e) ASSERT_EQ(out[2][size_t(s * row + e)], out[1][size_t(t * row + e)]);
+        continue;
+      }
+      const char* names[] = {"q", "k", "k cache", "v cache"};
+      for (int i = 0; i < 4; ++i) {
+        size_t differ = 0;
+        for (size_t e = 0; e < out[i].size(); ++e) {
+          const float a = out[i][e], b = first[i][e];
+          differ += !(a == b || (std::isnan(a) && std::isnan(b)));
+        }
+        EXPECT_EQ(differ, 0u) << names[i] << ": " << differ << " elements differ";
+      }
+    }
+    // The plain rotation at this token count (the rule's 8 a block) against HF's arithmetic.
+    cuda::set_rope_tokens_per_block(0);
+    DevTensor dq = upload_bf16(q, {tokens, c.hq, c.d}), dk = upload_bf16(k, {tokens, c.hkv, c.d});
+    backend().rope(dq.t, dk.t, dpos.t, table);
+    auto qr = q, kr = k;
+    auto q_exact = rope_reference(qr, pos, inv, tokens, c.hq, c.d, c.d, 1.f);
+    auto k_exact = rope_reference(kr, pos, inv, tokens, c.hkv, c.d, c.d, 1.f);
+    auto qo = download_bf16(dq), ko = download_bf16(dk);
+    EXPECT_LT(rel_error(qo, q_exact), 1e-2);
+    EXPECT_LT(rel_error(ko, k_exact), 1e-2);
+    EXPECT_GT(exact_fraction(qo, qr), 0.99);
+    EXPECT_GT(exact_fraction(ko, kr), 0.99);
+  }
+}
+
 }  // namespace
 }  // namespace rill
