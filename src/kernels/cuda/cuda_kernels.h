@@ -281,9 +281,6 @@ int parse_decode_l2_promotion(const char* value);
 /// on clusters of that many blocks at every batch (set_norm_cluster; the bits do not change); anything
 /// else → an error naming the variable.
 int parse_norm_cluster(const char* value);
-/// RILL_NORM_PERSISTENT: null → 1; 0 or 1 → set_norm_persistent (the bits do not change); anything else → an
-/// error naming the variable.
-int parse_norm_persistent(const char* value);
 /// RILL_ROPE_TOKENS: null → 0 (the rule: 8 tokens a block of the RoPE kernel from 1,024 tokens, else 1); 1, 2, 4
 /// or 8 → that many at every token count (set_rope_tokens_per_block; the bits do not change); anything else →
 /// an error naming the variable.

@@ -133,14 +133,6 @@ int parse_norm_cluster(const char* value) {
        "at every batch; 0: one block a row; unset: clusters while they fit one wave of the SMs), got '{}'",
        value);
 }
-int parse_norm_persistent(const char* value) {
-  if (!value) return 1;
-  const auto on = exact_int(value);
-  if (on && (*on == 0 || *on == 1)) return *on;
-  fail("RILL_NORM_PERSISTENT: must be 0 or 1 (1, the default: a prefill's add + RMSNorm rows on persistent blocks "
-       "that request the next row early; 0: one block a row), got '{}'",
-       value);
-}
 int parse_rope_tokens(const char* value) {
   if (!value) return 0;
   const auto tokens = exact_int(value);
@@ -266,8 +258,6 @@ void CudaKernels::configure_from_environment() {
     fail("RILL_NORM_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", norm_blocks, info_.cc_major,
          info_.cc_minor);
   set_norm_cluster(info_.cc_major < 9 ? 0 : norm_blocks, info_.num_sms);
-  // On by default (bench/RESULTS.md run AR: a 4,096-token prefill's two norms a layer).
-  set_norm_persistent(parse_norm_persistent(std::getenv("RILL_NORM_PERSISTENT")) != 0);
   // 8 tokens a block from 1,024 tokens by default (bench/RESULTS.md run AR: the 4,096-token prefill's RoPE op).
   set_rope_tokens_per_block(parse_rope_tokens(std::getenv("RILL_ROPE_TOKENS")));
   const int argmax_blocks = parse_argmax_cluster(std::getenv("RILL_ARGMAX_CLUSTER"));

@@ -54,11 +54,6 @@ void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
 /// bits. RILL_NORM_CLUSTER. num_sms 0 keeps the count set before (132 at first).
 void set_norm_cluster(int blocks, int num_sms = 0);
 int norm_cluster();
-/// Rows of 1,025-8,192 beyond one wave of one-block-a-row blocks (a prefill's) on persistent blocks that
-/// request the next row before reducing the current one (on by default; the bits do not change).
-/// RILL_NORM_PERSISTENT.
-void set_norm_persistent(bool on);
-bool norm_persistent();
 /// The rule of the row kernels that run on a cluster of blocks a row while the rows are few (the add +
 /// RMSNorm, the argmax): 8, 4 or 2 blocks a row while the rows' clusters fit one wave of `sms` SMs, else 0
 /// (one block a row: the rows alone spread over the SMs).

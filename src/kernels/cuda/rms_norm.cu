@@ -190,60 +190,6 @@ __global__ void rms_norm_kernel(const __grid_constant__ NormKernelArgs<W> a) {
   }
 }
 
-// The register path for many rows (a prefill's): persistent blocks of kBlock threads walk rows blockIdx.x,
-// + gridDim.x, ..., and request the next row's x and residual before the current row's sum of squares is
-// reduced and its output stored. One block a row made a 4,096-token prefill 4,096 blocks of one
-// load-reduce-store chain each, with no load in flight while a block reduced (61 µs where its bytes take
-// ~42 at the copy rate on an H100, bench/RESULTS.md run AR3). Thread t holds the elements and runs the
-// operations of rms_norm_kernel's thread t (hold_row's, then block_sum, then store_held), so the bits are
-// the same. Not for deferred products (x as partials): those rows take rms_norm_kernel.
-template <typename W, int kBlock, int kHold>
-__global__ void __launch_bounds__(kBlock) rms_norm_rows_kernel(const __grid_constant__ NormKernelArgs<W> a) {
-  __shared__ float scratch[32];
-  const int t = int(threadIdx.x);
-  W wv[kHold][8];
-  warm_params(a);
-  hold_weights<W, kBlock, kHold>(a, t, wv);
-  pdl_wait_trigger(a.early_trigger);
-  uint4 xv[kHold], rv[kHold];
-  auto request = [&](int64_t row) {
-#pragma unroll
-    for (int h = 0; h < kHold; ++h) {
-      const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * 8;
-      if (c >= a.dim) continue;
-      xv[h] = *reinterpret_cast<const uint4*>(a.x + row * a.dim + c);
-      if (a.residual) rv[h] = *reinterpret_cast<const uint4*>(a.residual + row * a.dim + c);
-    }
-  };
-  int64_t row = blockIdx.x;
-  if (row < a.rows) request(row);
-  for (; row < a.rows; row += gridDim.x) {
-    uint4 v[kHold];
-    float ss = 0.f;
-#pragma unroll
-    for (int h = 0; h < kHold; ++h) {  // hold_row's second loop, on the requested vectors
-      const int64_t c = (int64_t(t) + int64_t(h) * kBlock) * 8;
-      if (c >= a.dim) continue;
-      v[h] = xv[h];
-      bf16* e = reinterpret_cast<bf16*>(&v[h]);
-      if (a.residual) {
-        const bf16* re = reinterpret_cast<const bf16*>(&rv[h]);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) e[i] = __float2bfloat16_rn(__bfloat162float(re[i]) + __bfloat162float(e[i]));
-        *reinterpret_cast<uint4*>(a.residual + row * a.dim + c) = v[h];
-      }
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float f = __bfloat162float(e[i]);
-        ss += f * f;
-      }
-    }
-    if (row + gridDim.x < a.rows) request(row + gridDim.x);
-    ss = block_sum(ss, scratch);
-    store_held<W, kBlock, kHold>(a, row, t, rsqrtf(ss / float(a.dim) + a.eps), v, wv);
-  }
-}
-
 // rms_norm_kernel's register path (kVec 8, a block of kBlock threads a row) on a cluster of kC blocks a
 // row: block `rank` runs threads [rank · kBlock / kC, ...) of the one-block kernel, each with the same
 // elements and the same operations; the row's sum of squares is block_sum's — each warp's warp_sum, then
@@ -290,18 +236,6 @@ __global__ void __launch_bounds__(kBlock / kC) rms_norm_cluster_kernel(const __g
 
 int g_norm_cluster = -1;  // set_norm_cluster: -1 the rule of norm_cluster_for, else that many blocks
 int g_norm_sms = 132;
-bool g_norm_persistent = true;  // set_norm_persistent
-
-// Blocks of rms_norm_rows_kernel<W, kBlock, kHold> resident on an SM (queried once).
-template <typename W, int kBlock, int kHold>
-int rows_kernel_per_sm() {
-  static const int per_sm = [] {
-    int n = 0;
-    RILL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, rms_norm_rows_kernel<W, kBlock, kHold>, kBlock, 0));
-    return n > 0 ? n : 1;
-  }();
-  return per_sm;
-}
 
 // Blocks a row: `forced` when set (0: one block); else 8, 4 or 2 while the rows' clusters fit one
 // wave of the SMs (batch-1 decode 243.2 / 243.3 tok/s with 8 against 238.9 / 239.2 with one block at
@@ -349,10 +283,6 @@ void launch_typed(const RmsNormArgs& a, cudaStream_t stream) {
     if (pdl_trace_twice("norm"))  // trace builds: the same launch again, its code warm (launch.h)
       launch_pdl_cluster(kernel, dim3(unsigned(a.rows) * c), dim3(kBlock / c), 0, stream, dim3(c), k);
 #endif
-  } else if (const int64_t slots = int64_t(rows_kernel_per_sm<W, kBlock, kBlockHold>()) * g_norm_sms;
-             hold && !k.xp.ws && g_norm_persistent && a.rows > slots) {
-    // More rows than one wave of blocks holds: persistent blocks, the next row requested early (same bits).
-    launch_pdl(rms_norm_rows_kernel<W, kBlock, kBlockHold>, dim3(unsigned(slots)), dim3(kBlock), 0, stream, k);
   } else {
     const dim3 grid(unsigned(a.rows));
     if (hold) launch_pdl(rms_norm_kernel<W, 8, kBlock, kBlockHold>, grid, dim3(kBlock), 0, stream, k);
@@ -369,8 +299,6 @@ void set_norm_cluster(int blocks, int num_sms) {
   if (num_sms > 0) g_norm_sms = num_sms;
 }
 int norm_cluster() { return g_norm_cluster; }
-void set_norm_persistent(bool on) { g_norm_persistent = on; }
-bool norm_persistent() { return g_norm_persistent; }
 
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return;

@@ -143,49 +143,5 @@ TEST(CudaRmsNorm, ClusterRowsKeepBits) {
   cuda::set_norm_cluster(restore);
 }
 
-// A prefill's rows (more than one wave of one-block-a-row blocks) on persistent blocks that request the next
-// row early (set_norm_persistent): the bits of one block a row, with and without the residual add, f32 and
-// bf16 weights, widths that leave threads past the row's end, a row count no multiple of the grid's.
-TEST(CudaRmsNorm, PersistentRowsKeepBits) {
-  RILL_REQUIRE_GPU();
-  uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  struct Restore {
-    ~Restore() { cuda::set_norm_persistent(true); }
-  } restore;
-  for (int64_t dim : {4096, 2560}) {
-    for (DType wt : {DType::bf16, DType::f32}) {
-      const int64_t rows = 1531;
-      NormParams p{1e-6f, wt == DType::f32, false};
-      auto r = random_bf16_values(rng, size_t(rows * dim), -3.f, 3.f);
-      auto x = random_bf16_values(rng, size_t(rows * dim), -3.f, 3.f);
-      auto w = random_bf16_values(rng, size_t(dim), 0.5f, 1.5f);
-      for (bool add : {true, false}) {
-        SCOPED_TRACE(::testing::Message() << "dim " << dim << (wt == DType::f32 ? " f32" : " bf16") << " weights"
-                                          << (add ? ", residual add" : ""));
-        std::vector<float> got[2][2];
-        for (int persistent = 0; persistent < 2; ++persistent) {
-          cuda::set_norm_persistent(persistent != 0);
-          DevTensor dr = upload_bf16(r, {rows, dim}), dx = upload_bf16(x, {rows, dim});
-          DevTensor dw = wt == DType::f32 ? upload_f32(w, {dim}) : upload_bf16(w, {dim});
-          DevTensor dy(DType::bf16, {rows, dim});
-          dy.poison();
-          if (add) backend().add_rms_norm(dr.t, dx.t, dw.t, p, dy.t);
-          else backend().rms_norm(dx.t, dw.t, p, dy.t);
-          got[persistent][0] = download_bf16(dy);
-          got[persistent][1] = download_bf16(dr);
-        }
-        EXPECT_EQ(differing_bits(got[0][0], got[1][0]), 0u) << "output";
-        EXPECT_EQ(differing_bits(got[0][1], got[1][1]), 0u) << "residual";
-        EXPECT_NE(got[1][0], x);
-        if (add) {
-          EXPECT_NE(got[1][1], r);  // (the residual received the sum)
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
 }  // namespace rill

@@ -120,9 +120,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_norm_cluster("16"), 16);
   EXPECT_EQ(cuda::parse_norm_cluster("0"), 0);
   expect_rejects(cuda::parse_norm_cluster, {"", "1", "3", "32", "-1", "-2", "4 ", "auto"}, "RILL_NORM_CLUSTER");
-  EXPECT_EQ(cuda::parse_norm_persistent(nullptr), 1);
-  EXPECT_EQ(cuda::parse_norm_persistent("0"), 0);
-  expect_rejects(cuda::parse_norm_persistent, {"", "2", "on", "1 "}, "RILL_NORM_PERSISTENT");
   EXPECT_EQ(cuda::parse_rope_tokens(nullptr), 0);
   EXPECT_EQ(cuda::parse_rope_tokens("1"), 1);
   EXPECT_EQ(cuda::parse_rope_tokens("8"), 8);
