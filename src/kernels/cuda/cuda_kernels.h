@@ -281,10 +281,6 @@ int parse_decode_l2_promotion(const char* value);
 /// on clusters of that many blocks at every batch (set_norm_cluster; the bits do not change); anything
 /// else → an error naming the variable.
 int parse_norm_cluster(const char* value);
-/// RILL_ROPE_TOKENS: null → 0 (the rule: 8 tokens a block of the RoPE kernel from 1,024 tokens, else 1); 1, 2, 4
-/// or 8 → that many at every token count (set_rope_tokens_per_block; the bits do not change); anything else →
-/// an error naming the variable.
-int parse_rope_tokens(const char* value);
 /// RILL_ARGMAX_CLUSTER: null → -1 (clusters of 8, 4 or 2 blocks a row while they fit one wave of the SMs,
 /// one block beyond); 0 (one block a row), 2, 4 or 8 → that many blocks a row at every batch
 /// (set_argmax_cluster; the winner does not depend on it); anything else → an error naming the variable.

@@ -133,14 +133,6 @@ int parse_norm_cluster(const char* value) {
        "at every batch; 0: one block a row; unset: clusters while they fit one wave of the SMs), got '{}'",
        value);
 }
-int parse_rope_tokens(const char* value) {
-  if (!value) return 0;
-  const auto tokens = exact_int(value);
-  if (tokens && (*tokens == 1 || *tokens == 2 || *tokens == 4 || *tokens == 8)) return *tokens;
-  fail("RILL_ROPE_TOKENS: must be 1, 2, 4 or 8 (tokens a block of the RoPE kernel at every token count; unset: 8 "
-       "from 1,024 tokens, else 1), got '{}'",
-       value);
-}
 int parse_argmax_cluster(const char* value) {
   if (!value) return -1;
   const auto blocks = exact_int(value);
@@ -258,8 +250,6 @@ void CudaKernels::configure_from_environment() {
     fail("RILL_NORM_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", norm_blocks, info_.cc_major,
          info_.cc_minor);
   set_norm_cluster(info_.cc_major < 9 ? 0 : norm_blocks, info_.num_sms);
-  // 8 tokens a block from 1,024 tokens by default (bench/RESULTS.md run AR: the 4,096-token prefill's RoPE op).
-  set_rope_tokens_per_block(parse_rope_tokens(std::getenv("RILL_ROPE_TOKENS")));
   const int argmax_blocks = parse_argmax_cluster(std::getenv("RILL_ARGMAX_CLUSTER"));
   if (argmax_blocks > 0 && info_.cc_major < 9)
     fail("RILL_ARGMAX_CLUSTER={} needs thread-block clusters (sm_90); this GPU is sm_{}{}", argmax_blocks,

@@ -88,11 +88,6 @@ struct RopeArgs {
   PartialsIn q_partials, k_partials, v_partials;
 };
 void launch_rope(const RopeArgs& a, cudaStream_t stream);
-/// Tokens a block of launch_rope's chunk kernel (full rotary at head_dim 64 / 128 / 256): 0, the default,
-/// the rule (8 from 1,024 tokens, else 1); 1, 2, 4 or 8 → that many at every token count (the bits do not
-/// change). RILL_ROPE_TOKENS. rope_tokens_per_block: what a launch of `tokens` takes.
-void set_rope_tokens_per_block(int tokens);
-int rope_tokens_per_block(int64_t tokens);
 /// Whether the batch-invariant decode attention kernels at `head_dim` can run this RoPE op inside
 /// their blocks (AttentionArgs::rope): full rotary at head_dim 64 / 128, a cache to store into,
 /// the aligned layout and deferred inputs the chunk kernel folds on load.

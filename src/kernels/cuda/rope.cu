@@ -4,8 +4,6 @@
 // q' = bf16(bf16(q * cos) + bf16(rotate_half(q) * sin)) — three bf16 ops as torch runs them.
 // Cache layout [num_blocks, block_size, hkv, head_dim] is linear in slot = block * block_size +
 // offset, so a token's k row lands at slot * hkv * head_dim. Slots outside the cache (negative: padding) are skipped.
-#include <type_traits>
-
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
@@ -142,77 +140,49 @@ __global__ void rope_kernel(RopeArgs a, bool vec, bool vec_rotate) {
 // step's position and slot (uploaded before the step's first kernel), the rotation table, the
 // norm weights — is read before the wait (launch.h); after it, the head chunk and the v chunk are
 // requested together: one dependent memory round trip (a batch-1 decode step waits on it).
-// kT tokens a block (a long prefill's, launch_rope's rule): a thread's chunk of each of the block's tokens is
-// requested before any is used, so one dependent round trip covers kT tokens (one token a block ran ~3x its
-// memory time in a 4096-token prefill: 12,288 blocks of one short load-compute-store chain each, ~12 waves of
-// latency). Each token's chunk goes through the same operations as with kT = 1, so the bits do not change.
-template <int kC, int kT>
+template <int kC>
 __global__ void __launch_bounds__(kThreads) rope_heads_kernel(const __grid_constant__ RopeArgs a) {
   constexpr int kHalf = kC * 4, kHeadsPerBlock = kThreads / kC, kD = kC * 8;
-  __shared__ float cos_s[kT][kHalf], sin_s[kT][kHalf];
-  const int64_t t0 = int64_t(blockIdx.x) * kT;
-  const int nt = kT == 1 ? 1 : int(a.tokens - t0 < kT ? a.tokens - t0 : kT);  // (block-uniform)
+  __shared__ float cos_s[kHalf], sin_s[kHalf];
+  const int64_t t = blockIdx.x;
   warm_params(a);
-  if constexpr (kT == 1) {
-    fill_rotation(a, float(a.positions[t0]), kHalf, cos_s[0], sin_s[0]);
-  } else {
-    for (int i = int(threadIdx.x); i < nt * kHalf; i += kThreads)
-      rotation_at(a, float(a.positions[t0 + i / kHalf]), i % kHalf, cos_s[i / kHalf][i % kHalf],
-                  sin_s[i / kHalf][i % kHalf]);
-  }
+  fill_rotation(a, float(a.positions[t]), kHalf, cos_s, sin_s);
   const int hh = int(blockIdx.y) * kHeadsPerBlock + int(threadIdx.x) / kC, c = int(threadIdx.x) % kC;
   const bool live = hh < a.hq + a.hkv;
   const bool is_k = hh >= a.hq;
   const int kh = hh - a.hq;
-  bool store[kT];
-  int32_t slot[kT];
-#pragma unroll
-  for (int u = 0; u < kT; ++u) {
-    slot[u] = u < nt && live && is_k && a.k_cache ? a.slot_mapping[t0 + u] : -1;
-    store[u] = slot[u] >= 0 && slot[u] < a.num_slots;
-  }
+  const int32_t slot = live && is_k && a.k_cache ? a.slot_mapping[t] : -1;
+  const bool store = slot >= 0 && slot < a.num_slots;
   float nw[8];
   if (live && a.q_norm) norm_weights8(a, is_k ? a.k_norm : a.q_norm, c * 8, nw);
   __syncthreads();
   pdl_wait_trigger(a.early_trigger);
   if (!live) return;  // whole heads leave: a head's lanes stay together
   const unsigned group = head_lanes<kC>();
+  bf16* x = is_k ? static_cast<bf16*>(a.k) + (t * a.hkv + kh) * kD + c * 8
+                 : static_cast<bf16*>(a.q) + (t * a.hq + hh) * kD + c * 8;
   const int64_t row = int64_t(a.hkv) * kD, off = int64_t(kh) * kD + c * 8;
-  auto head_at = [&](int64_t t) {
-    return is_k ? static_cast<bf16*>(a.k) + (t * a.hkv + kh) * kD + c * 8
-                : static_cast<bf16*>(a.q) + (t * a.hq + hh) * kD + c * 8;
-  };
   // q, k, v still as one GEMM's partials (launch_rope checked partials_vec8): the fold on load, and
   // the v row written where the GEMM would have written it (q and k are written below, rotated).
   const PartialsIn& xp = is_k ? a.k_partials : a.q_partials;
-  uint4 raw[kT], vraw[kT];
-#pragma unroll
-  for (int u = 0; u < kT; ++u) {
-    if (u >= nt) continue;
-    const int64_t t = t0 + u;
-    raw[u] = xp.ws ? folded8(xp, t, (is_k ? kh : hh) * kD + c * 8) : *reinterpret_cast<const uint4*>(head_at(t));
-    vraw[u] = make_uint4(0u, 0u, 0u, 0u);
-    if (is_k && a.v_partials.ws) {
-      vraw[u] = folded8(a.v_partials, t, off);
-      *reinterpret_cast<uint4*>(const_cast<bf16*>(static_cast<const bf16*>(a.v)) + t * row + off) = vraw[u];
-    } else if (store[u]) {
-      vraw[u] = *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off);
-    }
+  uint4 raw = xp.ws ? folded8(xp, t, (is_k ? kh : hh) * kD + c * 8) : *reinterpret_cast<const uint4*>(x);
+  uint4 vraw = make_uint4(0u, 0u, 0u, 0u);
+  if (is_k && a.v_partials.ws) {
+    vraw = folded8(a.v_partials, t, off);
+    *reinterpret_cast<uint4*>(const_cast<bf16*>(static_cast<const bf16*>(a.v)) + t * row + off) = vraw;
+  } else if (store) {
+    vraw = *reinterpret_cast<const uint4*>(static_cast<const bf16*>(a.v) + t * row + off);
   }
   const int j0 = (c % (kC / 2)) * 8;
+  float cs[8], sn[8];
 #pragma unroll
-  for (int u = 0; u < kT; ++u) {
-    if (u >= nt) continue;
-    float cs[8], sn[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) cs[e] = cos_s[u][j0 + e], sn[e] = sin_s[u][j0 + e];
-    norm_rotate_chunk<kC>(a, a.q_norm != nullptr, raw[u], nw, cs, sn, c, group);
-    *reinterpret_cast<uint4*>(head_at(t0 + u)) = raw[u];
-    if (u == nt - 1) pdl_trace_done();
-    if (!store[u]) continue;
-    *reinterpret_cast<uint4*>(static_cast<bf16*>(a.k_cache) + slot[u] * row + off) = raw[u];
-    *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_cache) + slot[u] * row + off) = vraw[u];
-  }
+  for (int e = 0; e < 8; ++e) cs[e] = cos_s[j0 + e], sn[e] = sin_s[j0 + e];
+  norm_rotate_chunk<kC>(a, a.q_norm != nullptr, raw, nw, cs, sn, c, group);
+  *reinterpret_cast<uint4*>(x) = raw;
+  pdl_trace_done();
+  if (!store) return;
+  *reinterpret_cast<uint4*>(static_cast<bf16*>(a.k_cache) + slot * row + off) = raw;
+  *reinterpret_cast<uint4*>(static_cast<bf16*>(a.v_cache) + slot * row + off) = vraw;
 }
 
 __global__ void store_kv_kernel(const bf16* k, const bf16* v, const int32_t* slot_mapping, bf16* k_cache,
@@ -256,24 +226,6 @@ bool folds_on_load(const RopeArgs& a) {
 }
 }  // namespace
 
-namespace {
-int g_rope_tokens = 0;  // set_rope_tokens_per_block: 0 the rule
-}  // namespace
-
-void set_rope_tokens_per_block(int tokens) {
-  if (tokens != 0 && tokens != 1 && tokens != 2 && tokens != 4 && tokens != 8)
-    throw_error("[rope] tokens a block must be 0 (the rule), 1, 2, 4 or 8");
-  g_rope_tokens = tokens;
-}
-
-// The rule: 8 tokens a block from 1,024 tokens (a 4,096-token prefill: 1,536 blocks, still ~4 waves of
-// the SMs), one below — a decode step's few tokens keep a block each, so that their heads spread over
-// the SMs.
-int rope_tokens_per_block(int64_t tokens) {
-  if (g_rope_tokens > 0) return g_rope_tokens;
-  return tokens >= 1024 ? 8 : 1;
-}
-
 bool rope_fits_decode_attention(const RopeArgs& a, int head_dim) {
   return a.head_dim == head_dim && (head_dim == 64 || head_dim == 128) && a.k_cache && a.v && a.slot_mapping &&
          heads_layout(a) && folds_on_load(a);
@@ -302,21 +254,13 @@ void launch_rope(const RopeArgs& args, cudaStream_t stream) {
   }
   if (heads_kernel) {
     const unsigned groups = unsigned((a.hq + a.hkv + kThreads / (d / 8) - 1) / (kThreads / (d / 8)));
-    const int per = rope_tokens_per_block(a.tokens);
-    const dim3 grid(unsigned((a.tokens + per - 1) / per), groups);
-    auto launch = [&](auto kc) {
-      constexpr int kC = decltype(kc)::value;
-      if (per == 8) launch_pdl(rope_heads_kernel<kC, 8>, grid, dim3(kThreads), 0, stream, a);
-      else if (per == 4) launch_pdl(rope_heads_kernel<kC, 4>, grid, dim3(kThreads), 0, stream, a);
-      else if (per == 2) launch_pdl(rope_heads_kernel<kC, 2>, grid, dim3(kThreads), 0, stream, a);
-      else launch_pdl(rope_heads_kernel<kC, 1>, grid, dim3(kThreads), 0, stream, a);
-    };
-    if (d == 64) launch(std::integral_constant<int, 8>{});
-    else if (d == 128) launch(std::integral_constant<int, 16>{});
-    else launch(std::integral_constant<int, 32>{});
+    const dim3 grid(unsigned(a.tokens), groups);
+    if (d == 64) launch_pdl(rope_heads_kernel<8>, grid, dim3(kThreads), 0, stream, a);
+    else if (d == 128) launch_pdl(rope_heads_kernel<16>, grid, dim3(kThreads), 0, stream, a);
+    else launch_pdl(rope_heads_kernel<32>, grid, dim3(kThreads), 0, stream, a);
 #if defined(RILL_PDL_TRACE)
-    if (d == 128 && per == 1 && pdl_trace_twice("rope"))  // trace builds: the same launch again, its code warm
-      launch_pdl(rope_heads_kernel<16, 1>, grid, dim3(kThreads), 0, stream, a);
+    if (d == 128 && pdl_trace_twice("rope"))  // trace builds: the same launch again, its code warm (launch.h)
+      launch_pdl(rope_heads_kernel<16>, grid, dim3(kThreads), 0, stream, a);
 #endif
   } else {
     launch_pdl(rope_kernel, dim3(unsigned(a.tokens), q_groups + 1), dim3(kThreads), 0, stream, a, vec, vec_rotate);

@@ -120,20 +120,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_norm_cluster("16"), 16);
   EXPECT_EQ(cuda::parse_norm_cluster("0"), 0);
   expect_rejects(cuda::parse_norm_cluster, {"", "1", "3", "32", "-1", "-2", "4 ", "auto"}, "RILL_NORM_CLUSTER");
-  EXPECT_EQ(cuda::parse_rope_tokens(nullptr), 0);
-  EXPECT_EQ(cuda::parse_rope_tokens("1"), 1);
-  EXPECT_EQ(cuda::parse_rope_tokens("8"), 8);
-  expect_rejects(cuda::parse_rope_tokens, {"", "0", "3", "16", "-1", "8 "}, "RILL_ROPE_TOKENS");
-  // The RoPE kernel's tokens a block: the rule (8 from 1,024 tokens), or a fixed count.
-  EXPECT_EQ(cuda::rope_tokens_per_block(1), 1);
-  EXPECT_EQ(cuda::rope_tokens_per_block(1023), 1);
-  EXPECT_EQ(cuda::rope_tokens_per_block(1024), 8);
-  cuda::set_rope_tokens_per_block(2);
-  EXPECT_EQ(cuda::rope_tokens_per_block(1), 2);
-  EXPECT_EQ(cuda::rope_tokens_per_block(4096), 2);
-  cuda::set_rope_tokens_per_block(0);
-  EXPECT_EQ(cuda::rope_tokens_per_block(4096), 8);
-  EXPECT_THROW(cuda::set_rope_tokens_per_block(3), Error);
   // The clusters-while-rows-are-few rule of the add + RMSNorm and the argmax, on 132 SMs.
   const int rule[][2] = {{1, 8}, {16, 8}, {17, 4}, {33, 4}, {34, 2}, {66, 2}, {67, 0}, {256, 0}};
   for (const auto& [rows, blocks] : rule) EXPECT_EQ(cuda::row_cluster_blocks(rows, 132), blocks) << rows << " rows";
