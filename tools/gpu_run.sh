@@ -31,7 +31,8 @@
 #   clocks, power and temperature sampled every 20 ms while they run;
 #   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
 #   decode figure with its host-time breakdown (--host-times), and the GPU's clocks, power and temperature
-#   sampled while they run (also in ab mode); fits one 10-minute call; ab: settings
+#   sampled while they run (also in ab mode); fits one 10-minute call (RILL_FIGURES_AB="NAME=V": the second pass
+#   is batch-1 decode at 512 / 8,192 keys alternating the defaults and that setting); ab: settings
 #   side by side — RILL_AB_ENVS="NAME=A NAME=B,OTHER=C ..." (a setting's variables joined by commas)
 #   each running the RILL_AB_TESTS gtest filter, then
 #   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (a setting starting
@@ -503,11 +504,24 @@ if [[ "$mode" == figures ]]; then  # RESULTS.md's dense-model figures, default m
   grep -E "HBM copy|GEMM (square|qkv|o_proj|gate_up|down) M=4096" "$out/kernels_bench.log" |
     sed "s/^/  ceiling: /" | tee -a "$out/summary.txt"
   clocks_start
+  # RILL_FIGURES_AB="NAME=V[,NAME2=V2]": the second pass becomes batch-1 decode at 512 / 8,192 keys alternating
+  # the defaults and that setting, twice (a change measured on the same die as the figures).
   for rep in 1 2; do
+    [[ $rep == 2 && -n "${RILL_FIGURES_AB:-}" ]] && break
     timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512,4096,8192,16384 --decode-tokens 64 \
       --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | bounds /tmp/q8 |
       grep -E "^model|tokens_per_s|host_us" | sed "s/^/  invariant #$rep: /" | tee -a "$out/summary.txt"
   done
+  if [[ -n "${RILL_FIGURES_AB:-}" ]]; then
+    for rep in 1 2; do
+      for setting in RILL_AB=default "$RILL_FIGURES_AB"; do
+        read -ra envs <<< "${setting//,/ }"
+        env "${envs[@]}" timeout 100 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512,8192 \
+          --decode-tokens 64 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | bounds /tmp/q8 |
+          grep -E "decode_tokens_per_s" | sed "s/^/  [$setting] #$rep: /" | tee -a "$out/summary.txt"
+      done
+    done
+  fi
   timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 --prompt-len 512 --batch 16,64,128,256 \
     --decode-tokens 32 --host-times 2>>"$out/bench_stderr.log" | tee -a "$out/bench.log" | bounds /tmp/q8 |
     grep -E "^model|decode_tokens_per_s|host_us" | sed "s/^/  invariant bN: /" | tee -a "$out/summary.txt"
