@@ -29,13 +29,16 @@
 #   kernels a layer, default 12; RILL_PDL_TRACE_TWICE=attention,rope,norm launches those twice, launch.h);
 #   power: no tests (RILL_SKIP_CTEST=1) — long decodes (batch 1 at 512 / 8,192 keys, batch 64) with the GPU's
 #   clocks, power and temperature sampled every 20 ms while they run;
+#   gemm-profile: no model, no tests — the warpgroup GEMM's configurations (RILL_PROFILE_CONFIGS, default 12,14) per
+#   (N, K) of RILL_GEMM_SHAPES, then Nsight Compute sections of configuration 12 and of cuBLASLt at 4096³;
 #   figures: quick + the ceilings and RESULTS.md's dense-model figures in the default mode only, each
 #   decode figure with its host-time breakdown (--host-times), and the GPU's clocks, power and temperature
 #   sampled while they run (also in ab mode); fits one 10-minute call (RILL_FIGURES_AB="NAME=V": the second pass
 #   is batch-1 decode at 512 / 8,192 keys alternating the defaults and that setting); ab: settings
 #   side by side — RILL_AB_ENVS="NAME=A NAME=B,OTHER=C ..." (a setting's variables joined by commas)
 #   each running the RILL_AB_TESTS gtest filter, then
-#   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (a setting starting
+#   `rill bench` with RILL_AB_ARGS alternating over the settings RILL_AB_REPS times (RILL_AB_GEMM=CONFIGS: also
+#   the GEMM timing test per setting, RILL_GEMM_SHAPES="N:K,..." its shapes) (a setting starting
 #   with "--" is a rill bench flag instead, e.g. RILL_AB_ENVS="RILL_AB=default --sync-steps";
 #   RILL_SKIP_CTEST=1 skips ctest -L cuda; RILL_AB_BASE_PATCH=FILE: every setting also on a `rill` built
 #   from this tree with FILE reversed, i.e. the code before a change, alternating);
@@ -132,6 +135,64 @@ if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=O
 fi
 log "build ok"
 
+if [[ "$mode" == gemm-profile ]]; then  # the warpgroup GEMM against cuBLASLt (no model, no ctest)
+  # Configurations side by side per (N, K) at M = 512 / 4096 — one N at several K separates a tile's fixed cost
+  # from its per-k cost — then Nsight Compute sections (with the source-level stall samples) of configuration
+  # 12 at 4096³ and of the cuBLASLt kernel the autotuned path runs at 4096³.
+  # RILL_PROFILE_TESTS: a gtest filter run first (short leash); RILL_PROFILE_ENVS="RILL_AB=default NAME=V ...": the
+  # configurations timed under each setting (a setting's variables joined by commas); RILL_PROFILE_PREFILL="ARGS":
+  # at the end, the model and `rill bench ARGS` alternating over those settings twice.
+  if [[ -n "${RILL_PROFILE_TESTS:-}" ]]; then
+    timeout "${RILL_PROFILE_TESTS_TIMEOUT:-200}" build-gpu/tests/rill_cuda_tests --gtest_filter="$RILL_PROFILE_TESTS" \
+      > /tmp/profile_tests.log 2>&1
+    tests_rc=$?
+    log "tests rc=$tests_rc $(grep -cE '^\[       OK' /tmp/profile_tests.log) ok"
+    grep -E "^\[  (PASSED|FAILED) |Failure|differing|Expected|Which is|seed|multicast|deferred" /tmp/profile_tests.log |
+      head -30 | tee -a "$out/summary.txt"
+    [[ $tests_rc -ne 0 ]] && { log "tests failed: nothing timed"; exit 1; }
+  fi
+  for setting in ${RILL_PROFILE_ENVS:-RILL_AB=default}; do
+    read -ra envs <<< "${setting//,/ }"
+    env "${envs[@]}" RILL_GEMM_CONFIGS="${RILL_PROFILE_CONFIGS:-12,14}" \
+      RILL_GEMM_SHAPES="${RILL_GEMM_SHAPES:-4096:1024,4096:2048,4096:4096,4096:8192,24576:4096,6144:4096}" \
+      timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
+      --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | sed "s/^/  [$setting] /" | tee -a "$out/summary.txt"
+  done
+  if [[ "${RILL_PROFILE_NCU:-1}" != 0 ]] && command -v ncu > /dev/null; then  # (RILL_PROFILE_NCU=0: none)
+    sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
+    sections+=" --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats"
+    sections+=" --section SourceCounters --section LaunchStats --section Occupancy"
+    # ColdTimer's warm-up launches first: the 3rd launch is a timed one.
+    RILL_GEMM_CONFIGS=12 RILL_GEMM_SHAPES=4096:4096 RILL_GEMM_M=4096 timeout 180 ncu --clock-control none $sections \
+      --kernel-name regex:gemm_wgmma_kernel --launch-skip 2 --launch-count 1 build-gpu/tests/rill_cuda_tests \
+      --gtest_filter='CudaInvariance.DISABLED_GemmTiming' --gtest_also_run_disabled_tests > "$out/ncu_ours.txt" 2>&1
+    log "ours: $(grep -cE 'Throughput|Stall|stall' "$out/ncu_ours.txt") lines"
+    # The kernel bench's first GEMM (4096³) autotunes (≤ 6 algorithms × 6 launches) then times 23 launches.
+    RILL_BENCH_GEMM_ONLY=1 timeout 180 ncu --clock-control none $sections --kernel-name regex:'nvjet|xmma|cutlass|sm90' \
+      --launch-skip 45 --launch-count 1 build-gpu/bench/cuda_kernels_bench > "$out/ncu_cublas.txt" 2>&1
+    log "cuBLASLt: $(grep -cE 'Throughput|Stall|stall' "$out/ncu_cublas.txt") lines"
+    for f in ours cublas; do
+      grep -E "^  [a-z_0-9]+.*\(|Duration|SM Frequency|Throughput|Hit Rate|Bank|Eligible|Issued Warp|No Eligible|Active Warps|Registers|Executed Ipc" \
+        "$out/ncu_$f.txt" | head -60 | sed "s/^/  [$f] /" | tee -a "$out/summary.txt"
+    done
+  fi
+  if [[ -n "${RILL_PROFILE_PREFILL:-}" ]]; then
+    # The die's cuBLASLt 4096³ rate (the prefill bound's GEMM rate), then the model.
+    RILL_BENCH_GEMM_ONLY=1 timeout 60 build-gpu/bench/cuda_kernels_bench 2>&1 | grep -E "HBM copy|GEMM square" |
+      sed "s/^/  ceiling: /" | tee -a "$out/summary.txt"
+    build-gpu/rill make-model --shape qwen3-8b --out /tmp/q8 > /dev/null 2>>"$out/bench_stderr.log" || log "make-model failed"
+    for rep in 1 2; do
+      for setting in ${RILL_PROFILE_ENVS:-RILL_AB=default}; do
+        read -ra envs <<< "${setting//,/ }"
+        env "${envs[@]}" timeout 150 build-gpu/rill bench --device cuda --model /tmp/q8 $RILL_PROFILE_PREFILL \
+          2>>"$out/bench_stderr.log" | grep -E "^prefill_tokens_per_s" | sed "s/^/  [$setting] #$rep: /" |
+          tee -a "$out/summary.txt"
+      done
+    done
+  fi
+  log "done (gemm-profile)"
+  exit 0
+fi
 # A measurement build of `rill` in build-NAME with the CMake option OPTION on (exits on failure), then the model.
 measurement_build() {  # NAME OPTION
   log "$1 build (-D$2=ON)"
@@ -448,6 +509,19 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
       log "ab tests [$setting] rc=$rc $(grep -cE '^\[       OK' /tmp/ab_tests.log) ok"
     fi
   done
+  # RILL_AB_GEMM=CONFIGS: the GEMM timing test (RILL_GEMM_CONFIGS=CONFIGS; RILL_GEMM_SHAPES="N:K,..." if set) under
+  # each setting, alternating twice.
+  if [[ -n "${RILL_AB_GEMM:-}" ]]; then
+    for rep in 1 2; do
+      for setting in $RILL_AB_ENVS; do
+        [[ "$setting" == --* ]] && continue
+        read -ra envs <<< "${setting//,/ }"
+        env "${envs[@]}" RILL_GEMM_CONFIGS="$RILL_AB_GEMM" timeout 120 build-gpu/tests/rill_cuda_tests \
+          --gtest_filter='CudaInvariance.DISABLED_GemmTiming' --gtest_also_run_disabled_tests 2>&1 |
+          grep -E "^GEMM" | sed "s/^/  [$setting] #$rep: /" | tee -a "$out/summary.txt"
+      done
+    done
+  fi
   clocks_start
   for ((rep = 1; rep <= reps; ++rep)); do
     for setting in $RILL_AB_ENVS; do
@@ -458,7 +532,7 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
         label="$setting"; [[ "$binaries" == *" "* ]] && label="${bin%%=*} $setting"
         env "${envs[@]}" timeout 150 "${bin#*=}" bench --device cuda --model /tmp/q8 \
           ${RILL_AB_ARGS:---prompt-len 512,8192 --decode-tokens 64} $flag 2>>"$out/bench_stderr.log" |
-          tee -a "$out/bench.log" | bounds /tmp/q8 | grep -E "decode_tokens_per_s|host_us" |
+          tee -a "$out/bench.log" | bounds /tmp/q8 | grep -E "^prefill_tokens_per_s|decode_tokens_per_s|host_us" |
           sed "s/^/  [$label] #$rep: /" |
           tee -a "$out/summary.txt"
       done

@@ -209,6 +209,7 @@ int run() {
   std::printf("device: %s, %d SMs\n\n", k.info().name.c_str(), k.info().num_sms);
   double copy = bench_copy(k);
   double gemm = bench_gemm(k, "square", 4096, 4096, 4096, 0);
+  if (const char* only = std::getenv("RILL_BENCH_GEMM_ONLY"); only && *only == '1') return 0;  // (a profile of it)
   // Qwen3-8B projections at a 4096-token prefill: qkv, o, gate+up, down, lm_head.
   bench_gemm(k, "qkv", 4096, 6144, 4096, gemm);
   bench_gemm(k, "o_proj", 4096, 4096, 4096, gemm);

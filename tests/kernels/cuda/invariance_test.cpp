@@ -414,9 +414,11 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
   struct S {
     int64_t m, n, k;
   };
-  // (200 × 32008 × 256: one split range.)
-  const S shapes[] = {{17, 1001, 2056},  {300, 4096, 4096},   {1000, 6144, 4096}, {129, 333, 12296},
-                      {512, 4096, 12288}, {256, 24576, 4096}, {77, 520, 1048},    {200, 32008, 256}};
+  // (200 × 32008 × 256: one split range. 1000 × 6144 × 1048: 5 ranges, the last one a part of a
+  // k tile, several tiles a persistent CTA.)
+  const S shapes[] = {{17, 1001, 2056},   {300, 4096, 4096},  {1000, 6144, 4096}, {129, 333, 12296},
+                      {512, 4096, 12288}, {256, 24576, 4096}, {77, 520, 1048},    {200, 32008, 256},
+                      {1000, 6144, 1048}};
   for (const S& sh : shapes) {
     const auto split = cuda::gemm_split(sh.n, sh.k, backend().info().num_sms);
     SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " S=" << split.splits);
@@ -453,24 +455,38 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
       }
     }
   }
-  // Fused outputs: three column ranges of one product, written by the warpgroup kernel's epilogue.
-  const int64_t m = 640, nq = 4096, nk = 1024, nv = 1024, n = nq + nk + nv, k = 4096;
-  DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
-  DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
-  DevTensor ref(DType::bf16, {m, n}), q(DType::bf16, {m, nq}), kk(DType::bf16, {m, nk}), v(DType::bf16, {m, nv});
-  for (DevTensor* t : {&ref, &q, &kk, &v}) t->poison();
-  cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), nullptr, ref.t.data(), m, n, k, 2), backend().stream());
-  cuda::GemmArgs a = plain_gemm(dx.t.data(), dw.t.data(), nullptr, nullptr, m, n, k, 11);
-  a.num_outs = 3;
-  void* outs[] = {q.t.data(), kk.t.data(), v.t.data()};
-  const int64_t ends[] = {nq, nq + nk, n};
-  for (int s = 0; s < 3; ++s) a.outs[s] = outs[s], a.out_end[s] = ends[s];
-  cuda::launch_gemm(a, backend().stream());
-  auto want = download_bf16(ref), gq = download_bf16(q), gk = download_bf16(kk), gv = download_bf16(v);
-  for (int64_t i = 0; i < m; ++i) {
-    ASSERT_TRUE(same_bits(want.data() + i * n, gq.data() + i * nq, size_t(nq))) << "q row " << i;
-    ASSERT_TRUE(same_bits(want.data() + i * n + nq, gk.data() + i * nk, size_t(nk))) << "k row " << i;
-    ASSERT_TRUE(same_bits(want.data() + i * n + nq + nk, gv.data() + i * nv, size_t(nv))) << "v row " << i;
+  // Fused outputs: three column ranges of one product, written by the warpgroup kernel's epilogue —
+  // widths that are multiples of the tile (the compact epilogue) and widths that are not (tiles
+  // spanning two outputs: the general one); one CTA a tile and persistent CTAs with several tiles
+  // each.
+  struct Fused {
+    int64_t m, nq, nk, nv;
+  };
+  for (const Fused& f : {Fused{640, 4096, 1024, 1024}, Fused{1280, 1000, 520, 1576}}) {
+    const int64_t m = f.m, nq = f.nq, nk = f.nk, nv = f.nv, n = nq + nk + nv, k = 4096;
+    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
+    DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
+    DevTensor ref(DType::bf16, {m, n}), q(DType::bf16, {m, nq}), kk(DType::bf16, {m, nk}), v(DType::bf16, {m, nv});
+    ref.poison();
+    cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), nullptr, ref.t.data(), m, n, k, 2), backend().stream());
+    const auto want = download_bf16(ref);
+    for (int config : {11, 12}) {
+      SCOPED_TRACE(::testing::Message() << "fused outputs " << nq << "/" << nk << "/" << nv << ", M=" << m
+                                        << ", configuration " << config);
+      for (DevTensor* t : {&q, &kk, &v}) t->poison();
+      cuda::GemmArgs a = plain_gemm(dx.t.data(), dw.t.data(), nullptr, nullptr, m, n, k, config);
+      a.num_outs = 3;
+      void* outs[] = {q.t.data(), kk.t.data(), v.t.data()};
+      const int64_t ends[] = {nq, nq + nk, n};
+      for (int s = 0; s < 3; ++s) a.outs[s] = outs[s], a.out_end[s] = ends[s];
+      cuda::launch_gemm(a, backend().stream());
+      auto gq = download_bf16(q), gk = download_bf16(kk), gv = download_bf16(v);
+      for (int64_t i = 0; i < m; ++i) {
+        ASSERT_TRUE(same_bits(want.data() + i * n, gq.data() + i * nq, size_t(nq))) << "q row " << i;
+        ASSERT_TRUE(same_bits(want.data() + i * n + nq, gk.data() + i * nk, size_t(nk))) << "k row " << i;
+        ASSERT_TRUE(same_bits(want.data() + i * n + nq + nk, gv.data() + i * nv, size_t(nv))) << "v row " << i;
+      }
+    }
   }
 }
 
@@ -505,7 +521,8 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
   struct S {
     int64_t m, inter, k;
   };
-  const S shapes[] = {{77, 192, 1048}, {300, 1536, 4096}, {1000, 512, 200}, {129, 64, 12296}};
+  // (1000 × 1536 × 1048: 3 split ranges, several tiles a persistent CTA.)
+  const S shapes[] = {{77, 192, 1048}, {300, 1536, 4096}, {1000, 512, 200}, {129, 64, 12296}, {1000, 1536, 1048}};
   for (const S& sh : shapes) {
     const int64_t n = 2 * sh.inter;
     SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " inter=" << sh.inter << " K=" << sh.k);
@@ -516,7 +533,7 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
       DevTensor gate_up(DType::bf16, {sh.m, n}), want(DType::bf16, {sh.m, sh.inter});
       DevTensor got(DType::bf16, {sh.m, sh.inter});
       for (DevTensor* t : {&gate_up, &want, &got}) t->poison();
-      cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), b, gate_up.t.data(), sh.m, n, sh.k, 12),
+      cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), b, gate_up.t.data(), sh.m, n, sh.k, 2),
                         backend().stream());
       cuda::launch_swiglu(gate_up.t.data(), want.t.data(), sh.m, sh.inter, backend().stream());
       cuda::GemmArgs ga = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), b, sh.m, n, sh.k);
@@ -724,14 +741,32 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
   if (config_list.empty()) config_list = {2, 3, 4, 11, 12, 13, 14, 16, 17};
   // Decode: the 8B model's o, gate (a half of gate_up), down and lm_head shapes; prefill
   // (RILL_GEMM_CONFIGS): its four projections (q/k/v fused, o, gate_up fused, down) and 12288 × 4096.
-  const std::vector<std::pair<int64_t, int64_t>> nk =
+  // RILL_GEMM_SHAPES="N:K,N:K,...": those (N, K) instead (with RILL_GEMM_CONFIGS; e.g. one N at several K
+  // separates a tile's fixed cost from its per-k cost).
+  std::vector<std::pair<int64_t, int64_t>> nk =
       configs ? std::vector<std::pair<int64_t, int64_t>>{{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288},
                                                          {12288, 4096}}
               : std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}, {12288, 4096}, {4096, 12288}, {151936, 4096}};
+  if (const char* shapes = std::getenv("RILL_GEMM_SHAPES"); configs && shapes && *shapes) {
+    nk.clear();
+    for (const char* p = shapes; *p;) {
+      char* end = nullptr;
+      const long long n = std::strtoll(p, &end, 10);
+      if (end == p || *end != ':') break;
+      const long long k = std::strtoll(end + 1, &end, 10);
+      if (n > 0 && k > 0) nk.emplace_back(n, k);
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   for (auto [n, k] : nk) {
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
-    if (configs) {  // prefill tile configurations side by side
+    if (configs) {  // prefill tile configurations side by side (RILL_GEMM_M: one M instead of 512 and 4096)
+      const char* only_m = std::getenv("RILL_GEMM_M");
       for (int64_t m : {512, 4096}) {
+        if (only_m && *only_m) {
+          if (m == 4096) break;
+          m = std::max<int64_t>(1, std::atoll(only_m));
+        }
         DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
         for (int config : config_list) {
           if (config >= 11 && !cuda::gemm_wgmma_supported()) continue;
