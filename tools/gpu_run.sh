@@ -135,10 +135,18 @@ if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=O
 fi
 log "build ok"
 
+# The GEMM timing test (CudaInvariance.DISABLED_GemmTiming) under one setting: gemm_timing LABEL CONFIGS [NAME=V ...]
+# (RILL_GEMM_SHAPES="N:K,..." passes through); its lines to summary.txt prefixed with LABEL.
+gemm_timing() {
+  local label="$1" configs="$2"; shift 2
+  env "$@" RILL_GEMM_CONFIGS="$configs" timeout 150 build-gpu/tests/rill_cuda_tests \
+    --gtest_filter='CudaInvariance.DISABLED_GemmTiming' --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" |
+    sed "s/^/  [$label] /" | tee -a "$out/summary.txt"
+}
 if [[ "$mode" == gemm-profile ]]; then  # the warpgroup GEMM against cuBLASLt (no model, no ctest)
   # Configurations side by side per (N, K) at M = 512 / 4096 — one N at several K separates a tile's fixed cost
-  # from its per-k cost — then Nsight Compute sections (with the source-level stall samples) of configuration
-  # 12 at 4096³ and of the cuBLASLt kernel the autotuned path runs at 4096³.
+  # from its per-k cost — then Nsight Compute sections of configuration 12 at 4096³ and of the cuBLASLt kernel
+  # the autotuned path runs at 4096³.
   # RILL_PROFILE_TESTS: a gtest filter run first (short leash); RILL_PROFILE_ENVS="RILL_AB=default NAME=V ...": the
   # configurations timed under each setting (a setting's variables joined by commas); RILL_PROFILE_PREFILL="ARGS":
   # at the end, the model and `rill bench ARGS` alternating over those settings twice.
@@ -147,16 +155,14 @@ if [[ "$mode" == gemm-profile ]]; then  # the warpgroup GEMM against cuBLASLt (n
       > /tmp/profile_tests.log 2>&1
     tests_rc=$?
     log "tests rc=$tests_rc $(grep -cE '^\[       OK' /tmp/profile_tests.log) ok"
-    grep -E "^\[  (PASSED|FAILED) |Failure|differing|Expected|Which is|seed|multicast|deferred" /tmp/profile_tests.log |
+    grep -E "^\[  (PASSED|FAILED) |Failure|differing|Expected|Which is|seed" /tmp/profile_tests.log |
       head -30 | tee -a "$out/summary.txt"
     [[ $tests_rc -ne 0 ]] && { log "tests failed: nothing timed"; exit 1; }
   fi
+  export RILL_GEMM_SHAPES="${RILL_GEMM_SHAPES:-4096:1024,4096:2048,4096:4096,4096:8192,24576:4096,6144:4096}"
   for setting in ${RILL_PROFILE_ENVS:-RILL_AB=default}; do
     read -ra envs <<< "${setting//,/ }"
-    env "${envs[@]}" RILL_GEMM_CONFIGS="${RILL_PROFILE_CONFIGS:-12,14}" \
-      RILL_GEMM_SHAPES="${RILL_GEMM_SHAPES:-4096:1024,4096:2048,4096:4096,4096:8192,24576:4096,6144:4096}" \
-      timeout 150 build-gpu/tests/rill_cuda_tests --gtest_filter='CudaInvariance.DISABLED_GemmTiming' \
-      --gtest_also_run_disabled_tests 2>&1 | grep -E "^GEMM" | sed "s/^/  [$setting] /" | tee -a "$out/summary.txt"
+    gemm_timing "$setting" "${RILL_PROFILE_CONFIGS:-12,14}" "${envs[@]}"
   done
   if [[ "${RILL_PROFILE_NCU:-1}" != 0 ]] && command -v ncu > /dev/null; then  # (RILL_PROFILE_NCU=0: none)
     sections="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
@@ -516,9 +522,7 @@ if [[ "$mode" == ab ]]; then  # settings measured side by side: RILL_AB_ENVS × 
       for setting in $RILL_AB_ENVS; do
         [[ "$setting" == --* ]] && continue
         read -ra envs <<< "${setting//,/ }"
-        env "${envs[@]}" RILL_GEMM_CONFIGS="$RILL_AB_GEMM" timeout 120 build-gpu/tests/rill_cuda_tests \
-          --gtest_filter='CudaInvariance.DISABLED_GemmTiming' --gtest_also_run_disabled_tests 2>&1 |
-          grep -E "^GEMM" | sed "s/^/  [$setting] #$rep: /" | tee -a "$out/summary.txt"
+        gemm_timing "$setting #$rep" "$RILL_AB_GEMM" "${envs[@]}"
       done
     done
   fi

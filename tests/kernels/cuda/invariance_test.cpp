@@ -752,21 +752,26 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     for (const char* p = shapes; *p;) {
       char* end = nullptr;
       const long long n = std::strtoll(p, &end, 10);
-      if (end == p || *end != ':') break;
-      const long long k = std::strtoll(end + 1, &end, 10);
-      if (n > 0 && k > 0) nk.emplace_back(n, k);
+      long long k = 0;
+      if (end != p && *end == ':') k = std::strtoll(end + 1, &end, 10);
+      ASSERT_TRUE(n > 0 && k > 0 && (*end == ',' || *end == '\0'))
+          << "RILL_GEMM_SHAPES: expected N:K pairs joined by commas, got '" << shapes << "'";
+      nk.emplace_back(n, k);
       p = *end == ',' ? end + 1 : end;
     }
   }
+  // RILL_GEMM_M: one M (with RILL_GEMM_CONFIGS) instead of 512 and 4096.
+  std::vector<int64_t> ms = {512, 4096};
+  if (const char* only_m = std::getenv("RILL_GEMM_M"); configs && only_m && *only_m) {
+    char* end = nullptr;
+    const long long m = std::strtoll(only_m, &end, 10);
+    ASSERT_TRUE(m > 0 && *end == '\0') << "RILL_GEMM_M: expected a positive row count, got '" << only_m << "'";
+    ms = {m};
+  }
   for (auto [n, k] : nk) {
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
-    if (configs) {  // prefill tile configurations side by side (RILL_GEMM_M: one M instead of 512 and 4096)
-      const char* only_m = std::getenv("RILL_GEMM_M");
-      for (int64_t m : {512, 4096}) {
-        if (only_m && *only_m) {
-          if (m == 4096) break;
-          m = std::max<int64_t>(1, std::atoll(only_m));
-        }
+    if (configs) {  // prefill tile configurations side by side
+      for (int64_t m : ms) {
         DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
         for (int config : config_list) {
           if (config >= 11 && !cuda::gemm_wgmma_supported()) continue;
