@@ -251,6 +251,10 @@ int parse_gemm_wide_tile(const char* value);
 /// warpgroup GEMM runs it, prefill-sized M); "0" → 0 (the GEMM, then the SwiGLU kernel: a
 /// measurement knob, the bits do not change); anything else → an error naming the variable.
 int parse_gemm_swiglu(const char* value);
+/// RILL_GEMM_MULTICAST: null → -1 (the persistent warpgroup GEMM in clusters of two CTAs sharing each
+/// weight tile by multicast from 1,024 rows, where that measured faster); "0" → 0 (never); "1" → 1
+/// (always: a measurement knob); the bits do not change; anything else → an error naming the variable.
+int parse_gemm_multicast(const char* value);
 /// RILL_ATTENTION_WGMMA: the same for the warpgroup attention kernel (the invariant fold schedule
 /// at head_dim 128, prefill; attention_wgmma.cu).
 int parse_attention_wgmma(const char* value);

@@ -45,6 +45,7 @@ int g_split_ctas_per_sm = 2;              // set_gemm_split_ctas_per_sm
 int g_l2_prefetch_tiles = 0;              // set_gemm_l2_prefetch_tiles
 bool g_wgmma = false;                     // set_gemm_wgmma
 bool g_wide_tile = false;                 // set_gemm_wide_tile
+int g_multicast = -1;                     // set_gemm_multicast (-1: the rule, gemm_multicast_for)
 bool g_defer_split = true;                // set_decode_defer_split
 int g_qkv_rope = -1;                      // set_qkv_rope
 std::atomic<uint64_t> g_qkv_rope_launches{0};  // (several devices may launch at once)
@@ -440,6 +441,17 @@ bool persistent_tiles_fill(int64_t m, int64_t n, int num_sms) {
 }
 }  // namespace
 
+void set_gemm_multicast(int mode) { g_multicast = mode; }
+int gemm_multicast() { return g_multicast; }
+
+// The persistent warpgroup kernels in multicast pairs (variants 8, 9) from 1,024 rows: there the 128 ×
+// 128 tiles' operand reads make L2 the busiest unit, and sharing each w tile between two row tiles
+// pays (H100, RILL_GEMM_MULTICAST=1 against 0 at 4,096 rows: 4096³ 235 against 245 µs, gate/up +
+// SwiGLU 1,323 against 1,553 µs, prefill of 4,096 tokens +10%); at 512 rows the pairs lose (4096 ×
+// 4096 42 against 40 µs, gate/up 185 against 178: the L2 is not the limit there and the pair walks
+// at its slower CTA's pace). bench/RESULTS.md run AU. Same bits either way.
+bool gemm_multicast_for(int64_t m) { return g_multicast == 1 || (g_multicast < 0 && m >= 1024); }
+
 bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
   return g_wgmma && inter > 0 && inter % 64 == 0 && k % 8 == 0 &&
          persistent_tiles_fill(m, 2 * inter, std::max(num_sms, 1));
@@ -522,7 +534,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
         !aligned(a.x, 16) || !aligned(a.w, 16) || !aligned(a.y, 4))
       throw_error("[matmul] the SwiGLU GEMM needs the warpgroup GEMM (sm_90a), N = 2 x inter with inter % 64 == 0, "
                   "K % 8 == 0, 16-byte aligned x and w and one 4-byte aligned output (see gemm_swiglu_fits)");
-    gemm_detail::launch_gemm_wgmma(k, 7, a.num_sms, a.workspace_bytes, stream);
+    gemm_detail::launch_gemm_wgmma(k, gemm_multicast_for(a.m) ? 9 : 7, a.num_sms, a.workspace_bytes, stream);
     return;
   }
   if (a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16)) {
@@ -569,8 +581,9 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
       if (k.defer_fold && split) set_partials(*a.defer, k);  // the partials wait for the op reading the product
       return;
     }
-    case 11: case 12: case 13: case 14: case 16: case 17:
-      gemm_detail::launch_gemm_wgmma(k, config - 11, a.num_sms, a.workspace_bytes, stream);
+    case 11: case 12: case 13: case 14: case 16: case 17:  // (12 from 1,024 rows: in multicast pairs)
+      gemm_detail::launch_gemm_wgmma(k, config == 12 && gemm_multicast_for(a.m) ? 8 : config - 11, a.num_sms,
+                                     a.workspace_bytes, stream);
       return;
     case 15: {  // split ranges over CTAs, then the reduction kernel folds them in order
       // One range, or partials that do not fit the workspace: one CTA a tile walks every range.

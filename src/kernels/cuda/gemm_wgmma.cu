@@ -61,13 +61,19 @@ static_assert(kBM == kBN, "one tile size for x and w stages");
 // wgmma pipeline never drains at a range end (consume_ranges waits for every wgmma there: q/k/v at
 // K = 4096 has 8 ranges a tile). Same additions in the same order: each range from 0, its partial
 // into total in range order. 192 accumulator registers a thread (the producer hands registers over).
-template <class Mma>
+// kMc: a stage is also released on the peer CTA's barrier (multicast pairs: both CTAs' stages hold
+// each one's copies).
+template <bool kMc = false, class Mma>
 __device__ __forceinline__ void consume_ranges_overlapped(float (&acc0)[16][4], float (&acc1)[16][4],
                                                           float (&total)[16][4], int t, int kt_end, int tiles_per_split,
                                                           int64_t k, uint64_t* full, uint64_t* empty, int stages,
                                                           int& s, unsigned& phase, int& prev, uint32_t x_base,
                                                           uint32_t x_stage_bytes, uint32_t w_base,
-                                                          uint32_t w_stage_bytes, int lane, Mma mma) {
+                                                          uint32_t w_stage_bytes, int lane, unsigned peer, Mma mma) {
+  auto release = [&](int stage) {
+    mbar_arrive(&empty[stage]);
+    if constexpr (kMc) mbar_arrive_cluster(&empty[stage], peer);
+  };
   bool held = false;  // stage prev is still read by a pending wgmma group
   // k tile t into d: issued and committed; then every group but this one is complete, so the stage
   // of the tile before it is released. A range's first tile starts d with a scale-d 0 step (d =
@@ -90,7 +96,7 @@ __device__ __forceinline__ void consume_ranges_overlapped(float (&acc0)[16][4], 
     }
     wgmma::commit();
     wgmma::wait<1>();
-    if (held && lane == 0) mbar_arrive(&empty[prev]);
+    if (held && lane == 0) release(prev);
     held = true;
     prev = s;
     if (++s == stages) s = 0, phase ^= 1u;
@@ -124,7 +130,7 @@ __device__ __forceinline__ void consume_ranges_overlapped(float (&acc0)[16][4], 
       break;
     }
   }
-  if (lane == 0) mbar_arrive(&empty[prev]);
+  if (lane == 0) release(prev);
 }
 #endif
 
@@ -149,13 +155,23 @@ __device__ __forceinline__ void consume_ranges_overlapped(float (&acc0)[16][4], 
 // of writes and reads).
 // The fold kernels with 128 columns (all but kSplit and kN = 192) take consume_ranges_overlapped:
 // +1-3% on the 8B shapes at M = 4096 (bench/RESULTS.md run K).
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false>
+// kMc (variants 8, 9: the persistent fold kernels 1 and 7 in clusters of two CTAs, "multicast
+// pairs"): the two CTAs of a cluster take the two row tiles of a pair (rows 256·p + [0, 128) and
+// + [128, 256)) at the same column tile, in step. Each loads its own x tile and one 64-row half of
+// the shared w tile (for SwiGLU the gate box or the up box), which the copy engine writes into both
+// CTAs' stages (multicast). L2 then serves 24 KB a CTA and k tile instead of 32: at 128 × 128 tiles
+// the L2 is the GEMM's busiest unit (73% of its throughput at 4096³ on the H100, run AT), and its
+// queueing is the latency the stages must cover. A stage is refilled once the consumers of both
+// CTAs released it (16 arrivals: each consumer warp arrives on its own CTA's barrier and on the
+// peer's). Same multiplications and additions in the same order: the same bits.
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kMc = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                       GemmKernelArgs a) {
 #if defined(RILL_WGMMA_DEVICE)
   static_assert(kN == kBN || (kN == 192 && kPersistent && !kSplit), "the 192-column tile: persistent, fold");
   static_assert(!kGlu || (kN == kBN && kPersistent && !kSplit), "SwiGLU: 128-column tiles, persistent, fold");
+  static_assert(!kMc || (kN == kBN && kPersistent && !kSplit), "multicast pairs: the persistent fold kernels");
   constexpr bool kOverlap = kN == kBN && !kSplit;  // two accumulator sets (192 registers a thread)
   constexpr bool kMoreRegs = kN != kBN || kOverlap;  // consumers take registers from the producer
   constexpr int kWBytes = kN * kBK * 2;  // one w stage (an x stage is kTileBytes)
@@ -166,20 +182,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sx = base;
   unsigned char* sw = base + kStages * kTileBytes;
 
-  const int64_t tiles_m = (a.m + kBM - 1) / kBM, tiles_n = (a.n + kN - 1) / kN, num_tiles = tiles_m * tiles_n;
+  // (kMc: the walk is over pairs of row tiles — "tiles" below — and this CTA takes row tile
+  // 2·pair + rank; in a last pair past M, rank 1's rows are zero-filled and never stored.)
+  const unsigned rank = kMc ? cluster_rank() : 0u;
+  constexpr int kRowsPer = kMc ? 2 : 1;
+  const int64_t tiles_m = (a.m + kBM * kRowsPer - 1) / (kBM * kRowsPer), tiles_n = (a.n + kN - 1) / kN,
+                num_tiles = tiles_m * tiles_n;
   const int ktiles = int((a.k + kBK - 1) / kBK);
-  // Output tile → origin: groups of kGroupM row tiles walk the column tiles together (x and w
-  // reused in L2).
+  // Output tile → origin: groups of kGroupM row tiles (kMc: kGroupM / 2 pairs) walk the column
+  // tiles together (x and w reused in L2).
   auto origin = [&](int64_t tile, int64_t& m0, int64_t& n0) {
-    const int64_t per_group = int64_t(kGroupM) * tiles_n;
-    const int64_t first_m = tile / per_group * kGroupM, in_group = tile % per_group;
-    const int64_t group_rows = std::min<int64_t>(kGroupM, tiles_m - first_m);
-    m0 = (first_m + in_group % group_rows) * kBM;
+    constexpr int64_t kGroup = kGroupM / kRowsPer;
+    const int64_t per_group = kGroup * tiles_n;
+    const int64_t first_m = tile / per_group * kGroup, in_group = tile % per_group;
+    const int64_t group_rows = std::min<int64_t>(kGroup, tiles_m - first_m);
+    m0 = ((first_m + in_group % group_rows) * kRowsPer + rank) * kBM;
     n0 = in_group / group_rows * kN;
   };
-  const int64_t tile_step = kPersistent ? gridDim.x : num_tiles;
+  const int64_t tile_step = kPersistent ? gridDim.x / kRowsPer : num_tiles;
   // This CTA's first output tile and its k tiles [kt_begin, kt_end) (every range but in kSplit).
-  const int64_t first_tile = kSplit ? blockIdx.x % num_tiles : blockIdx.x;
+  const int64_t first_tile = kSplit ? blockIdx.x % num_tiles : blockIdx.x / kRowsPer;
   const int range = kSplit ? int(blockIdx.x / num_tiles) : 0;
   const int kt_begin = kSplit ? range * a.tiles_per_split : 0;
   const int kt_end = kSplit ? std::min(ktiles, kt_begin + a.tiles_per_split) : ktiles;
@@ -193,7 +215,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto load_w = [&](unsigned char* dst, int k0, int64_t n0, uint64_t* bar) {
     const int col = a.w_panels ? 0 : k0;
     auto row = [&](int64_t r) { return int(a.w_panels ? (k0 / kBK) * a.n + r : r); };
-    if constexpr (kGlu) {
+    if constexpr (kMc) {  // this CTA's half (64 rows) into both CTAs' stages
+      const int64_t r0 = kGlu ? (rank == 0 ? n0 / 2 : a.n / 2 + n0 / 2) : n0 + 64 * int64_t(rank);
+      tma_load_2d_multicast(dst + rank * (kWBytes / 2), &tw, col, row(r0), bar, uint16_t(0x3));
+    } else if constexpr (kGlu) {
       tma_load_2d(dst, &tw, col, row(n0 / 2), bar);
       tma_load_2d(dst + kWBytes / 2, &tw, col, row(a.n / 2 + n0 / 2), bar);
     } else {
@@ -204,9 +229,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     tma_prefetch_map(&tx);  // (before the wait: mbarrier.cuh)
     tma_prefetch_map(&tw);
-    init_stage_barriers(full, empty, kStages, kConsumers * 4);  // a release per consumer warp
+    init_stage_barriers(full, empty, kStages, kConsumers * 4 * kRowsPer);  // a release per consumer warp (kMc: of both CTAs)
   }
-  __syncthreads();
+  if constexpr (kMc) cluster_sync_all();  // both CTAs' barriers exist before any copy or arrival reaches them
+  else __syncthreads();
 
   // Stages are used in turn across the CTA's output tiles: stage s in its round of parity
   // `phase` (the producer's first round waits for nothing: a fresh barrier's phase of parity 1
@@ -235,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           phase = pro == kStages ? 1u : 0u;
         }
         for (; t < kt_end; ++t) {
-          mbar_wait(&empty[s], phase ^ 1u);
+          mbar_wait(&empty[s], phase ^ 1u);  // (kMc: released by both CTAs' consumers)
           mbar_arrive_expect_tx(&full[s], kTileBytes + kWBytes);
           load_w(sw + s * kWBytes, t * kBK, n0, &full[s]);
           tma_load_2d(sx + s * kTileBytes, &tx, t * kBK, int(m0), &full[s]);
@@ -244,6 +270,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     } else {
       pdl_trigger();
+    }
+    if constexpr (kMc) {  // no CTA leaves while its peer may still copy into it or arrive on its barriers
+      __syncwarp();
+      cluster_sync_all();
     }
     return;
   }
@@ -267,9 +297,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < kN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
     if constexpr (kOverlap) {
-      consume_ranges_overlapped(acc, acc1, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s,
-                                phase, prev, x_base, kTileBytes, w_base, kWBytes, lane,
-                                [](float (&d)[16][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); });
+      consume_ranges_overlapped<kMc>(acc, acc1, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages,
+                                     s, phase, prev, x_base, kTileBytes, w_base, kWBytes, lane, rank ^ 1u,
+                                     [](float (&d)[16][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); });
     } else {
       consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev,
                      x_base, kTileBytes, w_base, kWBytes, lane, [](float (&d)[kN / 8][4], uint64_t xd, uint64_t wd) {
@@ -367,6 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
   }
+  if constexpr (kMc) cluster_sync_all();  // (see the producer's)
 #else
   __trap();  // not built for sm_90a: the host never launches this (gemm_wgmma_available)
 #endif
@@ -429,20 +460,50 @@ bool gemm_wgmma_available() {
 
 namespace {
 
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false>
+// Clusters of two CTAs of `kernel` (one an SM) resident at once, at most num_sms / 2.
+template <class Kernel>
+int resident_pairs(Kernel kernel, size_t smem, int num_sms) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(2 * unsigned(std::max(num_sms / 2, 1)));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 2;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  RILL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+  return std::max(std::min(clusters, num_sms / 2), 1);
+}
+
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kMc = false>
 void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
-  constexpr auto kernel = gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN, kGlu>;
+  constexpr auto kernel = gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN, kGlu, kMc>;
   static const bool attr_set = [] {
     RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          int(smem_bytes(kStages, kN))));
     return true;
   }();
   (void)attr_set;
-  // (kGlu: a stage's w tile is two 64-row boxes, gate's and up's.)
-  const int w_box = kGlu ? kN / 2 : kN;
+  // (kGlu: a stage's w tile is two 64-row boxes, gate's and up's; kMc: each CTA copies one 64-row half.)
+  const int w_box = kGlu || kMc ? kN / 2 : kN;
   const CUtensorMap tx = tile_map(a.x, a.m, a.k, kBM);
   const CUtensorMap tw = a.w_panels ? panel_map(a.w, a.n, a.k, w_box) : tile_map(a.w, a.n, a.k, w_box);
   const int64_t tiles = ((a.m + kBM - 1) / kBM) * ((a.n + kN - 1) / kN);
+  if constexpr (kMc) {  // clusters of two CTAs, one a row-tile pair: a persistent walk over the pairs
+    // As many clusters as are resident at once (a GPC with an odd count of free SMs leaves one out):
+    // a cluster that waited for a second wave would hold its pairs' tiles back to the end.
+    static const int resident = resident_pairs(kernel, smem_bytes(kStages, kN), num_sms);
+    const int64_t pairs = ((a.m + 2 * kBM - 1) / (2 * kBM)) * ((a.n + kN - 1) / kN);
+    const int64_t clusters = std::min<int64_t>({pairs, std::max(num_sms / 2, 1), resident});
+    launch_pdl_cluster(kernel, dim3(unsigned(2 * clusters)), dim3(kThreads), smem_bytes(kStages, kN), stream,
+                       dim3(2, 1, 1), tx, tw, a);
+    RILL_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int64_t ctas = kSplit ? tiles * a.splits : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
   launch_pdl(kernel, dim3(unsigned(ctas)), dim3(kThreads), smem_bytes(kStages, kN), stream, tx, tw, a);
   RILL_CUDA_CHECK_LAUNCH();
@@ -477,7 +538,14 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
                     "aligned output");
       launch_variant<5, true, false, kBN, true>(a, num_sms, stream);
       return;
-    default: throw_error("[matmul] warpgroup GEMM variant must be 0..7");
+    case 8: launch_variant<5, true, false, kBN, false, true>(a, num_sms, stream); return;  // 1 in multicast pairs
+    case 9:  // 7 in multicast pairs
+      if (a.n % kBN != 0 || a.ny != 1 || !a.pairs)
+        throw_error("[matmul] the SwiGLU GEMM needs 2 x inter rows of w with inter % 64 == 0 and one 4-byte "
+                    "aligned output");
+      launch_variant<5, true, false, kBN, true, true>(a, num_sms, stream);
+      return;
+    default: throw_error("[matmul] warpgroup GEMM variant must be 0..9");
   }
 }
 

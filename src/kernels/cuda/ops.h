@@ -344,6 +344,11 @@ void set_gemm_wgmma(bool on);
 /// Whether M > 16 GEMMs whose N is a multiple of 192 take the warpgroup kernel's 128 × 192 tiles
 /// (configuration 16; off by default, RILL_GEMM_WIDE_TILE=1). Same bits either way.
 void set_gemm_wide_tile(bool on);
+/// Whether the persistent warpgroup GEMM (configuration 12 and the SwiGLU GEMM) runs in clusters of
+/// two CTAs sharing each weight tile by multicast copies: -1 by the rule (from 1,024 rows, gemm.cu),
+/// 0 never, 1 always (RILL_GEMM_MULTICAST). Same bits either way.
+void set_gemm_multicast(int mode);
+int gemm_multicast();
 /// Whether configuration 15 (split ranges across CTAs: the invariant GEMM of 65-256 decode rows
 /// whose 128 × 128 tiles fill less than half the SMs) also leaves its partials to the reader
 /// (GemmArgs::defer) instead of running the reduction kernel (RILL_DECODE_DEFER_SPLIT; on by default:

@@ -405,6 +405,15 @@ TEST(CudaInvariance, PanelWeightsEqualRowMajor) {
 // M not a multiple of 128 (rows past M arrive as zeros), N not a multiple of 8, K tails of 8 and
 // 24 (a half 16-wide step; steps wholly past K skipped), K past one split range, 1-8 ranges,
 // with and without bias, and fused outputs. On GPUs or builds without it the test is skipped.
+// Sets the persistent warpgroup GEMM's multicast mode (cuda::set_gemm_multicast) for a scope.
+struct MulticastMode {
+  int saved = cuda::gemm_multicast();
+  explicit MulticastMode(int mode) { cuda::set_gemm_multicast(mode); }
+  ~MulticastMode() { cuda::set_gemm_multicast(saved); }
+  MulticastMode(const MulticastMode&) = delete;
+  MulticastMode& operator=(const MulticastMode&) = delete;
+};
+
 TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU/build";
@@ -440,7 +449,11 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
         return download_bf16(dy);
       };
       const std::vector<float> want = run(2);
-      for (int config : {11, 12, 13, 14, 15, 16, 17}) {  // 5 / 6 stages, one CTA a tile / persistent; split; 128 × 192
+      // 5 / 6 stages, one CTA a tile / persistent (12 alone and, as -12, in multicast pairs: row tiles
+      // 1, 3, 8 of them make whole pairs and a last pair past M); split; 128 × 192.
+      for (int config : {11, 12, -12, 13, 14, 15, 16, 17}) {
+        const MulticastMode mode(config == -12 ? 1 : 0);
+        config = std::abs(config);
         if (config == 15) {  // the ranges over CTAs: the partials must fit the engine's workspace
           const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
           if (size_t(split.splits) * size_t(sh.m * sh.n) * sizeof(float) > ws.workspace_bytes) continue;
@@ -449,7 +462,8 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
         for (float v : got) ASSERT_FALSE(std::isnan(v)) << "unwritten output, configuration " << config;
         size_t differ = 0;
         for (size_t i = 0; i < want.size(); ++i) differ += std::memcmp(&want[i], &got[i], sizeof(float)) != 0;
-        EXPECT_EQ(differ, 0u) << "configuration " << config << ": outputs differing from configuration 2 of "
+        EXPECT_EQ(differ, 0u) << "configuration " << config << (cuda::gemm_multicast() == 1 ? " in multicast pairs" : "")
+                              << ": outputs differing from configuration 2 of "
                               << want.size() << ", bias " << bias << "; relative error "
                               << rel_error(got, std::vector<double>(want.begin(), want.end()));
       }
@@ -470,9 +484,11 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
     ref.poison();
     cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), nullptr, ref.t.data(), m, n, k, 2), backend().stream());
     const auto want = download_bf16(ref);
-    for (int config : {11, 12}) {
+    for (int config : {11, 12, -12}) {  // (-12: 12 in multicast pairs)
+      const MulticastMode mode(config == -12 ? 1 : 0);
+      config = std::abs(config);
       SCOPED_TRACE(::testing::Message() << "fused outputs " << nq << "/" << nk << "/" << nv << ", M=" << m
-                                        << ", configuration " << config);
+                                        << ", configuration " << config << ", multicast " << cuda::gemm_multicast());
       for (DevTensor* t : {&q, &kk, &v}) t->poison();
       cuda::GemmArgs a = plain_gemm(dx.t.data(), dw.t.data(), nullptr, nullptr, m, n, k, config);
       a.num_outs = 3;
@@ -528,7 +544,10 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " inter=" << sh.inter << " K=" << sh.k);
     const GluInputs in = glu_inputs(rng, sh.m, sh.inter, sh.k);
     const DevTensor &dw = in.w, &db = in.bias, &dx = in.x;
-    for (bool bias : {false, true}) {
+    for (int pass = 0; pass < 4; ++pass) {  // bias off / on, each alone and in multicast pairs
+      const bool bias = pass % 2 == 1;
+      const MulticastMode mode(pass / 2);
+      SCOPED_TRACE(::testing::Message() << "bias " << bias << ", multicast " << cuda::gemm_multicast());
       const void* b = bias ? db.t.data() : nullptr;
       DevTensor gate_up(DType::bf16, {sh.m, n}), want(DType::bf16, {sh.m, sh.inter});
       DevTensor got(DType::bf16, {sh.m, sh.inter});

@@ -102,6 +102,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_swiglu("1"), 1);
   expect_rejects(cuda::parse_gemm_swiglu, {"", "2", "off", "1x"}, "RILL_GEMM_SWIGLU");
+  EXPECT_EQ(cuda::parse_gemm_multicast(nullptr), -1);
+  EXPECT_EQ(cuda::parse_gemm_multicast("0"), 0);
+  EXPECT_EQ(cuda::parse_gemm_multicast("1"), 1);
+  expect_rejects(cuda::parse_gemm_multicast, {"", "2", "on", "1x"}, "RILL_GEMM_MULTICAST");
   EXPECT_EQ(cuda::parse_decode_prewait(nullptr), 5);
   EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
   EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
