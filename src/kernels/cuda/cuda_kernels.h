@@ -280,10 +280,6 @@ int parse_decode_prewait_after_attention(const char* value);
 /// warpgroup decode GEMM's weight copies (a measurement knob; the bits do not change); anything
 /// else → an error naming the variable.
 int parse_decode_l2_promotion(const char* value);
-/// RILL_DECODE_L2_KEEP: null → 0; 0..50 → per mille of each weight the warpgroup decode GEMM keeps
-/// in L2 across steps (a measurement knob; the bits do not change); anything else → an error naming
-/// the variable.
-int parse_decode_l2_keep(const char* value);
 /// RILL_NORM_CLUSTER: null → -1 (clusters of 8, 4 or 2 blocks a row while they fit one wave of the SMs,
 /// one block beyond); 0 (one block a row), 2, 4, 8 or 16 → the add + RMSNorm kernel's rows of 1,025-8,192
 /// on clusters of that many blocks at every batch (set_norm_cluster; the bits do not change); anything

@@ -82,18 +82,6 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   return policy;
 }
 
-/// An L2 policy over [base, base + total): the first `keep` bytes evict_last (lines that outlast a
-/// step's stream of evict_first ones), the rest evict_first.
-__device__ __forceinline__ uint64_t l2_keep_first_policy(const void* base, uint32_t keep, uint32_t total) {
-  uint64_t policy = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("createpolicy.range.global.L2::evict_last.L2::evict_first.b64 %0, [%1], %2, %3;"
-               : "=l"(policy)
-               : "l"(base), "r"(keep), "r"(total));
-#endif
-  return policy;
-}
-
 /// 16-byte load that bypasses L1 allocation, with an L2 policy (weights streamed once a step:
 /// l2_evict_first_policy()).
 __device__ __forceinline__ uint4 load_stream16(const void* p, uint64_t policy) {

@@ -118,10 +118,6 @@ int parse_decode_l2_promotion(const char* value) {
        "L2), got '{}'",
        value);
 }
-int parse_decode_l2_keep(const char* value) {
-  return parse_int_in_range("RILL_DECODE_L2_KEEP", value, 0, 0, 50,
-                            " (per mille of each weight the decode GEMM keeps in L2 across steps)");
-}
 int parse_decode_few_item_stages(const char* value) {
   if (!value) return 9;
   const auto stages = exact_int(value);
@@ -246,7 +242,6 @@ void CudaKernels::configure_from_environment() {
   // (the prefill GEMM's maps) at 512 keys, 206.6 / 206.7 against 205.9 / 205.7 at 8192 (bench/RESULTS.md
   // run Y); 128 bytes measured the same as none.
   set_decode_l2_promotion(parse_decode_l2_promotion(std::getenv("RILL_DECODE_L2_PROMOTION")));
-  set_decode_l2_keep(parse_decode_l2_keep(std::getenv("RILL_DECODE_L2_KEEP")));
   // 9 by default: batch-1 decode at 512 keys 230.81 / 230.83 tok/s against 227.23 / 226.77 with the 8-stage CTAs
   // (three an SM) and 229.43 / 229.57 with 12 stages (bench/RESULTS.md run Y5); batches 2-8 +3.2-5.3% and, with
   // configuration 19's launches sized alike, 16 / 32 +3.0 / +2.5% against 0 (run Z).

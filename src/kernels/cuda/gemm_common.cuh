@@ -38,7 +38,6 @@ struct GemmKernelArgs {
   bool exit_trigger;    // warpgroup decode: no trigger at all — the next kernel launches as this grid completes
   bool split_schedule;
   bool defer_fold;  // warpgroup decode, split schedule: write the partials only (GemmArgs::defer)
-  uint32_t l2_keep_bytes;  // warpgroup decode: w's first bytes copied with evict_last (kept in L2 across steps; 0: none)
 };
 
 // The address of product element (row, col) in the output holding column col.

@@ -51,7 +51,6 @@ int g_decode_prewait_after_attention = -1;  // set_decode_prewait_after_attentio
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
 int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
-int g_decode_l2_keep = 0;  // set_decode_l2_keep: per mille of each weight kept in L2 (none unless set)
 
 // The RoPE op in the epilogue (kRope, launch_gemm_wgmma_decode_rope): M ≤ kRopeRows rows, head_dim
 // 128 (two column tiles a head), 2, 4 or 8 split ranges, a cluster of kRopeCluster CTAs a head, each a
@@ -208,12 +207,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
-      // For the weight tiles: evict_first (read once a step), or with RILL_DECODE_L2_KEEP the weight's
-      // first l2_keep_bytes evict_last — kept in L2 from one step to the next — and the rest evict_first.
-      const uint64_t evict_first =
-          a.l2_keep_bytes ? l2_keep_first_policy(a.w, a.l2_keep_bytes,
-                                                 uint32_t(a.n * a.k * 2 < 0xffffff80ll ? a.n * a.k * 2 : 0xffffff80ll))
-                          : l2_evict_first_policy();
+      const uint64_t evict_first = l2_evict_first_policy();  // for the weight tiles
       int s = 0;
       unsigned phase = 0;
       bool waited = false;
@@ -494,9 +488,6 @@ GemmKernelArgs decode_kernel_args(const GemmKernelArgs& k) {
   a.prewait_stages = prewait < 0 ? 1 << 30 : prewait;
   a.prewait_fill = g_decode_prewait_fill;
   a.late_trigger = g_decode_late_trigger || k.exit_trigger;  // (exit: no consumer trigger either)
-  // RILL_DECODE_L2_KEEP: the weight's first bytes (per mille, whole 128-byte lines) evict_last.
-  const uint64_t w_bytes = std::min<uint64_t>(uint64_t(k.n) * uint64_t(k.k) * 2, 0xffffff80ull);
-  a.l2_keep_bytes = uint32_t(w_bytes * uint64_t(g_decode_l2_keep) / 1000 / 128 * 128);
   return a;
 }
 
@@ -624,6 +615,5 @@ void set_decode_late_trigger(bool late) { gemm_detail::g_decode_late_trigger = l
 void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas; }
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
 void set_decode_l2_promotion(int bytes) { gemm_detail::g_decode_l2_promotion = bytes; }
-void set_decode_l2_keep(int per_mille) { gemm_detail::g_decode_l2_keep = per_mille; }
 void set_decode_few_item_stages(int stages) { gemm_detail::g_decode_few_item_stages = stages; }
 }  // namespace rill::cuda

@@ -371,10 +371,6 @@ int decode_prewait_after_attention();
 /// The L2 promotion, in bytes (0, 64, 128, 256), of the warpgroup decode GEMM's weight tensor copies
 /// (RILL_DECODE_L2_PROMOTION). Same bits either way.
 void set_decode_l2_promotion(int bytes);
-/// Per mille of each weight (its first bytes) the warpgroup decode GEMM copies with evict_last, so
-/// that they stay in L2 from one step to the next (RILL_DECODE_L2_KEEP; 0 by default: a
-/// measurement knob). Same bits.
-void set_decode_l2_keep(int per_mille);
 /// The decode GEMM's launches with at most two work items an SM: 0 (the CTAs of the other launches,
 /// three an SM) or 9 / 12 stages a CTA of configuration 18, sized so that two fit an SM
 /// (RILL_DECODE_FEW_ITEM_STAGES; default 9); configuration 19's 16- and 32-row CTAs take 9 stages

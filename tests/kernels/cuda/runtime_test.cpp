@@ -102,9 +102,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_swiglu("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_swiglu("1"), 1);
   expect_rejects(cuda::parse_gemm_swiglu, {"", "2", "off", "1x"}, "RILL_GEMM_SWIGLU");
-  EXPECT_EQ(cuda::parse_decode_l2_keep(nullptr), 0);
-  EXPECT_EQ(cuda::parse_decode_l2_keep("2"), 2);
-  expect_rejects(cuda::parse_decode_l2_keep, {"", "51", "-1", "2x"}, "RILL_DECODE_L2_KEEP");
   EXPECT_EQ(cuda::parse_gemm_multicast(nullptr), -1);
   EXPECT_EQ(cuda::parse_gemm_multicast("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_multicast("1"), 1);
