@@ -1,7 +1,8 @@
 // kernels/cuda/mbarrier.cuh — shared-memory mbarriers (sm_90): init, arrivals (plain, with a
 // transaction count, or when a thread's cp.async copies land) and the parity wait; the proxy fence
-// that makes generic-proxy shared-memory writes (cp.async, st.shared) visible to wgmma; and the
-// tensor copies (TMA) that complete on an mbarrier with a transaction count.
+// that makes generic-proxy shared-memory writes (cp.async, st.shared) visible to wgmma; the tensor
+// copies (TMA) that complete on an mbarrier with a transaction count, also multicast into the CTAs
+// of a cluster; arrivals on a cluster peer's barrier and the cluster-wide barrier.
 // Device code only; a no-op below sm_90 (the tensor copies: sm_90a builds only).
 #pragma once
 
@@ -86,6 +87,16 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
       : "memory");
 }
+// The same copy with an L2 eviction policy (l2_evict_first_policy for the decode kernel's weight
+// tiles, read once a step).
+__device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
+                                                 uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+      "{%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
 // The copy multicast to the CTAs of the cluster in `cta_mask`: the box lands at dst's offset in each
 // of their shared memories and completes its bytes on the barrier at bar's offset in each.
 __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
@@ -113,16 +124,6 @@ __device__ __forceinline__ unsigned cluster_rank() {
 // cluster scope.
 __device__ __forceinline__ void cluster_sync_all() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// The same copy with an L2 eviction policy (l2_evict_first_policy for the decode kernel's weight
-// tiles, read once a step).
-__device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
-                                                 uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
-      "{%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar)), "l"(policy)
-      : "memory");
 }
 // A box of the 3-D tensor `map` at (c0, c1, c2).
 __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2,
