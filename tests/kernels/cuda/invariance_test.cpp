@@ -399,12 +399,6 @@ TEST(CudaInvariance, PanelWeightsEqualRowMajor) {
   EXPECT_EQ(engine.panel_bytes(), before);
 }
 
-// The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
-// warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs, or one split range a CTA folded by
-// the reduction kernel) gives the bits of the mma.sync kernel's fold schedule (configuration 2):
-// M not a multiple of 128 (rows past M arrive as zeros), N not a multiple of 8, K tails of 8 and
-// 24 (a half 16-wide step; steps wholly past K skipped), K past one split range, 1-8 ranges,
-// with and without bias, and fused outputs. On GPUs or builds without it the test is skipped.
 // Sets the persistent warpgroup GEMM's multicast mode (cuda::set_gemm_multicast) for a scope.
 struct MulticastMode {
   int saved = cuda::gemm_multicast();
@@ -414,6 +408,13 @@ struct MulticastMode {
   MulticastMode& operator=(const MulticastMode&) = delete;
 };
 
+// The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
+// warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs — alone or in multicast pairs — or
+// one split range a CTA folded by the reduction kernel) gives the bits of the mma.sync kernel's
+// fold schedule (configuration 2):
+// M not a multiple of 128 (rows past M arrive as zeros), N not a multiple of 8, K tails of 8 and
+// 24 (a half 16-wide step; steps wholly past K skipped), K past one split range, 1-8 ranges,
+// with and without bias, and fused outputs. On GPUs or builds without it the test is skipped.
 TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
   RILL_REQUIRE_GPU();
   if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU/build";
