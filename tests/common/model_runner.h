@@ -74,6 +74,11 @@ class Runner {
   // token_source the step's first ids come from that device tensor (StepBatch::token_source).
   std::vector<float> step(std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> rows,
                           const Tensor* token_source = nullptr) {
+    return to_host(queue(std::move(rows), token_source));
+  }
+  // Queues one step without waiting for it; returns its logits on the device (valid until the
+  // next step).
+  Tensor queue(std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> rows, const Tensor* token_source = nullptr) {
     StepBatchBuilder b(block_size_);
     for (auto& [seq, toks, mode] : rows) {
       seq->reserve(alloc_, seq->len + int32_t(toks.size()), block_size_);
@@ -83,6 +88,10 @@ class Runner {
     StepBatch batch = b.build();
     Tensor logits = model_->forward(batch, kv_.layers());
     for (auto& [seq, toks, mode] : rows) seq->len += int32_t(toks.size());
+    return logits;
+  }
+  // Logits (f32 or bf16, on this runner's device) as host floats.
+  std::vector<float> to_host(const Tensor& logits) {
     std::vector<float> out(size_t(logits.numel()));
     if (logits.dtype() == DType::f32) {
       kernels_->download(logits, out.data());

@@ -1,9 +1,12 @@
 // Decode step graphs on the GPU (label cuda): a step replayed from its graph gives bitwise the
 // logits of the same step run eagerly; decoding through graphs follows the eager model over
-// changing batch sizes and context widths; a graph is never replayed against other KV buffers.
+// changing batch sizes and context widths; a graph is never replayed against other KV buffers;
+// steps queued ahead of the host (their inputs uploaded while the previous step runs, their ids
+// fed on the device) compute what the same steps compute one at a time.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 
 #include "common/model_runner.h"
 #include "model/decode_graphs.h"
@@ -131,6 +134,78 @@ TEST_F(DecodeGraph, DeviceFedTokensEqualHostFed) {
     lh = host.step(nh);
     ld = device.step(nd, &ids);
     ASSERT_TRUE(bitwise_equal(lh, ld)) << "step " << t;
+  }
+}
+
+// Greedy decode as `rill bench` and the engine queue it: each step queued before the previous
+// one's ids are read (they reach it on the device from two alternating id buffers), its metadata
+// uploaded into one of the graphs' two input regions while the previous step runs, no host
+// synchronisation between steps; every step's logits copied aside on the device and read once at
+// the end. They must equal bitwise the logits of the same steps run one at a time with host-fed
+// ids. 1 and 4 rows read the fed ids in place, 3 rows copy them over the padded bucket's; prompts
+// of ~240 tokens make the decode cross the first block-table width class (256 tokens), which grows
+// the graphs' arena mid-run. With RILL_GRAPH_INPUTS=inline the same test covers the inline inputs.
+TEST_F(DecodeGraph, QueuedDeviceFedStepsEqualStepsOneAtATime) {
+  const Reference ref = load_reference("qwen3-tiny");
+  constexpr int kSteps = 40;
+  for (size_t rows : {size_t(1), size_t(3), size_t(4)}) {
+    Runner synced("qwen3-tiny", std::nullopt, 16, true, 256, /*cuda_graphs=*/true);
+    Runner queued("qwen3-tiny", std::nullopt, 16, true, 256, /*cuda_graphs=*/true);
+    const int64_t V = synced.vocab();
+    Kernels& k = queued.kernels();
+    std::vector<Seq> ss(rows), qs(rows);
+    std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> ps, pq;
+    for (size_t r = 0; r < rows; ++r) {
+      std::vector<int32_t> prompt;
+      while (prompt.size() < 236 + 3 * r) {
+        const auto& p = ref.prompts[r % ref.prompts.size()];
+        prompt.insert(prompt.end(), p.begin(), p.end());
+      }
+      prompt.resize(236 + 3 * r);
+      ps.emplace_back(&ss[r], prompt, Logits::last);
+      pq.emplace_back(&qs[r], prompt, Logits::last);
+    }
+    std::vector<float> ls = synced.step(ps);
+    const std::vector<float> first = queued.step(pq);
+    ASSERT_TRUE(bitwise_equal(ls, first)) << rows << " rows: prefill";
+
+    // One at a time: the host reads each step's logits and feeds their argmax.
+    std::vector<std::vector<float>> expected;
+    for (int t = 0; t < kSteps; ++t) {
+      std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> next;
+      for (size_t r = 0; r < rows; ++r)
+        next.emplace_back(&ss[r], std::vector<int32_t>{Runner::argmax(ls.data() + r * size_t(V), V)}, Logits::last);
+      ls = synced.step(next);
+      expected.push_back(ls);
+    }
+
+    // Queued: step t's ids are step t - 1's argmax on the device; nothing waits until the end.
+    const size_t id_bytes = rows * sizeof(int32_t);
+    Buffer id_buffers[2] = {Buffer(k.allocator(), id_bytes), Buffer(k.allocator(), id_bytes)};
+    std::unique_ptr<Readback> readbacks[2] = {k.make_readback(id_bytes), k.make_readback(id_bytes)};
+    Buffer saved(k.allocator(), size_t(kSteps) * rows * size_t(V) * sizeof(bf16_t));
+    std::vector<int32_t> host_ids(rows);
+    for (size_t r = 0; r < rows; ++r) host_ids[r] = Runner::argmax(first.data() + r * size_t(V), V);
+    for (int t = 0; t < kSteps; ++t) {
+      std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> next;
+      for (size_t r = 0; r < rows; ++r) next.emplace_back(&qs[r], std::vector<int32_t>{t == 0 ? host_ids[r] : 0}, Logits::last);
+      Tensor fed = id_buffers[(t + 1) % 2].as(DType::i32, {int64_t(rows)});
+      Tensor logits = queued.queue(next, t == 0 ? nullptr : &fed);
+      ASSERT_EQ(logits.dtype(), DType::bf16);
+      Tensor picked = id_buffers[t % 2].as(DType::i32, {int64_t(rows)});
+      k.argmax(logits, picked);
+      readbacks[t % 2]->start(picked);
+      Tensor aside = saved.as(DType::bf16, {int64_t(kSteps) * int64_t(rows), V}).slice(int64_t(t) * int64_t(rows),
+                                                                                       int64_t(t + 1) * int64_t(rows));
+      k.copy(logits, aside);
+      if (t > 0) readbacks[(t - 1) % 2]->wait();  // as a decode loop reads the previous step's ids
+    }
+    const std::vector<float> got = queued.to_host(saved.as(DType::bf16, {int64_t(kSteps) * int64_t(rows), V}));
+    for (int t = 0; t < kSteps; ++t) {
+      const std::vector<float> step(got.begin() + std::ptrdiff_t(size_t(t) * rows * size_t(V)),
+                                    got.begin() + std::ptrdiff_t(size_t(t + 1) * rows * size_t(V)));
+      ASSERT_TRUE(bitwise_equal(expected[size_t(t)], step)) << rows << " rows: queued step " << t << " differs";
+    }
   }
 }
 
