@@ -30,7 +30,7 @@ DecodeGraphs::DecodeGraphs(Kernels& kernels, ArenaBytes arena_bytes, bool enable
     : kernels_(kernels), arena_bytes_(std::move(arena_bytes)), enabled_(enabled && kernels.supports_graphs()) {
   const char* v = std::getenv("RILL_GRAPH_INPUTS");
   staged_ = !(v && std::strcmp(v, "inline") == 0);
-  RILL_ENSURE(!v || staged_ || std::strcmp(v, "staged") == 0, "RILL_GRAPH_INPUTS={}: expected staged or inline", v);
+  RILL_ENSURE(!v || !staged_ || std::strcmp(v, "staged") == 0, "RILL_GRAPH_INPUTS={}: expected staged or inline", v);
 }
 
 int32_t DecodeGraphs::bucket_for(int32_t rows) {
