@@ -2,7 +2,6 @@
 // matmul outputs, readbacks).
 #include "kernels/kernels.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
@@ -51,28 +50,9 @@ class SyncReadback final : public Readback {
   std::vector<unsigned char> host_;
   bool started_ = false;
 };
-
-// The in-order default: start() is an upload() (queued behind every earlier op).
-class SyncUpload final : public Upload {
- public:
-  SyncUpload(Kernels& kernels, size_t bytes) : kernels_(kernels), host_(std::max<size_t>(bytes, 1)) {}
-  void* staging() override { return host_.data(); }
-  void start(Tensor dst) override {
-    RILL_ENSURE(dst.nbytes() <= host_.size(), "[upload] {} is {} bytes, more than the {} staged",
-                dst.describe(), dst.nbytes(), host_.size());
-    kernels_.upload(host_.data(), dst);
-  }
-  void release() override {}
-  size_t capacity() const override { return host_.size(); }
-
- private:
-  Kernels& kernels_;
-  std::vector<unsigned char> host_;
-};
 }  // namespace
 
 std::unique_ptr<Readback> Kernels::make_readback(size_t bytes) { return std::make_unique<SyncReadback>(*this, bytes); }
-std::unique_ptr<Upload> Kernels::make_upload(size_t bytes) { return std::make_unique<SyncUpload>(*this, bytes); }
 
 void Kernels::begin_capture() { fail("[begin_capture] step graphs are not supported on this backend"); }
 

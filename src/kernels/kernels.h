@@ -153,26 +153,6 @@ class Readback {
   virtual size_t capacity() const = 0;
 };
 
-/// A host → device copy queued off the step's queue, the mirror of Readback: the caller fills
-/// staging() while the device runs earlier steps, start() copies the bytes into `dst` on a queue of
-/// its own once the ops marked by the last release() have run (those that read dst's previous
-/// bytes), and orders every op queued after it behind the copy. A decode loop that alternates two
-/// such uploads between two input regions keeps the copy off the device's path between steps:
-/// the copy for step t + 1 runs while step t computes.
-class Upload {
- public:
-  virtual ~Upload() = default;
-  /// Host bytes to fill (capacity() of them); waits until the previous start()'s copy has read them.
-  virtual void* staging() = 0;
-  /// Queues the copy of the first dst.nbytes() staged bytes into dst (contiguous, on this backend's
-  /// device) after the ops the last release() marked, and makes every op queued from now on wait
-  /// for it.
-  virtual void start(Tensor dst) = 0;
-  /// Marks the ops queued so far: the next start() waits for them (they read the bytes it replaces).
-  virtual void release() = 0;
-  virtual size_t capacity() const = 0;
-};
-
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -198,9 +178,6 @@ class Kernels {
   /// A reusable asynchronous device → host copy of up to `bytes` bytes (see Readback). The default
   /// copies synchronously in start() (right for the CPU, where ops run as they are called).
   virtual std::unique_ptr<Readback> make_readback(size_t bytes);
-  /// A reusable asynchronous host → device copy of up to `bytes` bytes (see Upload). The default
-  /// copies with upload() in start(), in the queue's order (right for the CPU).
-  virtual std::unique_ptr<Upload> make_upload(size_t bytes);
 
   /// y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]). Accumulates in f32.
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;

@@ -1,27 +1,18 @@
 // model/decode_graphs.h — DecodeGraphs: decode steps replayed from captured step graphs.
 // A decode step (every row adds exactly one token and wants its logits) is padded to a batch
 // bucket of 1, 2, 4, ..., 256 rows and runs through a graph captured once per (bucket, block-table
-// width class, input region, id source). A decode step costs the host one metadata copy, one
-// graph launch and, later, reading the sampled ids — instead of hundreds of kernel launches.
-//
-// Between two steps the device runs nothing of the inputs' (run AW in bench/RESULTS.md): the
-// step's metadata goes to one of two input regions in the arena, alternately, through an Upload
-// started when the host queues the step — it runs on a copy queue while the previous step
-// computes, once the step before that (the region's last reader) is done — and ids fed on the
-// device (StepBatch::token_source) that cover every row of the bucket are read by the graph's
-// embedding where they lie (the source's address is part of the graph's key); fewer ids than
-// the bucket are copied over the uploaded ones by the graph's first node. RILL_GRAPH_INPUTS=inline
-// restores the earlier way (measurement): one region, the metadata and the ids copied on the
-// step's stream before each launch.
+// width class). Before each replay the step's metadata is uploaded in place (one host→device copy)
+// into the graph's own arena, so a decode step costs the host one upload, one graph launch and,
+// later, reading the sampled ids — instead of hundreds of kernel launches.
 //
 // Padding rows add token 0 at position 0 with context length 1, an all-zero block table and slot
 // -1 (their K/V are never written); their logits are computed and ignored. The attention hint
 // max_context_len is the width class × block size, an upper bound fixed per graph, so every launch
 // configuration recorded in the graph holds for any context that fits the width.
 //
-// The first step of a new key runs eagerly (which also fixes every per-shape choice, e.g. the
-// matmul algorithms, before recording), is then recorded, and replays from the next step on.
-// Growing the arena (a wider block table than ever seen) waits for the device and drops every graph.
+// The first step of a new (bucket, width) runs eagerly (which also fixes every per-shape choice,
+// e.g. the matmul algorithms, before recording), is then recorded, and replays from the next step
+// on. Growing the arena (a wider block table than ever seen) drops every graph.
 #pragma once
 
 #include <cstdint>
@@ -70,18 +61,11 @@ class DecodeGraphs {
   Kernels& kernels_;
   ArenaBytes arena_bytes_;
   bool enabled_;
-  bool staged_;  // two input regions filled through uploads (default); else inline (RILL_GRAPH_INPUTS=inline)
-  Arena arena_;  // [region 0][region 1][the body's temporaries]
+  Arena arena_;
   int32_t arena_width_ = 0;  // block-table width the arena is sized for
-  int64_t region_ints_ = 0;  // ints of one input region: the metadata of 256 rows at arena_width_
-  int32_t parity_ = 0;       // the region the next step fills
-  std::unique_ptr<Upload> uploads_[2];
   struct Key {
     int32_t bucket, width;
     uint64_t buffers;
-    int32_t region;
-    const void* ids;  // where the graph's embedding reads the ids (null: the region's, uploaded)
-    int64_t fed;      // ids copied from `ids` over the region's (0 when read in place or none)
     auto operator<=>(const Key&) const = default;
   };
   struct Recorded {

@@ -22,17 +22,16 @@ size_t step_metadata_bytes(const StepBatch& b) {
   return ints * sizeof(int32_t);
 }
 
-StepInputs lay_out_step_inputs(const StepBatch& batch, Tensor packed, int32_t* host) {
+StepInputs upload_step_inputs(Kernels& kernels, Arena& arena, const StepBatch& batch, std::vector<int32_t>& scratch) {
   const int64_t T = batch.num_tokens(), rows = batch.num_rows(), R = int64_t(batch.logit_indices.size());
   const size_t total = step_metadata_bytes(batch) / sizeof(int32_t);
-  RILL_ENSURE(packed.dtype() == DType::i32 && packed.is_contiguous() && size_t(packed.numel()) >= total,
-              "[step] the metadata region {} is smaller than the step's {} ints", packed.describe(), total);
-  std::fill_n(host, total, 0);
+  scratch.assign(total, 0);
+  Tensor packed = arena.tensor(DType::i32, {int64_t(std::max<size_t>(total, 1))});
   int32_t* device = packed.data_as<int32_t>();
   size_t offset = 0;
-  // Copies one part into the host image and returns its view in the packed device tensor.
+  // Copies one part into the staging vector and returns its view in the packed device tensor.
   auto part = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
-    std::copy(v.begin(), v.end(), host + offset);
+    std::copy(v.begin(), v.end(), scratch.begin() + std::ptrdiff_t(offset));
     Tensor t(device + offset, DType::i32, shape, packed.device());
     offset += rounded_ints(v.size());
     return t;
@@ -49,28 +48,15 @@ StepInputs lay_out_step_inputs(const StepBatch& batch, Tensor packed, int32_t* h
   ab.positions = part(batch.positions, {T});
   in.ids = part(batch.tokens, {T});
   in.logit_index = part(batch.logit_indices, {R});
-  return in;
-}
-
-Tensor checked_token_source(const StepBatch& batch) {
-  const Tensor& src = batch.token_source;
-  if (!src.defined()) return src;
-  RILL_ENSURE(src.dtype() == DType::i32 && src.is_contiguous() && src.numel() >= 1 && src.numel() <= batch.num_tokens(),
-              "[step] token_source {} must be a contiguous i32 tensor of 1..{} ids on the step's device",
-              src.describe(), batch.num_tokens());
-  return src.view({src.numel()});
-}
-
-StepInputs upload_step_inputs(Kernels& kernels, Arena& arena, const StepBatch& batch, std::vector<int32_t>& scratch) {
-  const size_t total = step_metadata_bytes(batch) / sizeof(int32_t);
-  scratch.resize(std::max<size_t>(total, 1));
-  Tensor packed = arena.tensor(DType::i32, {int64_t(std::max<size_t>(total, 1))});
-  StepInputs in = lay_out_step_inputs(batch, packed, scratch.data());
   if (total > 0) kernels.upload(scratch.data(), packed.view({int64_t(total)}));
-  if (const Tensor src = checked_token_source(batch); src.defined()) {
-    RILL_ENSURE(src.device() == packed.device(), "[step] token_source {} must be on the step's device", src.describe());
+  if (batch.token_source.defined()) {
+    const Tensor& src = batch.token_source;
+    RILL_ENSURE(src.dtype() == DType::i32 && src.is_contiguous() && src.device() == packed.device() &&
+                    src.numel() >= 1 && src.numel() <= T,
+                "[step] token_source {} must be a contiguous i32 tensor of 1..{} ids on the step's device",
+                src.describe(), T);
     Tensor ids = in.ids.slice(0, src.numel());
-    kernels.copy(src, ids);
+    kernels.copy(src.view({src.numel()}), ids);
   }
   return in;
 }

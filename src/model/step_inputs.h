@@ -21,13 +21,6 @@ struct StepInputs {
   Tensor logit_index;   ///< i32 [R]: batch.logit_indices
 };
 
-/// Lays the step's metadata out in `host` (step_metadata_bytes(batch) bytes) as it is to lie in
-/// `packed` (an i32 device region at least that large) and returns the views of its parts in
-/// `packed`; copying the host image into `packed` is the caller's (e.g. with an Upload).
-StepInputs lay_out_step_inputs(const StepBatch& batch, Tensor packed, int32_t* host);
-/// batch.token_source checked (contiguous i32, 1..num_tokens ids) as a 1-d view; undefined if unset.
-Tensor checked_token_source(const StepBatch& batch);
-
 /// Uploads ids, the attention layout and the logit indices of `batch` into one tensor from
 /// `arena`. `scratch` is the host staging vector (reused across steps so a step allocates nothing).
 StepInputs upload_step_inputs(Kernels& kernels, Arena& arena, const StepBatch& batch, std::vector<int32_t>& scratch);

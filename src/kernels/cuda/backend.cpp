@@ -121,7 +121,7 @@ bool CudaKernels::left_out(char op) const {
 
 cudaStream_t CudaKernels::settled_stream() {
   settle();
-  RILL_ENSURE(!stream_.capturing(), "[readback/upload] not allowed while a step graph is being captured");
+  RILL_ENSURE(!stream_.capturing(), "[readback] not allowed while a step graph is being captured");
   return stream_.get();
 }
 
@@ -173,58 +173,6 @@ class CudaReadback final : public Readback {
 std::unique_ptr<Readback> CudaKernels::make_readback(size_t bytes) {
   return std::make_unique<CudaReadback>(*this, bytes);
 }
-
-namespace {
-// Pinned staging bytes and a side stream: start() makes the side stream wait for the ops the last
-// release() marked and copies there, then makes the main stream wait for the copy (an event). The
-// main stream's wait is met by the time it reaches it when the copy was started a step ahead, so
-// a step's inputs cost the device no copy-engine round trip between two steps.
-class CudaUpload final : public Upload {
- public:
-  CudaUpload(CudaKernels& kernels, size_t bytes)
-      : kernels_(kernels), bytes_(std::max<size_t>(bytes, 1)), side_(Stream::create()),
-        released_(Event::create(false)), copied_(Event::create(false)) {
-    RILL_CUDA_CHECK(cudaHostAlloc(&host_, bytes_, cudaHostAllocDefault));
-  }
-  ~CudaUpload() override {
-    if (started_) cudaEventSynchronize(copied_.get());
-    cudaFreeHost(host_);
-  }
-  void* staging() override {
-    if (started_) copied_.synchronize();  // the previous copy has read the staged bytes
-    return host_;
-  }
-  void start(Tensor dst) override {
-    RILL_ENSURE(dst.device() == Device::cuda && dst.is_contiguous(), "[upload] {} must be a contiguous CUDA tensor",
-                dst.describe());
-    RILL_ENSURE(dst.nbytes() <= bytes_, "[upload] {} is {} bytes, more than the {} staged", dst.describe(),
-                dst.nbytes(), bytes_);
-    cudaStream_t main = kernels_.settled_stream();
-    kernels_.matmul_engine().forget_weights(dst.data(), dst.nbytes());
-    if (released_marked_) RILL_CUDA_CHECK(cudaStreamWaitEvent(side_.get(), released_.get(), 0));
-    if (dst.nbytes() > 0)
-      RILL_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host_, dst.nbytes(), cudaMemcpyHostToDevice, side_.get()));
-    copied_.record(side_.get());
-    RILL_CUDA_CHECK(cudaStreamWaitEvent(main, copied_.get(), 0));
-    started_ = true;
-  }
-  void release() override {
-    released_.record(kernels_.settled_stream());
-    released_marked_ = true;
-  }
-  size_t capacity() const override { return bytes_; }
-
- private:
-  CudaKernels& kernels_;
-  size_t bytes_;
-  void* host_ = nullptr;
-  Stream side_;
-  Event released_, copied_;
-  bool started_ = false, released_marked_ = false;
-};
-}  // namespace
-
-std::unique_ptr<Upload> CudaKernels::make_upload(size_t bytes) { return std::make_unique<CudaUpload>(*this, bytes); }
 
 void CudaKernels::set_batch_invariant(bool on) {
   batch_invariant_ = on;

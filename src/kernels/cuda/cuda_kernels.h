@@ -36,7 +36,6 @@ class CudaKernels final : public Kernels {
   void copy(const Tensor& src, Tensor& dst) override;
   void synchronize() override;
   std::unique_ptr<Readback> make_readback(size_t bytes) override;
-  std::unique_ptr<Upload> make_upload(size_t bytes) override;
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
   void matmul_outputs(const Tensor& x, const Tensor& w, const Tensor* bias, std::span<Tensor* const> ys) override;
@@ -99,7 +98,7 @@ class CudaKernels final : public Kernels {
   /// The stream every op is enqueued on (capture it to build a graph of a step).
   cudaStream_t stream() const { return stream_.get(); }
   /// The stream with every queued op launched (a deferred fold settled), for work the host will
-  /// wait on or order other streams by (readbacks, uploads); throws while a graph is being captured.
+  /// wait on (readbacks); throws while a graph is being captured.
   cudaStream_t settled_stream();
   const DeviceInfo& info() const { return info_; }
   CachingAllocator& caching_allocator() { return allocator_; }

@@ -1,8 +1,8 @@
 // Decode step graphs on the GPU (label cuda): a step replayed from its graph gives bitwise the
 // logits of the same step run eagerly; decoding through graphs follows the eager model over
 // changing batch sizes and context widths; a graph is never replayed against other KV buffers;
-// steps queued ahead of the host (their inputs uploaded while the previous step runs, their ids
-// fed on the device) compute what the same steps compute one at a time.
+// steps queued ahead of the host (their ids fed on the device) compute what the same steps
+// compute one at a time.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -138,13 +138,12 @@ TEST_F(DecodeGraph, DeviceFedTokensEqualHostFed) {
 }
 
 // Greedy decode as `rill bench` and the engine queue it: each step queued before the previous
-// one's ids are read (they reach it on the device from two alternating id buffers), its metadata
-// uploaded into one of the graphs' two input regions while the previous step runs, no host
+// one's ids are read (they reach it on the device from two alternating id buffers), no host
 // synchronisation between steps; every step's logits copied aside on the device and read once at
 // the end. They must equal bitwise the logits of the same steps run one at a time with host-fed
-// ids. 1 and 4 rows read the fed ids in place, 3 rows copy them over the padded bucket's; prompts
-// of ~240 tokens make the decode cross the first block-table width class (256 tokens), which grows
-// the graphs' arena mid-run. With RILL_GRAPH_INPUTS=inline the same test covers the inline inputs.
+// ids. 1 and 4 rows fill their bucket, 3 rows are padded to 4; prompts of ~240 tokens make the
+// decode cross the first block-table width class (256 tokens), which grows the graphs' arena
+// mid-run.
 TEST_F(DecodeGraph, QueuedDeviceFedStepsEqualStepsOneAtATime) {
   const Reference ref = load_reference("qwen3-tiny");
   constexpr int kSteps = 40;
