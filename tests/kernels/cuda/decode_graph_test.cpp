@@ -29,6 +29,14 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Row r's long prompt: the fixture's prompt r (mod their count) repeated to at least `min_len` tokens.
+std::vector<int32_t> long_prompt(const Reference& ref, size_t r, size_t min_len) {
+  std::vector<int32_t> prompt;
+  const auto& p = ref.prompts[r % ref.prompts.size()];
+  while (prompt.size() < min_len) prompt.insert(prompt.end(), p.begin(), p.end());
+  return prompt;
+}
+
 TEST(DecodeGraphBuckets, PowersOfTwoUpTo256) {
   EXPECT_EQ(DecodeGraphs::bucket_for(1), 1);
   EXPECT_EQ(DecodeGraphs::bucket_for(3), 4);
@@ -70,11 +78,7 @@ TEST_F(DecodeGraph, FollowsEagerAcrossBucketsAndWidths) {
     std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> pe, pg;
     for (size_t r = 0; r < rows; ++r) {
       // Long prompts: the prompt repeated up to ~230 tokens so that decoding crosses 256.
-      std::vector<int32_t> prompt;
-      while (prompt.size() < 200 + 10 * r) {
-        const auto& p = ref.prompts[r % ref.prompts.size()];
-        prompt.insert(prompt.end(), p.begin(), p.end());
-      }
+      const std::vector<int32_t> prompt = long_prompt(ref, r, 200 + 10 * r);
       pe.emplace_back(&se[r], prompt, Logits::last);
       pg.emplace_back(&sg[r], prompt, Logits::last);
     }
@@ -155,11 +159,7 @@ TEST_F(DecodeGraph, QueuedDeviceFedStepsEqualStepsOneAtATime) {
     std::vector<Seq> ss(rows), qs(rows);
     std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> ps, pq;
     for (size_t r = 0; r < rows; ++r) {
-      std::vector<int32_t> prompt;
-      while (prompt.size() < 236 + 3 * r) {
-        const auto& p = ref.prompts[r % ref.prompts.size()];
-        prompt.insert(prompt.end(), p.begin(), p.end());
-      }
+      std::vector<int32_t> prompt = long_prompt(ref, r, 236 + 3 * r);
       prompt.resize(236 + 3 * r);
       ps.emplace_back(&ss[r], prompt, Logits::last);
       pq.emplace_back(&qs[r], prompt, Logits::last);
