@@ -187,7 +187,8 @@ TEST_F(DecodeGraph, QueuedDeviceFedStepsEqualStepsOneAtATime) {
     for (size_t r = 0; r < rows; ++r) host_ids[r] = Runner::argmax(first.data() + r * size_t(V), V);
     for (int t = 0; t < kSteps; ++t) {
       std::vector<std::tuple<Seq*, std::vector<int32_t>, Logits>> next;
-      for (size_t r = 0; r < rows; ++r) next.emplace_back(&qs[r], std::vector<int32_t>{t == 0 ? host_ids[r] : 0}, Logits::last);
+      for (size_t r = 0; r < rows; ++r)
+        next.emplace_back(&qs[r], std::vector<int32_t>{t == 0 ? host_ids[r] : 0}, Logits::last);
       Tensor fed = id_buffers[(t + 1) % 2].as(DType::i32, {int64_t(rows)});
       Tensor logits = queued.queue(next, t == 0 ? nullptr : &fed);
       ASSERT_EQ(logits.dtype(), DType::bf16);
