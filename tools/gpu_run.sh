@@ -53,12 +53,23 @@
 #   serve-ab: quick (RILL_SKIP_CTEST=1: no ctest) + `rill bench-serve` on the cells of RILL_SERVE_CELLS with
 #   overlapped steps (the default) and with --sync-steps, alternating RILL_AB_REPS times (RILL_SERVE_SHAPE: a
 #   model of that make-model shape instead of the qwen3-8b one).
+# Any mode: RILL_REQUIRE_GPU=TEXT stops at once (exit 3) unless the GPU's name contains TEXT (e.g. H200).
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
 mkdir -p "$out"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log() { echo "[gpu_run $(date +%H:%M:%S)] $*" | tee -a "$out/summary.txt"; }
+
+# RILL_REQUIRE_GPU=TEXT: stop at once (exit 3, nothing built) unless the GPU's name contains TEXT, e.g. H200 — a
+# call meant for one kind of card costs seconds, not a build, when the machine lent is another kind.
+if [[ -n "${RILL_REQUIRE_GPU:-}" ]]; then
+  gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  if [[ "$gpu_name" != *"$RILL_REQUIRE_GPU"* ]]; then
+    log "RILL_REQUIRE_GPU=$RILL_REQUIRE_GPU: this GPU is '${gpu_name:-none found}'; nothing run"
+    exit 3
+  fi
+fi
 
 mkdir -p /tmp/pfx
 if [[ "$mode" != probes ]] && ! compgen -G ".carry/debs/*.deb" > /dev/null; then
