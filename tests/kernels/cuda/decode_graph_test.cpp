@@ -183,6 +183,7 @@ TEST_F(DecodeGraph, QueuedDeviceFedStepsEqualStepsOneAtATime) {
     Buffer id_buffers[2] = {Buffer(k.allocator(), id_bytes), Buffer(k.allocator(), id_bytes)};
     std::unique_ptr<Readback> readbacks[2] = {k.make_readback(id_bytes), k.make_readback(id_bytes)};
     Buffer saved(k.allocator(), size_t(kSteps) * rows * size_t(V) * sizeof(bf16_t));
+    const Tensor all_logits = saved.as(DType::bf16, {int64_t(kSteps) * int64_t(rows), V});  // step t's rows at t·rows
     std::vector<int32_t> host_ids(rows);
     for (size_t r = 0; r < rows; ++r) host_ids[r] = Runner::argmax(first.data() + r * size_t(V), V);
     for (int t = 0; t < kSteps; ++t) {
@@ -195,12 +196,11 @@ TEST_F(DecodeGraph, QueuedDeviceFedStepsEqualStepsOneAtATime) {
       Tensor picked = id_buffers[t % 2].as(DType::i32, {int64_t(rows)});
       k.argmax(logits, picked);
       readbacks[t % 2]->start(picked);
-      Tensor aside = saved.as(DType::bf16, {int64_t(kSteps) * int64_t(rows), V}).slice(int64_t(t) * int64_t(rows),
-                                                                                       int64_t(t + 1) * int64_t(rows));
+      Tensor aside = all_logits.slice(int64_t(t) * int64_t(rows), int64_t(t + 1) * int64_t(rows));
       k.copy(logits, aside);
       if (t > 0) readbacks[(t - 1) % 2]->wait();  // as a decode loop reads the previous step's ids
     }
-    const std::vector<float> got = queued.to_host(saved.as(DType::bf16, {int64_t(kSteps) * int64_t(rows), V}));
+    const std::vector<float> got = queued.to_host(all_logits);
     for (int t = 0; t < kSteps; ++t) {
       const std::vector<float> step(got.begin() + std::ptrdiff_t(size_t(t) * rows * size_t(V)),
                                     got.begin() + std::ptrdiff_t(size_t(t + 1) * rows * size_t(V)));
