@@ -255,6 +255,10 @@ int parse_gemm_swiglu(const char* value);
 /// weight tile by multicast from 1,024 rows, where that measured faster); "0" → 0 (never); "1" → 1
 /// (always: a measurement knob); the bits do not change; anything else → an error naming the variable.
 int parse_gemm_multicast(const char* value);
+/// RILL_GEMM_STREAM: null → -1 (the warpgroup GEMM's stream schedule where one CTA a tile would leave SMs
+/// idle, gemm.cu); "0" → 0 (never); "1" → 1 (wherever it can run: a measurement knob); the bits do not
+/// change; anything else → an error naming the variable.
+int parse_gemm_stream(const char* value);
 /// RILL_ATTENTION_WGMMA: the same for the warpgroup attention kernel (the invariant fold schedule
 /// at head_dim 128, prefill; attention_wgmma.cu).
 int parse_attention_wgmma(const char* value);

@@ -99,6 +99,7 @@ int parse_gemm_wide_tile(const char* value) { return parse_wgmma_switch("RILL_GE
 int parse_attention_wgmma(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_WGMMA", value); }
 int parse_gemm_swiglu(const char* value) { return parse_wgmma_switch("RILL_GEMM_SWIGLU", value) != 0; }
 int parse_gemm_multicast(const char* value) { return parse_wgmma_switch("RILL_GEMM_MULTICAST", value); }
+int parse_gemm_stream(const char* value) { return parse_wgmma_switch("RILL_GEMM_STREAM", value); }
 int parse_decode_prewait(const char* value) {
   return parse_int_in_range("RILL_DECODE_PREWAIT", value, 5, 0, 8, " (weight stages requested before the wait)");
 }
@@ -230,6 +231,7 @@ void CudaKernels::configure_from_environment() {
   set_gemm_wgmma(wgmma != 0);
   set_gemm_wide_tile(parse_gemm_wide_tile(std::getenv("RILL_GEMM_WIDE_TILE")) != 0);
   set_gemm_multicast(parse_gemm_multicast(std::getenv("RILL_GEMM_MULTICAST")));
+  set_gemm_stream(parse_gemm_stream(std::getenv("RILL_GEMM_STREAM")));
   // 5 by default: batch-1 decode at 8192 keys 202.7 against 200.3 tok/s with 4 and 201.6 with 6, at 512
   // 221.9 against 222.6 / 221.3, batches 16 / 64 +0.4%, 256 equal (bench/RESULTS.md run Q); all 8
   // measured 213.9 / 186.5 against 4's 217.1 / 188.5 at 512 / 8192 (run O): too many queued weight

@@ -46,6 +46,7 @@ int g_l2_prefetch_tiles = 0;              // set_gemm_l2_prefetch_tiles
 bool g_wgmma = false;                     // set_gemm_wgmma
 bool g_wide_tile = false;                 // set_gemm_wide_tile
 int g_multicast = -1;                     // set_gemm_multicast (-1: the rule, gemm_multicast_for)
+int g_stream = -1;                        // set_gemm_stream (-1: the rule, stream_schedule_for)
 bool g_defer_split = true;                // set_decode_defer_split
 int g_qkv_rope = -1;                      // set_qkv_rope
 std::atomic<uint64_t> g_qkv_rope_launches{0};  // (several devices may launch at once)
@@ -452,6 +453,38 @@ int gemm_multicast() { return g_multicast; }
 // at its slower CTA's pace). bench/RESULTS.md run AU. Same bits either way.
 bool gemm_multicast_for(int64_t m) { return g_multicast == 1 || (g_multicast < 0 && m >= 1024); }
 
+void set_gemm_stream(int mode) { g_stream = mode; }
+int gemm_stream() { return g_stream; }
+
+namespace {
+// The warpgroup GEMM's stream schedule (variants 10, 11: every CTA the same share of the tiles' split
+// ranges, a tile split between two CTAs carried over as a published total; gemm_wgmma.cu) where one CTA
+// a tile would leave SMs idle — the persistent walk's last round under 90% full, as q/k/v's 96 tiles
+// at 256 rows on 132 SMs (73%) or gate/up's 192 at 128 rows — or where the tiles are fewer than the SMs
+// (decode batches of 65-256 rows: one CTA a range, f32 partials folded by their reader), provided each
+// CTA gets two ranges or more (with fewer, the tiles' ranges would be carried from CTA to CTA in a
+// chain). Not with multicast pairs, which take the large-M GEMMs. It needs the workspace for the
+// published totals and the flags at the counters' end. RILL_GEMM_STREAM=0 / 1: never / wherever it
+// can run. Same bits either way.
+bool stream_schedule_for(int64_t m, int64_t n, int splits, int num_sms, const GemmArgs& a) {
+  if (g_stream == 0 || !g_wgmma || splits < 2 || gemm_multicast_for(m)) return false;
+  const int sms = std::max(num_sms, 1);
+  if (!a.workspace || a.workspace_bytes < gemm_detail::stream_workspace_bytes(sms) || !a.counters ||
+      a.num_counters < 2 * int64_t(gemm_detail::stream_flags(sms)))
+    return false;
+  if (g_stream == 1) return true;
+  const int64_t tiles = ceil_div(m, int64_t(128)) * ceil_div(n, int64_t(128));
+  const double fill = double(tiles) / double(ceil_div(tiles, int64_t(sms)) * sms);
+  return fill < 0.9 && tiles * splits >= 2 * int64_t(sms);
+}
+
+// The stream schedule's flags: the last stream_flags of the counters (the decode split schedule's
+// per-tile counters start at 0 and stay below them: a launch has at most 151936 / 64 column tiles).
+unsigned* stream_flags_of(const GemmArgs& a) {
+  return a.counters + (a.num_counters - gemm_detail::stream_flags(std::max(a.num_sms, 1)));
+}
+}  // namespace
+
 bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
   return g_wgmma && inter > 0 && inter % 64 == 0 && k % 8 == 0 &&
          persistent_tiles_fill(m, 2 * inter, std::max(num_sms, 1));
@@ -508,9 +541,9 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   if (a.w_panels) {
     const bool decode = a.config == 18 || a.config == 19;
     if (!g_wgmma || !panels_fit(a.n, a.k) || !aligned(a.x, 16) || !aligned(a.w, 16) ||
-        (a.config > 0 && !decode && (a.config < 11 || a.config > 17)))
+        (a.config > 0 && !decode && (a.config < 11 || a.config > 17) && a.config != 20))
       throw_error(("[matmul] a weight stored as k-panels needs the warpgroup GEMM (sm_90a), N and K multiples of "
-                   "64, 16-byte aligned x and w and configuration 11-19 (got N " + std::to_string(a.n) + ", K " +
+                   "64, 16-byte aligned x and w and configuration 11-20 (got N " + std::to_string(a.n) + ", K " +
                    std::to_string(a.k) + ", configuration " + std::to_string(a.config) + ")")
                       .c_str());
   }
@@ -534,7 +567,10 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
         !aligned(a.x, 16) || !aligned(a.w, 16) || !aligned(a.y, 4))
       throw_error("[matmul] the SwiGLU GEMM needs the warpgroup GEMM (sm_90a), N = 2 x inter with inter % 64 == 0, "
                   "K % 8 == 0, 16-byte aligned x and w and one 4-byte aligned output (see gemm_swiglu_fits)");
-    gemm_detail::launch_gemm_wgmma(k, gemm_multicast_for(a.m) ? 9 : 7, a.num_sms, a.workspace_bytes, stream);
+    const bool stream_glu = stream_schedule_for(a.m, a.n, sp.splits, a.num_sms, a);
+    if (stream_glu) k.counters = stream_flags_of(a);
+    gemm_detail::launch_gemm_wgmma(k, gemm_multicast_for(a.m) ? 9 : stream_glu ? 11 : 7, a.num_sms, a.workspace_bytes,
+                                   stream);
     return;
   }
   if (a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16)) {
@@ -552,12 +588,15 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   // (k-panels: the warpgroup kernel at any M; where its tiles do not fill, 15 — split ranges, or one CTA a tile.)
   const bool persistent = g_wgmma && persistent_tiles_fill(a.m, a.n, a.num_sms);
   const int persistent_config = g_wide_tile && a.n % 192 == 0 ? 16 : 12;
-  const int config = a.config > 0   ? a.config
-                     : a.w_panels   ? (persistent ? persistent_config : 15)
-                     : a.m <= 16    ? 1
-                     : persistent   ? persistent_config
-                     : wgmma_split  ? 15
-                                    : 2;
+  // (M > 64 here: MatmulEngine sets 18 / 19 for fewer rows.)
+  const bool stream_config = a.m > 16 && stream_schedule_for(a.m, a.n, sp.splits, a.num_sms, a);
+  const int config = a.config > 0     ? a.config
+                     : stream_config  ? 20
+                     : a.w_panels     ? (persistent ? persistent_config : 15)
+                     : a.m <= 16      ? 1
+                     : persistent     ? persistent_config
+                     : wgmma_split    ? 15
+                                      : 2;
   switch (config) {
     case 1: launch_config<SmallConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
     case 2: launch_config<MidConfig>(k, a.num_sms, a.workspace_bytes, a.num_counters, stream); return;
@@ -603,7 +642,16 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
       gemm_detail::launch_gemm_reduce(k, stream);
       return;
     }
-    default: throw_error("[matmul] GEMM tile configuration must be 1..19");
+    case 20: {  // the warpgroup kernel's stream schedule (stream_schedule_for)
+      if (!g_wgmma || sp.splits < 2 || !a.workspace || !a.counters ||
+          a.num_counters < 2 * int64_t(gemm_detail::stream_flags(std::max(a.num_sms, 1))))
+        throw_error("[matmul] GEMM configuration 20 (the stream schedule) needs the warpgroup GEMM (sm_90a), 2+ split "
+                    "ranges, the split workspace and the GEMM counters");
+      k.counters = stream_flags_of(a);
+      gemm_detail::launch_gemm_wgmma(k, 10, a.num_sms, a.workspace_bytes, stream);
+      return;
+    }
+    default: throw_error("[matmul] GEMM tile configuration must be 1..20");
   }
 }
 

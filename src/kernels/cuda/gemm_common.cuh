@@ -104,9 +104,14 @@ __device__ __forceinline__ void l2_prefetch(const void* src, unsigned bytes) {
 /// stages; 4: one split range a CTA, its partial written to a.ws (ws_bytes), which the caller
 /// then folds with gemm_reduce_kernel (configurations 11-15); 5 / 6: persistent 128 × 192 tiles with
 /// 5 / 4 stages (configurations 16, 17: opt-in, RILL_GEMM_WIDE_TILE; 17 measures the stage count);
-/// 7: persistent, 5 stages, SwiGLU in the epilogue (w is [gate; up], y [m, n / 2]; GemmArgs::glu_inter).
-/// Same bits.
+/// 7: persistent, 5 stages, SwiGLU in the epilogue (w is [gate; up], y [m, n / 2]; GemmArgs::glu_inter);
+/// 8, 9: 1 and 7 in multicast pairs; 10, 11: 1 and 7 on the stream schedule (every CTA the same share of
+/// the tiles' split ranges; a.ws holds stream_workspace_bytes of published totals, a.counters
+/// stream_flags zeroed flags, reset by their readers). Same bits.
 void launch_gemm_wgmma(const GemmKernelArgs& a, int variant, int num_sms, size_t ws_bytes, cudaStream_t stream);
+/// The stream schedule's workspace (a published 128 × 128 f32 total a CTA) and flags (one a CTA).
+size_t stream_workspace_bytes(int num_sms);
+int stream_flags(int num_sms);
 /// The streaming decode kernel (gemm_stream.cu), configuration 7 (two CTAs an SM) or 8 (three);
 /// M ≤ 16, at most 8 split ranges.
 void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream);

@@ -32,11 +32,13 @@
 // as in the tiled kernel). Stages cycle through "full" (copies landed) and "empty" (both
 // consumers done reading) mbarriers.
 #include <algorithm>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/gemm_common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/stream_walk.h"
 #include "kernels/cuda/tensor_map.h"
 #include "kernels/cuda/wgmma.cuh"
 #include "kernels/cuda/wgmma_pipeline.cuh"
@@ -164,7 +166,8 @@ __device__ __forceinline__ void consume_ranges_overlapped(float (&acc0)[16][4], 
 // queueing is the latency the stages must cover. A stage is refilled once the consumers of both
 // CTAs released it (16 arrivals: each consumer warp arrives on its own CTA's barrier and on the
 // peer's). Same multiplications and additions in the same order: the same bits.
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kMc = false>
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kMc = false,
+          bool kStream = false>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                       GemmKernelArgs a) {
@@ -172,11 +175,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(kN == kBN || (kN == 192 && kPersistent && !kSplit), "the 192-column tile: persistent, fold");
   static_assert(!kGlu || (kN == kBN && kPersistent && !kSplit), "SwiGLU: 128-column tiles, persistent, fold");
   static_assert(!kMc || (kN == kBN && kPersistent && !kSplit), "multicast pairs: the persistent fold kernels");
+  static_assert(!kStream || (kN == kBN && kPersistent && !kSplit && !kMc), "the stream schedule: persistent, fold");
   constexpr bool kOverlap = kN == kBN && !kSplit;  // two accumulator sets (192 registers a thread)
   constexpr bool kMoreRegs = kN != kBN || kOverlap;  // consumers take registers from the producer
   constexpr int kWBytes = kN * kBK * 2;  // one w stage (an x stage is kTileBytes)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
+  __shared__ uint64_t pred_ready;  // kStream: the predecessor's total for this CTA's waiting segment is published
   // The swizzle pattern repeats every 1024 bytes: stages start on such a boundary.
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* sx = base;
@@ -205,6 +210,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int range = kSplit ? int(blockIdx.x / num_tiles) : 0;
   const int kt_begin = kSplit ? range * a.tiles_per_split : 0;
   const int kt_end = kSplit ? std::min(ktiles, kt_begin + a.tiles_per_split) : ktiles;
+  // The CTA's work as a list of segments: one a tile (tiles first_tile, + tile_step, ...), or with
+  // kStream the walk's segments 0, 1, ... (StreamWalk), each a tile and its k tiles [kb, ke).
+  StreamWalk walk{};
+  if constexpr (kStream) walk.init(blockIdx.x, gridDim.x, num_tiles, (ktiles + a.tiles_per_split - 1) / a.tiles_per_split);
+  const int64_t seg_begin = kStream ? 0 : first_tile, seg_step = kStream ? 1 : tile_step;
+  auto segment = [&](int64_t it, int64_t& tile, int& kb, int& ke, bool& wait, bool& publish) {
+    tile = it, kb = kt_begin, ke = kt_end, wait = false, publish = false;
+    if constexpr (kStream) {
+      int ra, rb;
+      walk.at(int(it), tile, ra, rb, wait, publish);
+      kb = ra * a.tiles_per_split, ke = std::min(ktiles, rb * a.tiles_per_split);
+    }
+  };
+  // kStream: a published total is 2 × 64 rows × 128 columns of f32 in the workspace, slot c of CTA c,
+  // each consumer thread's 64 values at stride 128 (its own registers' order: the reader is the same
+  // thread of the next CTA); a.counters[c] counts the consumer warps that stored theirs.
+  constexpr int kSlotFloats = kConsumers * 64 * kN;
+  constexpr unsigned kPublishers = kConsumers * 4;
   // Read through a shuffle: the compiler then knows the warpgroup index is warp-uniform, and the
   // consumers' wgmma sit on no divergent path (else it serializes them, warning C7520).
   const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
@@ -230,6 +253,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     tma_prefetch_map(&tx);  // (before the wait: mbarrier.cuh)
     tma_prefetch_map(&tw);
     init_stage_barriers(full, empty, kStages, kConsumers * 4 * kRowsPer);  // a release per consumer warp (kMc: of both CTAs)
+    if constexpr (kStream) {
+      mbar_init(&pred_ready, 1);
+      mbar_init_fence();
+    }
   }
   if constexpr (kMc) cluster_sync_all();  // both CTAs' barriers exist before any copy or arrival reaches them
   else __syncthreads();
@@ -242,25 +269,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       int s = 0;
       unsigned phase = 0;
-      for (int64_t tile = first_tile; tile < num_tiles; tile += tile_step) {
-        int64_t m0, n0;
+      const int64_t seg_end = kStream ? walk.count() : num_tiles;
+      for (int64_t it = seg_begin; it < seg_end; it += seg_step) {
+        int64_t tile, m0, n0;
+        int kb, ke;
+        bool wait, publish;
+        segment(it, tile, kb, ke, wait, publish);
         origin(tile, m0, n0);
-        int t = kt_begin;
-        if (tile == first_tile) {
+        int t = kb;
+        if (it == seg_begin) {
           // The first stages' weights are requested before waiting for the previous kernel (launch.h).
-          const int pro = kt_end - kt_begin < kStages ? kt_end - kt_begin : kStages;
+          const int pro = ke - kb < kStages ? ke - kb : kStages;
           for (int p = 0; p < pro; ++p) {
             mbar_arrive_expect_tx(&full[p], kTileBytes + kWBytes);
-            load_w(sw + p * kWBytes, (kt_begin + p) * kBK, n0, &full[p]);
+            load_w(sw + p * kWBytes, (kb + p) * kBK, n0, &full[p]);
           }
           pdl_wait();
           pdl_trigger();
-          for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * kTileBytes, &tx, (kt_begin + p) * kBK, int(m0), &full[p]);
+          for (int p = 0; p < pro; ++p) tma_load_2d(sx + p * kTileBytes, &tx, (kb + p) * kBK, int(m0), &full[p]);
           t += pro;
           s = pro % kStages;
           phase = pro == kStages ? 1u : 0u;
         }
-        for (; t < kt_end; ++t) {
+        for (; t < ke; ++t) {
           mbar_wait(&empty[s], phase ^ 1u);  // (kMc: released by both CTAs' consumers)
           mbar_arrive_expect_tx(&full[s], kTileBytes + kWBytes);
           load_w(sw + s * kWBytes, t * kBK, n0, &full[s]);
@@ -270,6 +301,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     } else {
       pdl_trigger();
+      if constexpr (kStream) {
+        // One thread of the producer warpgroup waits for the predecessor's total (after this grid's
+        // wait: the flags were reset by the previous launch's readers) and hands it on to the consumers.
+        if (threadIdx.x == 32 && walk.waits()) {
+          pdl_wait();
+          unsigned* flag = a.counters + (blockIdx.x - 1);
+          unsigned v;
+          do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+          } while (v < kPublishers);
+          *flag = 0u;  // (read once; the next launch's writer counts from 0)
+          mbar_arrive(&pred_ready);
+        }
+      }
     }
     if constexpr (kMc) {  // no CTA leaves while its peer may still copy into it or arrive on its barriers
       __syncwarp();
@@ -290,24 +335,49 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned phase = 0;
   // (kSplit and one CTA a tile: one pass, visibly so to the compiler: the split epilogue's
   // barriers and branches then sit after the last wgmma, not on a path back to one.)
-  const int64_t tile_end = kPersistent ? num_tiles : first_tile + 1;
-  for (int64_t tile = first_tile; tile < tile_end; tile += tile_step) {
-    int64_t m0, n0;
+  const int64_t tile_end = kStream ? walk.count() : kPersistent ? num_tiles : first_tile + 1;
+  for (int64_t it = seg_begin; it < tile_end; it += seg_step) {
+    int64_t tile, m0, n0;
+    int kb, ke;
+    bool wait, publish;
+    segment(it, tile, kb, ke, wait, publish);
     origin(tile, m0, n0);
+    if (kStream && wait) {  // the predecessor's total over this tile's earlier ranges: the fold goes on from it
+      mbar_wait(&pred_ready, 0);
+      const float* slot = a.ws + int64_t(blockIdx.x - 1) * kSlotFloats + c * (64 * kN) + (threadIdx.x % 128);
 #pragma unroll
-    for (int j = 0; j < kN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
+      for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) total[j][e] = __ldcg(slot + (4 * j + e) * 128);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
+    }
     if constexpr (kOverlap) {
-      consume_ranges_overlapped<kMc>(acc, acc1, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages,
+      consume_ranges_overlapped<kMc>(acc, acc1, total, kb, ke, a.tiles_per_split, a.k, full, empty, kStages,
                                      s, phase, prev, x_base, kTileBytes, w_base, kWBytes, lane, rank ^ 1u,
                                      [](float (&d)[16][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); });
     } else {
-      consume_ranges(acc, total, kt_begin, kt_end, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev,
+      consume_ranges(acc, total, kb, ke, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev,
                      x_base, kTileBytes, w_base, kWBytes, lane, [](float (&d)[kN / 8][4], uint64_t xd, uint64_t wd) {
                        if constexpr (kN == 192) wgmma::m64n192k16_ss(d, xd, wd);
                        else wgmma::m64n128k16_ss(d, xd, wd);
                      });
     }
 
+    if (kStream && publish) {  // this tile's first ranges: the total to the successor, no outputs
+      float* slot = a.ws + int64_t(blockIdx.x) * kSlotFloats + c * (64 * kN) + (threadIdx.x % 128);
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) __stcg(slot + (4 * j + e) * 128, total[j][e]);
+      __syncwarp();
+      if (lane == 0) {
+        __threadfence();
+        atomicAdd(a.counters + blockIdx.x, 1u);
+      }
+      continue;
+    }
     // Accumulator layout (wgmma.cuh; as mma.sync's per 8 columns): total[j][2h + e] holds row
     // 16·warp + g + 8h, column 8j + 2·tig + e of the warpgroup's 64 × kN tile.
     // Output (row, col) and (row, col + 1): the bias, one rounding to bf16, the store.
@@ -439,6 +509,12 @@ CUtensorMap weight_tile_map(const bf16* w, int64_t rows, int64_t k, int box_rows
   return tile_map(w, rows, k, box_rows, promotion);
 }
 
+int stream_flags(int num_sms) { return std::min(std::max(num_sms, 1), 256); }
+
+size_t stream_workspace_bytes(int num_sms) {
+  return size_t(stream_flags(num_sms)) * size_t(kConsumers * 64 * kBN) * sizeof(float);
+}
+
 bool gemm_wgmma_available() {
   static const bool available = [] {
     int dev = 0, major = 0, minor = 0;
@@ -460,6 +536,9 @@ bool gemm_wgmma_available() {
 
 namespace {
 
+// The stream schedule's CTAs: one an SM (as many as its flags and slots: stream_flags).
+int64_t stream_ctas(int num_sms) { return stream_flags(num_sms); }
+
 // Clusters of two CTAs of `kernel` (one an SM) resident at once, at most num_sms / 2.
 template <class Kernel>
 int resident_pairs(Kernel kernel, size_t smem, int num_sms) {
@@ -479,9 +558,10 @@ int resident_pairs(Kernel kernel, size_t smem, int num_sms) {
   return std::max(std::min(clusters, num_sms / 2), 1);
 }
 
-template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kMc = false>
+template <int kStages, bool kPersistent, bool kSplit = false, int kN = kBN, bool kGlu = false, bool kMc = false,
+          bool kStream = false>
 void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
-  constexpr auto kernel = gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN, kGlu, kMc>;
+  constexpr auto kernel = gemm_wgmma_kernel<kStages, kPersistent, kSplit, kN, kGlu, kMc, kStream>;
   static const bool attr_set = [] {
     RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          int(smem_bytes(kStages, kN))));
@@ -504,7 +584,11 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
     RILL_CUDA_CHECK_LAUNCH();
     return;
   }
-  const int64_t ctas = kSplit ? tiles * a.splits : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1)) : tiles;
+  const int64_t ranges = (a.k + a.ks - 1) / a.ks;  // (kStream: a CTA a share of the tiles' ranges)
+  const int64_t ctas = kSplit        ? tiles * a.splits
+                       : kStream     ? std::min<int64_t>(tiles * ranges, stream_ctas(num_sms))
+                       : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1))
+                                     : tiles;
   launch_pdl(kernel, dim3(unsigned(ctas)), dim3(kThreads), smem_bytes(kStages, kN), stream, tx, tw, a);
   RILL_CUDA_CHECK_LAUNCH();
 }
@@ -545,7 +629,20 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
                     "aligned output");
       launch_variant<5, true, false, kBN, true, true>(a, num_sms, stream);
       return;
-    default: throw_error("[matmul] warpgroup GEMM variant must be 0..9");
+    case 10:  // 1 on the stream schedule: the caller passes the workspace (slots) and the flags (zeroed)
+    case 11:  // 7 on the stream schedule
+      if (!a.ws || !a.counters || a.splits < 2 || ws_bytes < stream_workspace_bytes(num_sms))
+        throw_error(("[matmul] the stream schedule needs 2+ split ranges, a workspace of " +
+                     std::to_string(stream_workspace_bytes(num_sms)) + " bytes and " +
+                     std::to_string(stream_flags(num_sms)) + " zeroed flags")
+                        .c_str());
+      if (variant == 11 && (a.n % kBN != 0 || a.ny != 1 || !a.pairs))
+        throw_error("[matmul] the SwiGLU GEMM needs 2 x inter rows of w with inter % 64 == 0 and one 4-byte "
+                    "aligned output");
+      if (variant == 10) launch_variant<5, true, false, kBN, false, false, true>(a, num_sms, stream);
+      else launch_variant<5, true, false, kBN, true, false, true>(a, num_sms, stream);
+      return;
+    default: throw_error("[matmul] warpgroup GEMM variant must be 0..11");
   }
 }
 

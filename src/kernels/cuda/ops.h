@@ -349,6 +349,11 @@ void set_gemm_wide_tile(bool on);
 /// 0 never, 1 always (RILL_GEMM_MULTICAST). Same bits either way.
 void set_gemm_multicast(int mode);
 int gemm_multicast();
+/// Whether the warpgroup GEMM takes its stream schedule (configuration 20; every CTA the same share of
+/// the output tiles' split ranges): -1 by the rule (where one CTA a tile leaves SMs idle, gemm.cu),
+/// 0 never, 1 wherever it can run (RILL_GEMM_STREAM). Same bits either way.
+void set_gemm_stream(int mode);
+int gemm_stream();
 /// Whether configuration 15 (split ranges across CTAs: the invariant GEMM of 65-256 decode rows
 /// whose 128 × 128 tiles fill less than half the SMs) also leaves its partials to the reader
 /// (GemmArgs::defer) instead of running the reduction kernel (RILL_DECODE_DEFER_SPLIT; on by default:

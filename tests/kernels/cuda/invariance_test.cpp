@@ -407,6 +407,13 @@ struct MulticastMode {
   MulticastMode(const MulticastMode&) = delete;
   MulticastMode& operator=(const MulticastMode&) = delete;
 };
+struct StreamMode {  // the stream schedule: 0 never, 1 wherever it can run
+  int saved = cuda::gemm_stream();
+  explicit StreamMode(int mode) { cuda::set_gemm_stream(mode); }
+  ~StreamMode() { cuda::set_gemm_stream(saved); }
+  StreamMode(const StreamMode&) = delete;
+  StreamMode& operator=(const StreamMode&) = delete;
+};
 
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
 // warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs — alone or in multicast pairs — or
@@ -441,24 +448,28 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
         dy.poison();
         cuda::GemmArgs ga = plain_gemm(dx.t.data(), dw.t.data(), bias ? db.t.data() : nullptr, dy.t.data(), sh.m,
                                        sh.n, sh.k, config);
-        if (config == 15) {  // the engine's split workspace
+        if (config == 15 || config == 20) {  // the engine's split workspace (20: and its counters)
           const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
           ga.workspace = ws.workspace;
           ga.workspace_bytes = ws.workspace_bytes;
+          if (config == 20) ga.counters = ws.counters, ga.num_counters = ws.num_counters;
         }
         cuda::launch_gemm(ga, backend().stream());
         return download_bf16(dy);
       };
       const std::vector<float> want = run(2);
       // 5 / 6 stages, one CTA a tile / persistent (12 alone and, as -12, in multicast pairs: row tiles
-      // 1, 3, 8 of them make whole pairs and a last pair past M); split; 128 × 192.
-      for (int config : {11, 12, -12, 13, 14, 15, 16, 17}) {
+      // 1, 3, 8 of them make whole pairs and a last pair past M); split; 128 × 192; the stream schedule
+      // (20: several ranges a CTA, and with fewer units than SMs one unit a CTA, each tile's total
+      // carried through a chain of CTAs).
+      for (int config : {11, 12, -12, 13, 14, 15, 16, 17, 20}) {
         const MulticastMode mode(config == -12 ? 1 : 0);
         config = std::abs(config);
         if (config == 15) {  // the ranges over CTAs: the partials must fit the engine's workspace
           const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, sh.m, sh.n, sh.k);
           if (size_t(split.splits) * size_t(sh.m * sh.n) * sizeof(float) > ws.workspace_bytes) continue;
         }
+        if (config == 20 && split.splits < 2) continue;  // (one range: nothing to share out)
         const std::vector<float> got = run(config);
         for (float v : got) ASSERT_FALSE(std::isnan(v)) << "unwritten output, configuration " << config;
         size_t differ = 0;
@@ -485,13 +496,18 @@ TEST(CudaInvariance, WgmmaGemmEqualsTiled) {
     ref.poison();
     cuda::launch_gemm(plain_gemm(dx.t.data(), dw.t.data(), nullptr, ref.t.data(), m, n, k, 2), backend().stream());
     const auto want = download_bf16(ref);
-    for (int config : {11, 12, -12}) {  // (-12: 12 in multicast pairs)
+    for (int config : {11, 12, -12, 20}) {  // (-12: 12 in multicast pairs; 20: the stream schedule)
       const MulticastMode mode(config == -12 ? 1 : 0);
       config = std::abs(config);
       SCOPED_TRACE(::testing::Message() << "fused outputs " << nq << "/" << nk << "/" << nv << ", M=" << m
                                         << ", configuration " << config << ", multicast " << cuda::gemm_multicast());
       for (DevTensor* t : {&q, &kk, &v}) t->poison();
       cuda::GemmArgs a = plain_gemm(dx.t.data(), dw.t.data(), nullptr, nullptr, m, n, k, config);
+      if (config == 20) {
+        const cuda::GemmArgs ws = backend().matmul_engine().gemm_args(nullptr, nullptr, nullptr, m, n, k);
+        a.workspace = ws.workspace, a.workspace_bytes = ws.workspace_bytes;
+        a.counters = ws.counters, a.num_counters = ws.num_counters;
+      }
       a.num_outs = 3;
       void* outs[] = {q.t.data(), kk.t.data(), v.t.data()};
       const int64_t ends[] = {nq, nq + nk, n};
@@ -545,10 +561,12 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " inter=" << sh.inter << " K=" << sh.k);
     const GluInputs in = glu_inputs(rng, sh.m, sh.inter, sh.k);
     const DevTensor &dw = in.w, &db = in.bias, &dx = in.x;
-    for (int pass = 0; pass < 4; ++pass) {  // bias off / on, each alone and in multicast pairs
+    for (int pass = 0; pass < 6; ++pass) {  // bias off / on, each alone, in multicast pairs, on the stream schedule
       const bool bias = pass % 2 == 1;
-      const MulticastMode mode(pass / 2);
-      SCOPED_TRACE(::testing::Message() << "bias " << bias << ", multicast " << cuda::gemm_multicast());
+      const MulticastMode mode(pass / 2 == 1 ? 1 : 0);
+      const StreamMode stream(pass / 2 == 2 ? 1 : 0);
+      SCOPED_TRACE(::testing::Message() << "bias " << bias << ", multicast " << cuda::gemm_multicast() << ", stream "
+                                        << cuda::gemm_stream());
       const void* b = bias ? db.t.data() : nullptr;
       DevTensor gate_up(DType::bf16, {sh.m, n}), want(DType::bf16, {sh.m, sh.inter});
       DevTensor got(DType::bf16, {sh.m, sh.inter});

@@ -1,11 +1,14 @@
 // CUDA runtime pieces: the caching allocator (reuse, out-of-memory error naming the bytes),
 // upload/download round trip, shape errors, and graph capture/replay of backend ops (label cuda).
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/cuda/stream_walk.h"
 #include "kernels/cuda/cuda_test_util.h"
 
 namespace rill {
@@ -106,6 +109,10 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_gemm_multicast("0"), 0);
   EXPECT_EQ(cuda::parse_gemm_multicast("1"), 1);
   expect_rejects(cuda::parse_gemm_multicast, {"", "2", "on", "1x"}, "RILL_GEMM_MULTICAST");
+  EXPECT_EQ(cuda::parse_gemm_stream(nullptr), -1);
+  EXPECT_EQ(cuda::parse_gemm_stream("0"), 0);
+  EXPECT_EQ(cuda::parse_gemm_stream("1"), 1);
+  expect_rejects(cuda::parse_gemm_stream, {"", "2", "auto", "0 "}, "RILL_GEMM_STREAM");
   EXPECT_EQ(cuda::parse_decode_prewait(nullptr), 5);
   EXPECT_EQ(cuda::parse_decode_prewait("0"), 0);
   EXPECT_EQ(cuda::parse_decode_prewait("8"), 8);
@@ -334,6 +341,69 @@ TEST(CudaRuntime, ReadbackBehindQueuedWork) {
   backend().begin_capture();
   EXPECT_THROW(rb[0]->start(da.t), Error);
   backend().abort_capture();
+}
+
+
+// The warpgroup GEMM's stream schedule (no GPU needed): CTA c of G takes units [c·U/G, (c+1)·U/G) of
+// the tiles' split ranges; every unit is taken once, each tile's ranges are walked in order by
+// consecutive CTAs — the first from 0 and publishing, each next one waiting for its predecessor's
+// total, the last writing the outputs — a CTA publishes at most once (its first segment) and waits at
+// most once (its first segment inside one tile, else its last), and the shares differ by one unit at most.
+TEST(CudaRuntime, StreamScheduleSharesEveryRangeOnceInOrder) {
+  struct Piece {
+    int64_t cta;
+    int ra, rb;
+    bool wait, publish;
+  };
+  for (int64_t tiles : {1, 5, 48, 96, 128, 192, 384, 1000})
+    for (int ranges : {2, 3, 4, 5, 8})
+      for (int64_t g : {1, 7, 66, 131, 132, 256}) {
+        if (tiles * ranges < g) continue;  // (the launch takes min(units, SMs) CTAs)
+        SCOPED_TRACE(::testing::Message() << "tiles " << tiles << ", ranges " << ranges << ", CTAs " << g);
+        std::vector<std::vector<Piece>> by_tile(static_cast<size_t>(tiles));
+        int64_t least = tiles * ranges, most = 0;
+        for (int64_t c = 0; c < g; ++c) {
+          cuda::gemm_detail::StreamWalk w{};
+          w.init(c, g, tiles, ranges);
+          int64_t units = 0;
+          int waits = 0, publishes = 0;
+          for (int i = 0; i < w.count(); ++i) {
+            int64_t tile;
+            int ra, rb;
+            bool wait, publish;
+            w.at(i, tile, ra, rb, wait, publish);
+            ASSERT_GE(tile, 0);
+            ASSERT_LT(tile, tiles);
+            ASSERT_LT(ra, rb);
+            units += rb - ra;
+            waits += wait;
+            publishes += publish;
+            if (publish) EXPECT_EQ(i, 0) << "CTA " << c << " publishes late";
+            if (wait) EXPECT_TRUE(i == w.count() - 1 || (i == 0 && publish)) << "CTA " << c << " waits mid-walk";
+            by_tile[size_t(tile)].push_back(Piece{c, ra, rb, wait, publish});
+          }
+          EXPECT_LE(waits, 1);
+          EXPECT_LE(publishes, 1);
+          EXPECT_EQ(w.waits(), waits == 1);
+          least = std::min(least, units), most = std::max(most, units);
+        }
+        EXPECT_LE(most - least, 1);
+        for (int64_t t = 0; t < tiles; ++t) {
+          auto& p = by_tile[size_t(t)];
+          std::sort(p.begin(), p.end(), [](const Piece& a, const Piece& b) { return a.ra < b.ra; });
+          ASSERT_FALSE(p.empty()) << "tile " << t;
+          EXPECT_EQ(p.front().ra, 0) << "tile " << t;
+          EXPECT_FALSE(p.front().wait) << "tile " << t;
+          EXPECT_EQ(p.back().rb, ranges) << "tile " << t;
+          EXPECT_FALSE(p.back().publish) << "tile " << t;
+          for (size_t i = 1; i < p.size(); ++i) {
+            EXPECT_EQ(p[i].ra, p[i - 1].rb) << "tile " << t;
+            EXPECT_EQ(p[i].cta, p[i - 1].cta + 1) << "tile " << t;
+            EXPECT_TRUE(p[i].wait) << "tile " << t;
+            EXPECT_TRUE(p[i - 1].publish) << "tile " << t;
+          }
+        }
+      }
 }
 
 }  // namespace
