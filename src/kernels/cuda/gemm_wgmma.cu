@@ -602,7 +602,7 @@ void launch_gemm_wgmma(const GemmKernelArgs& k, int variant, int num_sms, size_t
   GemmKernelArgs a = k;
   a.tiles_per_split = int(a.ks / kBK);
   a.split_schedule = false;
-  a.counters = nullptr;
+  if (variant != 10 && variant != 11) a.counters = nullptr;  // (the stream schedule's flags)
   switch (variant) {
     case 0: launch_variant<5, false>(a, num_sms, stream); return;
     case 1: launch_variant<5, true>(a, num_sms, stream); return;
