@@ -65,13 +65,19 @@ static_assert(kBM == kBN, "one tile size for x and w stages");
 // into total in range order. 192 accumulator registers a thread (the producer hands registers over).
 // kMc: a stage is also released on the peer CTA's barrier (multicast pairs: both CTAs' stages hold
 // each one's copies).
-template <bool kMc = false, class Mma>
+// `before_fold` runs once, right before the first range's partial is added (the stream schedule: the
+// predecessor's total is loaded there, while the next range's first k tile multiplies).
+struct NoPrefold {
+  __device__ __forceinline__ void operator()() const {}
+};
+template <bool kMc = false, class Mma, class Prefold = NoPrefold>
 __device__ __forceinline__ void consume_ranges_overlapped(float (&acc0)[16][4], float (&acc1)[16][4],
                                                           float (&total)[16][4], int t, int kt_end, int tiles_per_split,
                                                           int64_t k, uint64_t* full, uint64_t* empty, int stages,
                                                           int& s, unsigned& phase, int& prev, uint32_t x_base,
                                                           uint32_t x_stage_bytes, uint32_t w_base,
-                                                          uint32_t w_stage_bytes, int lane, unsigned peer, Mma mma) {
+                                                          uint32_t w_stage_bytes, int lane, unsigned peer, Mma mma,
+                                                          Prefold before_fold = {}) {
   auto release = [&](int stage) {
     mbar_arrive(&empty[stage]);
     if constexpr (kMc) mbar_arrive_cluster(&empty[stage], peer);
@@ -104,8 +110,10 @@ __device__ __forceinline__ void consume_ranges_overlapped(float (&acc0)[16][4], 
     if (++s == stages) s = 0, phase ^= 1u;
     ++t;
   };
+  bool folded = false;
   auto fold = [&](float (&d)[16][4]) {  // d's wgmma are complete (pinned after the wait)
     wgmma::pin(d);
+    if (!folded) before_fold(), folded = true;
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -342,21 +350,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     bool wait, publish;
     segment(it, tile, kb, ke, wait, publish);
     origin(tile, m0, n0);
-    if (kStream && wait) {  // the predecessor's total over this tile's earlier ranges: the fold goes on from it
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
+    // kStream, a segment after the tile's first ranges: the fold goes on from the predecessor's total,
+    // loaded just before the first addition — this segment's first range multiplies meanwhile.
+    auto load_pred = [&] {
+      if (!(kStream && wait)) return;
       mbar_wait(&pred_ready, 0);
       const float* slot = a.ws + int64_t(blockIdx.x - 1) * kSlotFloats + c * (64 * kN) + (threadIdx.x % 128);
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) total[j][e] = __ldcg(slot + (4 * j + e) * 128);
-    } else {
-#pragma unroll
-      for (int j = 0; j < kN / 8; ++j) total[j][0] = total[j][1] = total[j][2] = total[j][3] = 0.f;
-    }
+    };
     if constexpr (kOverlap) {
       consume_ranges_overlapped<kMc>(acc, acc1, total, kb, ke, a.tiles_per_split, a.k, full, empty, kStages,
                                      s, phase, prev, x_base, kTileBytes, w_base, kWBytes, lane, rank ^ 1u,
-                                     [](float (&d)[16][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); });
+                                     [](float (&d)[16][4], uint64_t xd, uint64_t wd) { wgmma::m64n128k16_ss(d, xd, wd); },
+                                     load_pred);
     } else {
       consume_ranges(acc, total, kb, ke, a.tiles_per_split, a.k, full, empty, kStages, s, phase, prev,
                      x_base, kTileBytes, w_base, kWBytes, lane, [](float (&d)[kN / 8][4], uint64_t xd, uint64_t wd) {
