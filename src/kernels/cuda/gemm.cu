@@ -458,14 +458,18 @@ int gemm_stream() { return g_stream; }
 
 namespace {
 // The warpgroup GEMM's stream schedule (variants 10, 11: every CTA the same share of the tiles' split
-// ranges, a tile split between two CTAs carried over as a published total; gemm_wgmma.cu) where one CTA
-// a tile would leave SMs idle — the persistent walk's last round under 90% full, as q/k/v's 96 tiles
-// at 256 rows on 132 SMs (73%) or gate/up's 192 at 128 rows — or where the tiles are fewer than the SMs
-// (decode batches of 65-256 rows: one CTA a range, f32 partials folded by their reader), provided each
-// CTA gets two ranges or more (with fewer, the tiles' ranges would be carried from CTA to CTA in a
-// chain). Not with multicast pairs, which take the large-M GEMMs. It needs the workspace for the
-// published totals and the flags at the counters' end. RILL_GEMM_STREAM=0 / 1: never / wherever it
-// can run. Same bits either way.
+// ranges, a tile split between two CTAs carried over as a published total; gemm_wgmma.cu) for GEMMs of
+// one row tile (65-128 rows: decode batches, short prompts) whose tiles would leave SMs idle — the
+// persistent walk's last round under 90% full (gate/up's 192 tiles at 128 rows on 132 SMs: 73%) or
+// fewer tiles than SMs (q/k/v's 48: one CTA a range, f32 partials and their fold) — provided each CTA
+// gets two ranges or more (with fewer, a tile's total goes from CTA to CTA in a chain). Measured on an
+// H100 at 128 rows (bench/RESULTS.md run AY): q/k/v 47.1 → 42.9 µs, gate/up 97.0 → 90.2, decode batch
+// 128 +2.5%; o and down (32 tiles × 4 ranges) stay faster split (28.7 / 56.0 µs against 32.8 / 60.3).
+// Not with two row tiles or more: a CTA then walks one column's row tiles one after the other, where the
+// persistent walk has the CTAs of both rows read each weight tile together — at 256 rows gate/up took
+// 161 against 110 µs (the weights read twice from HBM) and q/k/v gained nothing. Not with multicast pairs
+// either (from 1,024 rows). It needs the workspace for the published totals and the flags at the
+// counters' end. RILL_GEMM_STREAM=0 / 1: never / wherever it can run. Same bits either way.
 bool stream_schedule_for(int64_t m, int64_t n, int splits, int num_sms, const GemmArgs& a) {
   if (g_stream == 0 || !g_wgmma || splits < 2 || gemm_multicast_for(m)) return false;
   const int sms = std::max(num_sms, 1);
@@ -473,7 +477,8 @@ bool stream_schedule_for(int64_t m, int64_t n, int splits, int num_sms, const Ge
       a.num_counters < 2 * int64_t(gemm_detail::stream_flags(sms)))
     return false;
   if (g_stream == 1) return true;
-  const int64_t tiles = ceil_div(m, int64_t(128)) * ceil_div(n, int64_t(128));
+  if (m > 128) return false;
+  const int64_t tiles = ceil_div(n, int64_t(128));
   const double fill = double(tiles) / double(ceil_div(tiles, int64_t(sms)) * sms);
   return fill < 0.9 && tiles * splits >= 2 * int64_t(sms);
 }
