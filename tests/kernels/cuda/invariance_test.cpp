@@ -407,13 +407,6 @@ struct MulticastMode {
   MulticastMode(const MulticastMode&) = delete;
   MulticastMode& operator=(const MulticastMode&) = delete;
 };
-struct StreamMode {  // the stream schedule: 0 never, 1 wherever it can run
-  int saved = cuda::gemm_stream();
-  explicit StreamMode(int mode) { cuda::set_gemm_stream(mode); }
-  ~StreamMode() { cuda::set_gemm_stream(saved); }
-  StreamMode(const StreamMode&) = delete;
-  StreamMode& operator=(const StreamMode&) = delete;
-};
 
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
 // warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs — alone or in multicast pairs — or

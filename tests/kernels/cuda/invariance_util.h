@@ -22,6 +22,15 @@ inline size_t differing_bits(const std::vector<float>& a, const std::vector<floa
 }
 
 // Arguments of one invariant GEMM launch with no workspace (the fold schedule) unless set later.
+// The warpgroup GEMM's stream schedule for a scope: 0 never, 1 wherever it can run (-1: the rule).
+struct StreamMode {
+  int saved = cuda::gemm_stream();
+  explicit StreamMode(int mode) { cuda::set_gemm_stream(mode); }
+  ~StreamMode() { cuda::set_gemm_stream(saved); }
+  StreamMode(const StreamMode&) = delete;
+  StreamMode& operator=(const StreamMode&) = delete;
+};
+
 inline cuda::GemmArgs plain_gemm(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n,
                                  int64_t k, int config = 0) {
   cuda::GemmArgs a = backend().matmul_engine().gemm_args(x, w, bias, m, n, k);
