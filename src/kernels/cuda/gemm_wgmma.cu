@@ -5,7 +5,9 @@
 // is the default once the tiles fill half the SMs: 417-633 / 614-682 TFLOP/s on the 8B shapes at M =
 // 512 / 4096 on the H200, against 158-176 for the mma.sync kernel and 775-826 for cuBLASLt), or one
 // split range a CTA with the partials folded by gemm.cu's reduction kernel (configuration 15, the
-// default for fewer tiles: decode batches of 65-256 rows). The decode kernel shaped for a weight
+// default for fewer tiles: decode batches of 65-256 rows), or the stream schedule (configuration 20,
+// stream_walk.h: every CTA the same share of the tiles' split ranges, the default where one row tile's
+// tiles would leave SMs idle: q/k/v and gate/up at 65-128 rows). The decode kernel shaped for a weight
 // stream (configurations 18, 19: M ≤ 8 / ≤ 64) is in gemm_wgmma_decode.cu. bench/RESULTS.md has
 // the figures.
 //

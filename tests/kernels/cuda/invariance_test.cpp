@@ -400,13 +400,6 @@ TEST(CudaInvariance, PanelWeightsEqualRowMajor) {
 }
 
 // Sets the persistent warpgroup GEMM's multicast mode (cuda::set_gemm_multicast) for a scope.
-struct MulticastMode {
-  int saved = cuda::gemm_multicast();
-  explicit MulticastMode(int mode) { cuda::set_gemm_multicast(mode); }
-  ~MulticastMode() { cuda::set_gemm_multicast(saved); }
-  MulticastMode(const MulticastMode&) = delete;
-  MulticastMode& operator=(const MulticastMode&) = delete;
-};
 
 // The warpgroup kernel (configurations 11-14: wgmma from tensor-copied, swizzled tiles, a producer
 // warpgroup, 5 or 6 stages, one CTA a tile or persistent CTAs — alone or in multicast pairs — or

@@ -22,14 +22,19 @@ inline size_t differing_bits(const std::vector<float>& a, const std::vector<floa
 }
 
 // Arguments of one invariant GEMM launch with no workspace (the fold schedule) unless set later.
-// The warpgroup GEMM's stream schedule for a scope: 0 never, 1 wherever it can run (-1: the rule).
-struct StreamMode {
-  int saved = cuda::gemm_stream();
-  explicit StreamMode(int mode) { cuda::set_gemm_stream(mode); }
-  ~StreamMode() { cuda::set_gemm_stream(saved); }
-  StreamMode(const StreamMode&) = delete;
-  StreamMode& operator=(const StreamMode&) = delete;
+// A GEMM setting held for a scope, then restored.
+template <int (*Get)(), void (*Set)(int)>
+struct ScopedMode {
+  int saved = Get();
+  explicit ScopedMode(int mode) { Set(mode); }
+  ~ScopedMode() { Set(saved); }
+  ScopedMode(const ScopedMode&) = delete;
+  ScopedMode& operator=(const ScopedMode&) = delete;
 };
+// The persistent warpgroup GEMM in multicast pairs, and its stream schedule: 0 never, 1 wherever it can
+// run (-1: the rule).
+using MulticastMode = ScopedMode<cuda::gemm_multicast, cuda::set_gemm_multicast>;
+using StreamMode = ScopedMode<cuda::gemm_stream, cuda::set_gemm_stream>;
 
 inline cuda::GemmArgs plain_gemm(const void* x, const void* w, const void* bias, void* y, int64_t m, int64_t n,
                                  int64_t k, int config = 0) {
