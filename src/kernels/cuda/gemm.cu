@@ -464,7 +464,7 @@ namespace {
 // fewer tiles than SMs (q/k/v's 48: one CTA a range, f32 partials and their fold) — provided each CTA
 // gets two ranges or more (with fewer, a tile's total goes from CTA to CTA in a chain). Measured on an
 // H100 at 128 rows (bench/RESULTS.md run AY): q/k/v 47.1 → 42.9 µs, gate/up 97.0 → 90.2, decode batch
-// 128 +2.5%; o and down (32 tiles × 4 ranges) stay faster split (28.7 / 56.0 µs against 32.8 / 60.3).
+// 128 +2.75%; o and down (32 tiles × 4 ranges) stay faster split (28.7 / 56.0 µs against 32.8 / 60.3).
 // Not with two row tiles or more: a CTA then walks one column's row tiles one after the other, where the
 // persistent walk has the CTAs of both rows read each weight tile together — at 256 rows gate/up took
 // 161 against 110 µs (the weights read twice from HBM) and q/k/v gained nothing. Not with multicast pairs
@@ -593,7 +593,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   // (k-panels: the warpgroup kernel at any M; where its tiles do not fill, 15 — split ranges, or one CTA a tile.)
   const bool persistent = g_wgmma && persistent_tiles_fill(a.m, a.n, a.num_sms);
   const int persistent_config = g_wide_tile && a.n % 192 == 0 ? 16 : 12;
-  // (M > 64 here: MatmulEngine sets 18 / 19 for fewer rows.)
+  // (MatmulEngine gives M ≤ 64 the decode configurations 18 / 19 before this.)
   const bool stream_config = a.m > 16 && stream_schedule_for(a.m, a.n, sp.splits, a.num_sms, a);
   const int config = a.config > 0     ? a.config
                      : stream_config  ? 20
