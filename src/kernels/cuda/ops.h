@@ -260,7 +260,8 @@ struct GemmArgs {
   size_t workspace_bytes = 0;
   int num_sms = 132;
   /// 0 = by M; tests, benchmarks: 1, 5, 6 tiled decode, 2 mid, 3 / 4 prefill, 7, 8 streaming decode
-  /// (M ≤ 16), 9, 10 bulk-copy decode, 11-15 warpgroup (sm_90a), 18, 19 warpgroup decode (M ≤ 8 / ≤ 64, sm_90a)
+  /// (M ≤ 16), 9, 10 bulk-copy decode, 11-17 warpgroup (sm_90a), 18, 19 warpgroup decode (M ≤ 8 / ≤ 64, sm_90a),
+  /// 20 warpgroup on the stream schedule (sm_90a; needs 2+ split ranges, the workspace and the counters)
   int config = 0;
   /// Outputs split by columns (fused projections): when num_outs > 0, outs[s] holds the product's
   /// columns [out_end[s - 1], out_end[s]) with that width as its row stride, and y is unused
