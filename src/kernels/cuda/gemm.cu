@@ -470,12 +470,16 @@ namespace {
 // 161 against 110 µs (the weights read twice from HBM) and q/k/v gained nothing. Not with multicast pairs
 // either (from 1,024 rows). It needs the workspace for the published totals and the flags at the
 // counters' end. RILL_GEMM_STREAM=0 / 1: never / wherever it can run. Same bits either way.
+// Whether a's workspace holds the published totals and its counters the flags (past the decode ones).
+bool stream_resources_fit(const GemmArgs& a) {
+  const int sms = std::max(a.num_sms, 1);
+  return a.workspace && a.workspace_bytes >= gemm_detail::stream_workspace_bytes(sms) && a.counters &&
+         a.num_counters >= 2 * int64_t(gemm_detail::stream_flags(sms));
+}
+
 bool stream_schedule_for(int64_t m, int64_t n, int splits, int num_sms, const GemmArgs& a) {
-  if (g_stream == 0 || !g_wgmma || splits < 2 || gemm_multicast_for(m)) return false;
+  if (g_stream == 0 || !g_wgmma || splits < 2 || gemm_multicast_for(m) || !stream_resources_fit(a)) return false;
   const int sms = std::max(num_sms, 1);
-  if (!a.workspace || a.workspace_bytes < gemm_detail::stream_workspace_bytes(sms) || !a.counters ||
-      a.num_counters < 2 * int64_t(gemm_detail::stream_flags(sms)))
-    return false;
   if (g_stream == 1) return true;
   if (m > 128) return false;
   const int64_t tiles = ceil_div(n, int64_t(128));
@@ -648,8 +652,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
       return;
     }
     case 20: {  // the warpgroup kernel's stream schedule (stream_schedule_for)
-      if (!g_wgmma || sp.splits < 2 || !a.workspace || !a.counters ||
-          a.num_counters < 2 * int64_t(gemm_detail::stream_flags(std::max(a.num_sms, 1))))
+      if (!g_wgmma || sp.splits < 2 || !stream_resources_fit(a))
         throw_error("[matmul] GEMM configuration 20 (the stream schedule) needs the warpgroup GEMM (sm_90a), 2+ split "
                     "ranges, the split workspace and the GEMM counters");
       k.counters = stream_flags_of(a);

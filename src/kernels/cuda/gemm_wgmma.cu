@@ -549,9 +549,6 @@ bool gemm_wgmma_available() {
 
 namespace {
 
-// The stream schedule's CTAs: one an SM (as many as its flags and slots: stream_flags).
-int64_t stream_ctas(int num_sms) { return stream_flags(num_sms); }
-
 // Clusters of two CTAs of `kernel` (one an SM) resident at once, at most num_sms / 2.
 template <class Kernel>
 int resident_pairs(Kernel kernel, size_t smem, int num_sms) {
@@ -599,7 +596,7 @@ void launch_variant(const GemmKernelArgs& a, int num_sms, cudaStream_t stream) {
   }
   const int64_t ranges = (a.k + a.ks - 1) / a.ks;  // (kStream: a CTA a share of the tiles' ranges)
   const int64_t ctas = kSplit        ? tiles * a.splits
-                       : kStream     ? std::min<int64_t>(tiles * ranges, stream_ctas(num_sms))
+                       : kStream     ? std::min<int64_t>(tiles * ranges, stream_flags(num_sms))  // (one an SM: a flag each)
                        : kPersistent ? std::min<int64_t>(tiles, std::max(num_sms, 1))
                                      : tiles;
   launch_pdl(kernel, dim3(unsigned(ctas)), dim3(kThreads), smem_bytes(kStages, kN), stream, tx, tw, a);
