@@ -477,12 +477,12 @@ bool stream_resources_fit(const GemmArgs& a) {
          a.num_counters >= 2 * int64_t(gemm_detail::stream_flags(sms));
 }
 
-bool stream_schedule_for(int64_t m, int64_t n, int splits, int num_sms, const GemmArgs& a) {
-  if (g_stream == 0 || !g_wgmma || splits < 2 || gemm_multicast_for(m) || !stream_resources_fit(a)) return false;
-  const int sms = std::max(num_sms, 1);
+bool stream_schedule_for(const GemmArgs& a, int splits) {
+  if (g_stream == 0 || !g_wgmma || splits < 2 || gemm_multicast_for(a.m) || !stream_resources_fit(a)) return false;
+  const int sms = std::max(a.num_sms, 1);
   if (g_stream == 1) return true;
-  if (m > 128) return false;
-  const int64_t tiles = ceil_div(n, int64_t(128));
+  if (a.m > 128) return false;
+  const int64_t tiles = ceil_div(a.n, int64_t(128));
   const double fill = double(tiles) / double(ceil_div(tiles, int64_t(sms)) * sms);
   return fill < 0.9 && tiles * splits >= 2 * int64_t(sms);
 }
@@ -576,7 +576,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
         !aligned(a.x, 16) || !aligned(a.w, 16) || !aligned(a.y, 4))
       throw_error("[matmul] the SwiGLU GEMM needs the warpgroup GEMM (sm_90a), N = 2 x inter with inter % 64 == 0, "
                   "K % 8 == 0, 16-byte aligned x and w and one 4-byte aligned output (see gemm_swiglu_fits)");
-    const bool stream_glu = stream_schedule_for(a.m, a.n, sp.splits, a.num_sms, a);
+    const bool stream_glu = stream_schedule_for(a, sp.splits);
     if (stream_glu) k.counters = stream_flags_of(a);
     gemm_detail::launch_gemm_wgmma(k, gemm_multicast_for(a.m) ? 9 : stream_glu ? 11 : 7, a.num_sms, a.workspace_bytes,
                                    stream);
@@ -598,7 +598,7 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
   const bool persistent = g_wgmma && persistent_tiles_fill(a.m, a.n, a.num_sms);
   const int persistent_config = g_wide_tile && a.n % 192 == 0 ? 16 : 12;
   // (MatmulEngine gives M ≤ 64 the decode configurations 18 / 19 before this.)
-  const bool stream_config = a.m > 16 && stream_schedule_for(a.m, a.n, sp.splits, a.num_sms, a);
+  const bool stream_config = a.m > 16 && stream_schedule_for(a, sp.splits);
   const int config = a.config > 0     ? a.config
                      : stream_config  ? 20
                      : a.w_panels     ? (persistent ? persistent_config : 15)
