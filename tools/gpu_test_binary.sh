@@ -22,6 +22,9 @@ case "${1:-}" in
     (cd build-bin/debs && for p in libhwy1 libspdlog1.10 libfmt9; do
        compgen -G "${p}_*.deb" > /dev/null || apt-get download "$p"; done)
     tools/gpu_stamp.sh && cp .carry/STAMP build-bin/STAMP
+    # The commit the binary was built from, which need not be this tree's.
+    echo "binary built from $(git -C "$(cat build-bin/SOURCE_DIR)" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+      >> build-bin/STAMP
     du -sh build-bin ;;
   run)
     out="${2:?usage: tools/gpu_test_binary.sh run OUTDIR}"; mkdir -p "$out"
