@@ -3,7 +3,7 @@
 # to build there: for a call with too little device time left to build (gpu_run.sh's `quick` builds first).
 #   prepare (here, after a build of the commit, e.g. a clean-clone CI run's build/): copies BUILD_DIR's
 #     tests/rill_cuda_tests (every test labelled `cuda` is this one binary's) into build-bin/ (git-ignored; carry
-#     it: ["build-bin"]), stripped, with the Debian runtime packages it links that the GPU machine lacks (Highway,
+#     it: ["build-bin"]), stripped and gzipped (~9 MB, so it fits in a call beside .carry and the tree), with the Debian runtime packages it links that the GPU machine lacks (Highway,
 #     spdlog 1.10, fmt 9) and the stamp of tools/gpu_stamp.sh.
 #   run (there): unpacks those packages, points the binary's built-in source path (its test fixtures) at this tree,
 #     runs the binary directly (RILL_BIN_TIMEOUT seconds, default 240) and writes its log and a summary to OUTDIR.
@@ -15,7 +15,8 @@ case "${1:-}" in
     build="${2:?usage: tools/gpu_test_binary.sh prepare BUILD_DIR}"
     set -e
     mkdir -p build-bin/debs
-    cp "$build/tests/rill_cuda_tests" build-bin/ && strip build-bin/rill_cuda_tests
+    rm -f build-bin/rill_cuda_tests
+    cp "$build/tests/rill_cuda_tests" build-bin/ && strip build-bin/rill_cuda_tests && gzip -9f build-bin/rill_cuda_tests
     # The binary's RILL_SOURCE_DIR: `run` links it to the tree it is given there.
     sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" > build-bin/SOURCE_DIR
     grep -q . build-bin/SOURCE_DIR
@@ -34,13 +35,14 @@ case "${1:-}" in
       echo "RILL_REQUIRE_GPU=$RILL_REQUIRE_GPU: nothing run" | tee -a "$out/summary.txt"; exit 3
     fi
     mkdir -p /tmp/pfx; for f in build-bin/debs/*.deb; do dpkg -x "$f" /tmp/pfx; done
+    bin=/tmp/rill_cuda_tests; gzip -dc build-bin/rill_cuda_tests.gz > "$bin" && chmod +x "$bin" || exit 2
     export LD_LIBRARY_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     src="$(cat build-bin/SOURCE_DIR)"
     if [[ "$src" != "$PWD" && ! -e "$src" ]]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
     sed 's/^/stamp: /' build-bin/STAMP | tee -a "$out/summary.txt"
-    ldd build-bin/rill_cuda_tests | grep "not found" | tee -a "$out/summary.txt"
+    ldd "$bin" | grep "not found" | tee -a "$out/summary.txt"
     start=$(date +%s)
-    timeout "${RILL_BIN_TIMEOUT:-240}" build-bin/rill_cuda_tests > "$out/cuda_tests.log" 2>&1; rc=$?
+    timeout "${RILL_BIN_TIMEOUT:-240}" "$bin" > "$out/cuda_tests.log" 2>&1; rc=$?
     echo "rill_cuda_tests rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$out/summary.txt"
     grep -E "^\[==========\]|^\[  (PASSED  |SKIPPED )\] [0-9]|^\[  FAILED  \]|DISABLED TEST" "$out/cuda_tests.log" |
       tee -a "$out/summary.txt"
