@@ -3,8 +3,9 @@
 # to build there: for a call with too little device time left to build (gpu_run.sh's `quick` builds first).
 #   prepare (here, after a build of the commit, e.g. a clean-clone CI run's build/): copies BUILD_DIR's
 #     tests/rill_cuda_tests (every test labelled `cuda` is this one binary's) into build-bin/ (git-ignored; carry
-#     it: ["build-bin"]), stripped and gzipped (~9 MB, so it fits in a call beside .carry and the tree), with the Debian runtime packages it links that the GPU machine lacks (Highway,
-#     spdlog 1.10, fmt 9) and the stamp of tools/gpu_stamp.sh.
+#     it: ["build-bin"]), stripped and gzipped (~9 MB, so it fits in a call beside .carry and the tree), with the
+#     Debian runtime packages it links that the GPU machine lacks (Highway, spdlog 1.10, fmt 9) and the stamp of
+#     tools/gpu_stamp.sh.
 #   run (there): unpacks those packages, points the binary's built-in source path (its test fixtures) at this tree,
 #     runs the binary directly (RILL_BIN_TIMEOUT seconds, default 240) and writes its log and a summary to OUTDIR.
 #     RILL_REQUIRE_GPU=TEXT: stop at once (exit 3) unless the GPU's name contains TEXT.
