@@ -25,7 +25,8 @@
 #   attn: the warpgroup kernels' tests, quick, prefill with each attention kernel; attn-decode: quick + batch-1
 #   decode at 512 / 8192 / 16384 (+ RILL_BREAKDOWN_CTX); trace: no tests — a second build with
 #   -DRILL_PDL_TRACE=ON and the batch-1 decode step's per-kernel critical-path spans in the replayed
-#   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py; RILL_TRACE_WINDOW:
+#   graph at the contexts of RILL_TRACE_CTX (default "512 8192"; tools/pdl_trace_summary.py; RILL_TRACE_BATCH: the
+#   batch sizes, default 1; RILL_TRACE_WINDOW:
 #   kernels a layer, default 12; RILL_PDL_TRACE_TWICE=attention,rope,norm launches those twice, launch.h);
 #   power: no tests (RILL_SKIP_CTEST=1) — long decodes (batch 1 at 512 / 8,192 keys, batch 64) with the GPU's
 #   clocks, power and temperature sampled every 20 ms while they run;
@@ -224,12 +225,16 @@ measurement_build() {  # NAME OPTION
 }
 if [[ "$mode" == trace ]]; then
   measurement_build trace RILL_PDL_TRACE
-  for ctx in ${RILL_TRACE_CTX:-512 8192}; do
-    log "trace: batch-1 decode at context $ctx"
-    RILL_PDL_TRACE=/tmp/trace_$ctx.csv build-trace/rill bench --device cuda --model /tmp/q8 --prompt-len "$ctx" \
-      --decode-tokens 64 2>>"$out/bench_stderr.log" | grep -E "decode_tokens" | tee -a "$out/summary.txt"
-    python3 tools/pdl_trace_summary.py /tmp/trace_$ctx.csv --layer-window "${RILL_TRACE_WINDOW:-12}" --from 40 | tee "$out/trace_$ctx.txt" |
-      head -30 >> "$out/summary.txt"
+  for batch in ${RILL_TRACE_BATCH:-1}; do
+    for ctx in ${RILL_TRACE_CTX:-512 8192}; do
+      name="$ctx"
+      [[ "$batch" != 1 ]] && name="${ctx}_b$batch"
+      log "trace: batch-$batch decode at context $ctx"
+      RILL_PDL_TRACE=/tmp/trace_$name.csv build-trace/rill bench --device cuda --model /tmp/q8 --prompt-len "$ctx" \
+        --batch "$batch" --decode-tokens 64 2>>"$out/bench_stderr.log" | grep -E "decode_tokens" | tee -a "$out/summary.txt"
+      python3 tools/pdl_trace_summary.py /tmp/trace_$name.csv --layer-window "${RILL_TRACE_WINDOW:-12}" --from 40 |
+        tee "$out/trace_$name.txt" | head -30 >> "$out/summary.txt"
+    done
   done
   exit 0
 fi
