@@ -408,7 +408,7 @@ void run_attention_invariant(const AttentionArgs& a, cudaStream_t stream) {
     }
     launch_pdl(attention_kernel<D, kWarps, kBN, false>, dim3(grid), dim3(Cfg::kThreads), Cfg::kSmemBytes, stream, k);
     RILL_CUDA_CHECK_LAUNCH();
-    launch_combine_spans<D>(k, a, span_keys, stream);
+    launch_combine_spans<D>(k, a, spans, span_keys, stream);
   } else {
     k.splits = 1;
     if constexpr (kDecodeKernels) {

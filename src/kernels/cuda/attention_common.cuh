@@ -384,8 +384,10 @@ void launch_decode_split(const AttnKernelArgs& k, const AttentionArgs& a, dim3 g
 template <int D>
 void launch_decode_fold(const AttnKernelArgs& k, const AttentionArgs& a, cudaStream_t stream);
 // The span combine after a split schedule's partials (D 16, 32, 64, 128 or 256).
+// spans: the block table's (graph-stable), which picks the combine's block (one warp where they fit).
 template <int D>
-void launch_combine_spans(const AttnKernelArgs& k, const AttentionArgs& a, int span_keys, cudaStream_t stream);
+void launch_combine_spans(const AttnKernelArgs& k, const AttentionArgs& a, int64_t spans, int span_keys,
+                          cudaStream_t stream);
 // launch_attention starts by clearing what attention_ended_with_combine reports (ops.h).
 void clear_ended_with_combine();
 

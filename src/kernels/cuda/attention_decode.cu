@@ -33,6 +33,8 @@ bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUST
 bool g_attention_cluster_push = true;  // set_attention_cluster_push (RILL_ATTENTION_CLUSTER_PUSH)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
+int g_attention_combine = 2;  // set_attention_combine (RILL_ATTENTION_COMBINE)
+std::atomic<uint64_t> g_attention_combine_warp_launches{0};
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};
 // Whether this thread's last launch_attention ended with the span combine as a kernel of its own
 // (attention_ended_with_combine; each backend launches from its own thread).
@@ -222,20 +224,31 @@ __global__ void __launch_bounds__(128, kPush ? 4 : 5)
 // thread a dim, the partials through registers — 32 blocks at batch 1, 11.9 µs a layer at 8k
 // context alone on the H200, 0.42 ms of a 5.3 ms step in the graph; each output's operations are
 // unchanged, only who loads what.)
-template <int D>
+//
+// The chunk is kChunk spans on kChunk threads: 256, or one warp of 32 where a row's spans fit it (the
+// block table's spans, so a captured graph replays the same kernel at any context). Short tables at
+// several rows were the 256-thread block's worst case: batch 16 at 512 keys launches 2,048 blocks of
+// 37 KB of shared memory for 9-10 spans each — over two waves — and the o projection's CTAs find no
+// room until the last has left (an H100 trace: the combine's span 13.7 µs a layer for 1.6 µs of block
+// 0's work). One warp with 5 KB is one wave up to 4,224 blocks. The chunking changes no bit: a span's
+// weights come from the running max before it (exact in any order) and the fold is one FMA chain in
+// span order either way.
+template <int D, int kChunk>
 struct CombineCfg {
-  static constexpr int kThreads = 256;              // spans a chunk
+  static constexpr int kThreads = kChunk;            // spans a chunk: a thread a span's (m, l)
   static constexpr int kDims = D < 32 ? D : 32;      // output dims a block: one folding warp
   static constexpr int kVec = kDims / 4;             // float4s of a span's slice
   static_assert(D % kDims == 0 && kDims % 4 == 0, "head_dim a multiple of 4 (32 above 32)");
+  static_assert(kChunk % 32 == 0 && kChunk >= kDims, "whole warps; the folding warp's lanes");
 };
+constexpr int kCombineWarpSpans = 32;  // the one-warp combine's chunk
 
-template <int D>
-__global__ void __launch_bounds__(CombineCfg<D>::kThreads)
+template <int D, int kChunk>
+__global__ void __launch_bounds__(kChunk)
     attention_combine_spans_kernel(const float* part_o, const float* part_ml, bf16* out, const int32_t* cu_seqlens_q,
                                    const int32_t* context_lens, int64_t tokens, int hq, int window, int span_keys,
                                    bool early_trigger) {
-  using C = CombineCfg<D>;
+  using C = CombineCfg<D, kChunk>;
   constexpr int kThreads = C::kThreads, kDims = C::kDims, kVec = C::kVec, kWarps = kThreads / 32;
   __shared__ __align__(16) float o_s[kThreads * kDims];  // the chunk's partials: span j's slice at j·kDims
   __shared__ float4 w_s[kThreads];                     // span c0 + j: (a, b, l, -), a = -1 when skipped
@@ -380,15 +393,22 @@ void launch_fold(AttnKernelArgs k, const AttentionArgs& a, cudaStream_t stream) 
   g_attention_decode_fold_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-// The span combine of a split schedule (grid: a block a (row, head), query token and kDims outputs).
+// The span combine of a split schedule (grid: a block a (row, head), query token and kDims outputs): one
+// warp a block where the block table's spans fit its chunk, else 256 threads (RILL_ATTENTION_COMBINE).
 template <int D>
-void launch_combine(const AttnKernelArgs& k, const AttentionArgs& a, int span_keys, cudaStream_t stream) {
-  dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q), unsigned(D / CombineCfg<D>::kDims));
-  launch_pdl(attention_combine_spans_kernel<D>, dim3(cgrid), dim3(CombineCfg<D>::kThreads), 0, stream,
-      k.part_o, k.part_ml, k.out, a.cu_seqlens_q, a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys,
-      k.early_trigger);
+void launch_combine(const AttnKernelArgs& k, const AttentionArgs& a, int64_t spans, int span_keys,
+                    cudaStream_t stream) {
+  const bool warp = g_attention_combine == 1 || (g_attention_combine == 2 && spans <= kCombineWarpSpans);
+  auto launch = [&](auto kernel, int threads) {
+    dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q), unsigned(D / CombineCfg<D, 256>::kDims));
+    launch_pdl(kernel, dim3(cgrid), dim3(threads), 0, stream, k.part_o, k.part_ml, k.out, a.cu_seqlens_q,
+               a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys, k.early_trigger);
+  };
+  if (warp) launch(attention_combine_spans_kernel<D, kCombineWarpSpans>, kCombineWarpSpans);
+  else launch(attention_combine_spans_kernel<D, 256>, 256);
   RILL_CUDA_CHECK_LAUNCH();
   g_ended_with_combine = true;
+  g_attention_combine_warp_launches.fetch_add(warp ? 1 : 0, std::memory_order_relaxed);
 }
 
 // The invariant split schedule at one m-tile: the cluster kernel (≤ 16 spans, the block-table
@@ -449,7 +469,7 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
   launch_pdl(rope ? attention_decode_split_kernel<D, true> : attention_decode_split_kernel<D, false>, dim3(grid),
              dim3(DC::kThreads), DC::kSmemBytes, stream, k);
   RILL_CUDA_CHECK_LAUNCH();
-  launch_combine<D>(k, a, span_keys, stream);
+  launch_combine<D>(k, a, spans, span_keys, stream);
 }
 
 }  // namespace
@@ -464,8 +484,9 @@ void launch_decode_fold(const AttnKernelArgs& k, const AttentionArgs& a, cudaStr
   launch_fold<D>(k, a, stream);
 }
 template <int D>
-void launch_combine_spans(const AttnKernelArgs& k, const AttentionArgs& a, int span_keys, cudaStream_t stream) {
-  launch_combine<D>(k, a, span_keys, stream);
+void launch_combine_spans(const AttnKernelArgs& k, const AttentionArgs& a, int64_t spans, int span_keys,
+                          cudaStream_t stream) {
+  launch_combine<D>(k, a, spans, span_keys, stream);
 }
 
 void clear_ended_with_combine() { g_ended_with_combine = false; }
@@ -474,11 +495,11 @@ template void launch_decode_split<64>(const AttnKernelArgs&, const AttentionArgs
 template void launch_decode_split<128>(const AttnKernelArgs&, const AttentionArgs&, dim3, int64_t, int, cudaStream_t);
 template void launch_decode_fold<64>(const AttnKernelArgs&, const AttentionArgs&, cudaStream_t);
 template void launch_decode_fold<128>(const AttnKernelArgs&, const AttentionArgs&, cudaStream_t);
-template void launch_combine_spans<16>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
-template void launch_combine_spans<32>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
-template void launch_combine_spans<64>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
-template void launch_combine_spans<128>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
-template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionArgs&, int, cudaStream_t);
+template void launch_combine_spans<16>(const AttnKernelArgs&, const AttentionArgs&, int64_t, int, cudaStream_t);
+template void launch_combine_spans<32>(const AttnKernelArgs&, const AttentionArgs&, int64_t, int, cudaStream_t);
+template void launch_combine_spans<64>(const AttnKernelArgs&, const AttentionArgs&, int64_t, int, cudaStream_t);
+template void launch_combine_spans<128>(const AttnKernelArgs&, const AttentionArgs&, int64_t, int, cudaStream_t);
+template void launch_combine_spans<256>(const AttnKernelArgs&, const AttentionArgs&, int64_t, int, cudaStream_t);
 
 }  // namespace attention_detail
 
@@ -489,6 +510,9 @@ bool attention_ended_with_combine() { return attention_detail::g_ended_with_comb
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }
 uint64_t attention_cluster_launches() { return attention_detail::g_attention_cluster_launches.load(); }
 void set_attention_decode_fold(int mode) { attention_detail::g_attention_decode_fold = mode; }
+void set_attention_combine(int mode) { attention_detail::g_attention_combine = mode; }
+int attention_combine() { return attention_detail::g_attention_combine; }
+uint64_t attention_combine_warp_launches() { return attention_detail::g_attention_combine_warp_launches.load(); }
 int attention_decode_fold() { return attention_detail::g_attention_decode_fold; }
 uint64_t attention_decode_fold_launches() { return attention_detail::g_attention_decode_fold_launches.load(); }
 

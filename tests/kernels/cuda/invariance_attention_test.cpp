@@ -214,6 +214,15 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
         for (float v : split) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
         EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
       }
+      // The span combine on one warp a block (RILL_ATTENTION_COMBINE=1): chunks of 32 spans, the running
+      // max carried across ~9 of them.
+      const int mode = cuda::attention_combine();
+      cuda::set_attention_combine(1);
+      const uint64_t before = cuda::attention_combine_warp_launches();
+      auto warp = c.run(parts, q, width, 2);
+      cuda::set_attention_combine(mode);
+      EXPECT_GT(cuda::attention_combine_warp_launches(), before) << "the one-warp combine ran";
+      EXPECT_TRUE(same_bits(fold.data(), warp.data(), warp.size())) << "one-warp combine differs from the fold";
     }
   }
 }
@@ -270,12 +279,23 @@ TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
           EXPECT_TRUE(same_bits(fold.data(), other.data(), other.size()))
               << "cluster kernel with " << (push ? "the barrier" : "pushes") << " differs from the fold";
           cuda::set_attention_cluster(false);
+          const uint64_t warp_before = cuda::attention_combine_warp_launches();
           auto split = c.run(parts, q, width, 2);
-          cuda::set_attention_cluster(true);
           if (cluster_kernel) {
             EXPECT_TRUE(cuda::attention_ended_with_combine()) << "the split kernels' span combine";
           }
+          // ≤ 32 spans: the one-warp combine by default (mode 2), wherever a span combine ran.
+          if (cuda::attention_combine() == 2 && cuda::attention_ended_with_combine()) {
+            EXPECT_GT(cuda::attention_combine_warp_launches(), warp_before) << "the one-warp combine ran";
+          }
           EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
+          // And the 256-thread combine over the same partials.
+          const int mode = cuda::attention_combine();
+          cuda::set_attention_combine(0);
+          auto wide = c.run(parts, q, width, 2);
+          cuda::set_attention_combine(mode);
+          cuda::set_attention_cluster(true);
+          EXPECT_TRUE(same_bits(fold.data(), wide.data(), wide.size())) << "256-thread combine differs from the fold";
         }
       }
       if (ac.d == 128 && ac.hkv == 8) {  // 7 rows × 8 kv heads × 16 blocks: more than a wave on 132 SMs

@@ -48,6 +48,10 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_EQ(cuda::parse_attention_decode_fold("0"), 0);
   EXPECT_EQ(cuda::parse_attention_decode_fold("1"), 1);
   expect_rejects(cuda::parse_attention_decode_fold, {"", "3", "-1", "on", "1 "}, "RILL_ATTENTION_DECODE_FOLD");
+  EXPECT_EQ(cuda::parse_attention_combine(nullptr), 2);
+  EXPECT_EQ(cuda::parse_attention_combine("0"), 0);
+  EXPECT_EQ(cuda::parse_attention_combine("1"), 1);
+  expect_rejects(cuda::parse_attention_combine, {"", "3", "-1", "warp", "2 "}, "RILL_ATTENTION_COMBINE");
   EXPECT_FALSE(cuda::parse_attention_rope(nullptr));
   EXPECT_TRUE(cuda::parse_attention_rope("1"));
   EXPECT_FALSE(cuda::parse_attention_rope("0"));
