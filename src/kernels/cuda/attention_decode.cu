@@ -33,12 +33,12 @@ bool g_attention_cluster = true;  // set_attention_cluster (RILL_ATTENTION_CLUST
 bool g_attention_cluster_push = true;  // set_attention_cluster_push (RILL_ATTENTION_CLUSTER_PUSH)
 std::atomic<uint64_t> g_attention_cluster_launches{0};  // (several devices may launch at once)
 int g_attention_decode_fold = 2;  // set_attention_decode_fold (RILL_ATTENTION_DECODE_FOLD)
-int g_attention_combine = 2;  // set_attention_combine (RILL_ATTENTION_COMBINE)
-std::atomic<uint64_t> g_attention_combine_warp_launches{0};
+int g_attention_combine_spans = 0;  // set_attention_combine_spans (RILL_ATTENTION_COMBINE_SPANS)
 std::atomic<uint64_t> g_attention_decode_fold_launches{0};
 // Whether this thread's last launch_attention ended with the span combine as a kernel of its own
 // (attention_ended_with_combine; each backend launches from its own thread).
 thread_local bool g_ended_with_combine = false;
+thread_local int g_last_combine_spans = 0;  // that combine's chunk (attention_last_combine_spans)
 
 template <int D, bool kRope = false>
 __global__ void __launch_bounds__(128) attention_decode_split_kernel(const __grid_constant__ AttnKernelArgs a) {
@@ -225,14 +225,14 @@ __global__ void __launch_bounds__(128, kPush ? 4 : 5)
 // context alone on the H200, 0.42 ms of a 5.3 ms step in the graph; each output's operations are
 // unchanged, only who loads what.)
 //
-// The chunk is kChunk spans on kChunk threads: 256, or one warp of 32 where a row's spans fit it (the
-// block table's spans, so a captured graph replays the same kernel at any context). Short tables at
-// several rows were the 256-thread block's worst case: batch 16 at 512 keys launches 2,048 blocks of
-// 37 KB of shared memory for 9-10 spans each — over two waves — and the o projection's CTAs find no
-// room until the last has left (an H100 trace: the combine's span 13.7 µs a layer for 1.6 µs of block
-// 0's work). One warp with 5 KB is one wave up to 4,224 blocks. The chunking changes no bit: a span's
-// weights come from the running max before it (exact in any order) and the fold is one FMA chain in
-// span order either way.
+// The chunk is kChunk spans on kChunk threads: the smallest of 32 (one warp), 128 and 256 that holds the
+// block table's spans (so a captured graph replays the same kernel at any context that fits), fewer
+// where RILL_ATTENTION_COMBINE_SPANS forces it (more chunks, each one more round trip). Several rows over
+// short tables were the 256-thread block's worst case: batch 16 at 512 keys launches 2,048 blocks of 37 KB
+// of shared memory for 9-10 spans each — over two waves — and the o projection's CTAs find no room until
+// the last has left (an H100 trace: the combine's span 13.7 µs a layer for 1.6 µs of block 0's work). One
+// warp with 5 KB is one wave up to 4,224 blocks. The chunk changes no bit: a span's weights come from the
+// running max before it (exact in any order) and the fold is one FMA chain in span order either way.
 template <int D, int kChunk>
 struct CombineCfg {
   static constexpr int kThreads = kChunk;            // spans a chunk: a thread a span's (m, l)
@@ -241,7 +241,6 @@ struct CombineCfg {
   static_assert(D % kDims == 0 && kDims % 4 == 0, "head_dim a multiple of 4 (32 above 32)");
   static_assert(kChunk % 32 == 0 && kChunk >= kDims, "whole warps; the folding warp's lanes");
 };
-constexpr int kCombineWarpSpans = 32;  // the one-warp combine's chunk
 
 template <int D, int kChunk>
 __global__ void __launch_bounds__(kChunk)
@@ -393,22 +392,25 @@ void launch_fold(AttnKernelArgs k, const AttentionArgs& a, cudaStream_t stream) 
   g_attention_decode_fold_launches.fetch_add(1, std::memory_order_relaxed);
 }
 
-// The span combine of a split schedule (grid: a block a (row, head), query token and kDims outputs): one
-// warp a block where the block table's spans fit its chunk, else 256 threads (RILL_ATTENTION_COMBINE).
+// The span combine of a split schedule (grid: a block a (row, head), query token and kDims outputs) on
+// chunks of 32, 128 or 256 spans (CombineCfg).
 template <int D>
 void launch_combine(const AttnKernelArgs& k, const AttentionArgs& a, int64_t spans, int span_keys,
                     cudaStream_t stream) {
-  const bool warp = g_attention_combine == 1 || (g_attention_combine == 2 && spans <= kCombineWarpSpans);
-  auto launch = [&](auto kernel, int threads) {
-    dim3 cgrid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q), unsigned(D / CombineCfg<D, 256>::kDims));
-    launch_pdl(kernel, dim3(cgrid), dim3(threads), 0, stream, k.part_o, k.part_ml, k.out, a.cu_seqlens_q,
+  const int chunk =
+      g_attention_combine_spans > 0 ? g_attention_combine_spans : spans <= 32 ? 32 : spans <= 128 ? 128 : 256;
+  auto launch = [&](auto kernel) {
+    const dim3 grid(unsigned(a.num_rows) * unsigned(a.hq), unsigned(a.max_seqlen_q),
+                    unsigned(D / CombineCfg<D, 256>::kDims));
+    launch_pdl(kernel, grid, dim3(unsigned(chunk)), 0, stream, k.part_o, k.part_ml, k.out, a.cu_seqlens_q,
                a.context_lens, a.tokens, a.hq, a.sliding_window, span_keys, k.early_trigger);
   };
-  if (warp) launch(attention_combine_spans_kernel<D, kCombineWarpSpans>, kCombineWarpSpans);
-  else launch(attention_combine_spans_kernel<D, 256>, 256);
+  if (chunk == 32) launch(attention_combine_spans_kernel<D, 32>);
+  else if (chunk == 128) launch(attention_combine_spans_kernel<D, 128>);
+  else launch(attention_combine_spans_kernel<D, 256>);
   RILL_CUDA_CHECK_LAUNCH();
   g_ended_with_combine = true;
-  g_attention_combine_warp_launches.fetch_add(warp ? 1 : 0, std::memory_order_relaxed);
+  g_last_combine_spans = chunk;
 }
 
 // The invariant split schedule at one m-tile: the cluster kernel (≤ 16 spans, the block-table
@@ -510,9 +512,9 @@ bool attention_ended_with_combine() { return attention_detail::g_ended_with_comb
 bool attention_cluster_enabled() { return attention_detail::g_attention_cluster; }
 uint64_t attention_cluster_launches() { return attention_detail::g_attention_cluster_launches.load(); }
 void set_attention_decode_fold(int mode) { attention_detail::g_attention_decode_fold = mode; }
-void set_attention_combine(int mode) { attention_detail::g_attention_combine = mode; }
-int attention_combine() { return attention_detail::g_attention_combine; }
-uint64_t attention_combine_warp_launches() { return attention_detail::g_attention_combine_warp_launches.load(); }
+void set_attention_combine_spans(int chunk) { attention_detail::g_attention_combine_spans = chunk; }
+int attention_combine_spans() { return attention_detail::g_attention_combine_spans; }
+int attention_last_combine_spans() { return attention_detail::g_last_combine_spans; }
 int attention_decode_fold() { return attention_detail::g_attention_decode_fold; }
 uint64_t attention_decode_fold_launches() { return attention_detail::g_attention_decode_fold_launches.load(); }
 

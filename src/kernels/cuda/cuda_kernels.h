@@ -227,9 +227,9 @@ bool parse_attention_cluster_push(const char* value);
 /// RILL_ATTENTION_DECODE_FOLD: null → the default (set_attention_decode_fold); 0, 1 or 2 → that
 /// mode; anything else → an error naming the variable.
 int parse_attention_decode_fold(const char* value);
-/// RILL_ATTENTION_COMBINE: null → 2 (set_attention_combine); 0, 1 or 2 → that mode; anything else → an
-/// error naming the variable.
-int parse_attention_combine(const char* value);
+/// RILL_ATTENTION_COMBINE_SPANS: null → 0 (the span combine's chunk by the block table); 0, 32, 128 or 256 →
+/// that (set_attention_combine_spans); anything else → an error naming the variable.
+int parse_attention_combine_spans(const char* value);
 /// RILL_ATTENTION_ROPE: null or "0" → false; "1" → true (the RoPE op inside the decode attention; same
 /// bits; measured slower, bench/RESULTS.md run Q); anything else → an error naming the variable.
 bool parse_attention_rope(const char* value);

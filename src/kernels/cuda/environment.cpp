@@ -185,11 +185,14 @@ int parse_attention_decode_fold(const char* value) {
   return parse_int_in_range("RILL_ATTENTION_DECODE_FOLD", value, kDefaultDecodeFold, 0, 2,
                             " (0: one-warp fold kernel, 1: four-warp fold kernel, 2: also for one-span-walk splits)");
 }
-// The span combine on one warp where the block table's spans fit its chunk of 32.
-constexpr int kDefaultCombine = 2;
-int parse_attention_combine(const char* value) {
-  return parse_int_in_range("RILL_ATTENTION_COMBINE", value, kDefaultCombine, 0, 2,
-                            " (0: 256-thread blocks, 1: one-warp blocks, 2: one warp where the spans fit 32)");
+// The span combine's chunk: 0 (the rule: the smallest of 32, 128, 256 holding the table's spans) or one forced.
+int parse_attention_combine_spans(const char* value) {
+  if (!value) return 0;
+  const auto chunk = exact_int(value);
+  if (chunk && (*chunk == 0 || *chunk == 32 || *chunk == 128 || *chunk == 256)) return *chunk;
+  fail("RILL_ATTENTION_COMBINE_SPANS: must be 0 (by the block table), 32, 128 or 256 (the span combine's chunk), "
+       "got '{}'",
+       value);
 }
 bool parse_attention_rope(const char* value) { return parse_wgmma_switch("RILL_ATTENTION_ROPE", value) == 1; }
 int parse_qkv_rope(const char* value) { return parse_wgmma_switch("RILL_QKV_ROPE", value); }
@@ -211,7 +214,7 @@ void CudaKernels::configure_from_environment() {
   set_attention_cluster(parse_attention_cluster(std::getenv("RILL_ATTENTION_CLUSTER")));
   set_attention_cluster_push(parse_attention_cluster_push(std::getenv("RILL_ATTENTION_CLUSTER_PUSH")));
   set_attention_decode_fold(parse_attention_decode_fold(std::getenv("RILL_ATTENTION_DECODE_FOLD")));
-  set_attention_combine(parse_attention_combine(std::getenv("RILL_ATTENTION_COMBINE")));
+  set_attention_combine_spans(parse_attention_combine_spans(std::getenv("RILL_ATTENTION_COMBINE_SPANS")));
   // Off by default: batch-1 decode 211.5 / 191.9 tok/s at 512 / 8192 keys against 214.8 / 195.8 with the
   // RoPE kernel first, 211.0 / 192.0 against 223.2 / 202.4 on another machine (bench/RESULTS.md run Q:
   // without the small kernel between them, the attention's blocks are placed only as the q/k/v GEMM's

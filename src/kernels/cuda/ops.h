@@ -427,13 +427,13 @@ void set_attention_decode_fold(int mode);
 int attention_decode_fold();
 /// Launches of the four-warp fold kernel so far (tests check that it ran).
 uint64_t attention_decode_fold_launches();
-/// The invariant split schedule's span combine (RILL_ATTENTION_COMBINE): 0 blocks of 256 threads (a chunk
-/// of 256 spans), 1 blocks of one warp (chunks of 32 spans), 2 one warp where the block table's spans
-/// fit its chunk, else 256 (the default). Same bits in every case.
-void set_attention_combine(int mode);
-int attention_combine();
-/// Launches of the one-warp span combine so far (tests check that it ran).
-uint64_t attention_combine_warp_launches();
+/// The invariant split schedule's span combine takes chunks of 32 (one warp), 128 or 256 spans, a thread a
+/// span: by default the smallest that holds the block table's spans; set_attention_combine_spans(32, 128 or
+/// 256) forces one (RILL_ATTENTION_COMBINE_SPANS), 0 restores the rule. Same bits in every case.
+void set_attention_combine_spans(int chunk);
+int attention_combine_spans();
+/// The chunk of the calling thread's last span combine (tests check which ran).
+int attention_last_combine_spans();
 /// The RoPE op run inside the invariant decode attention kernels (AttentionArgs::rope;
 /// RILL_ATTENTION_ROPE=1; off by default: measured slower, bench/RESULTS.md run Q). Same bits as its
 /// own kernel first.

@@ -184,7 +184,7 @@ TEST(CudaInvariance, AttentionRowAloneEqualsRowAmong63Others) {
 }
 
 // Decode over long contexts: the split schedule's combine kernel folds more spans than it has
-// threads (chunks of 256 spans with the running max carried across them, a span of 64 or 256
+// threads (chunks of 32, 128 or 256 spans with the running max carried across them, a span of 64 or 256
 // keys) and must give the fold schedule's bits; 1 and 3 query tokens a row. The decode split kernel's
 // blocks walk every n-th span of their row: one wave (the default), one block walking them all,
 // 3 and 7 (a walk crossing the sliding window's start and the rows' ends at every phase), and a
@@ -214,15 +214,20 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
         for (float v : split) ASSERT_FALSE(std::isnan(v)) << "unwritten output";
         EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
       }
-      // The span combine on one warp a block (RILL_ATTENTION_COMBINE=1): chunks of 32 spans, the running
-      // max carried across ~9 of them.
-      const int mode = cuda::attention_combine();
-      cuda::set_attention_combine(1);
-      const uint64_t before = cuda::attention_combine_warp_launches();
-      auto warp = c.run(parts, q, width, 2);
-      cuda::set_attention_combine(mode);
-      EXPECT_GT(cuda::attention_combine_warp_launches(), before) << "the one-warp combine ran";
-      EXPECT_TRUE(same_bits(fold.data(), warp.data(), warp.size())) << "one-warp combine differs from the fold";
+      // The span combine's chunk by the rule (the smallest of 32, 128, 256 holding the table's spans: 266 of 64
+      // keys, 67 of 256 at head_dim 256), then forced to 32 and 128 spans (RILL_ATTENTION_COMBINE_SPANS): the
+      // running max carried across up to 9 chunks.
+      const int span_keys = ac.d > 128 ? 256 : 64, spans = (width * ac.bs + span_keys - 1) / span_keys;
+      const int forced = cuda::attention_combine_spans();  // (0 unless RILL_ATTENTION_COMBINE_SPANS is set)
+      if (forced == 0) EXPECT_EQ(cuda::attention_last_combine_spans(), spans <= 128 ? 128 : 256) << "the combine's chunk";
+      for (int chunk : {32, 128}) {
+        cuda::set_attention_combine_spans(chunk);
+        auto chunked = c.run(parts, q, width, 2);
+        cuda::set_attention_combine_spans(forced);
+        EXPECT_EQ(cuda::attention_last_combine_spans(), chunk) << "the combine's chunk";
+        EXPECT_TRUE(same_bits(fold.data(), chunked.data(), chunked.size()))
+            << "the combine on chunks of " << chunk << " spans differs from the fold";
+      }
     }
   }
 }
@@ -279,23 +284,22 @@ TEST(CudaInvariance, AttentionShortContextClusterEqualsFold) {
           EXPECT_TRUE(same_bits(fold.data(), other.data(), other.size()))
               << "cluster kernel with " << (push ? "the barrier" : "pushes") << " differs from the fold";
           cuda::set_attention_cluster(false);
-          const uint64_t warp_before = cuda::attention_combine_warp_launches();
           auto split = c.run(parts, q, width, 2);
           if (cluster_kernel) {
             EXPECT_TRUE(cuda::attention_ended_with_combine()) << "the split kernels' span combine";
           }
-          // ≤ 32 spans: the one-warp combine by default (mode 2), wherever a span combine ran.
-          if (cuda::attention_combine() == 2 && cuda::attention_ended_with_combine()) {
-            EXPECT_GT(cuda::attention_combine_warp_launches(), warp_before) << "the one-warp combine ran";
+          // ≤ 32 spans: the one-warp combine by default, wherever a span combine ran.
+          const int forced = cuda::attention_combine_spans();  // (0 unless RILL_ATTENTION_COMBINE_SPANS is set)
+          if (forced == 0 && cuda::attention_ended_with_combine()) {
+            EXPECT_EQ(cuda::attention_last_combine_spans(), 32) << "the combine's chunk for a short table";
           }
           EXPECT_TRUE(same_bits(fold.data(), split.data(), split.size())) << "split schedule differs from the fold";
-          // And the 256-thread combine over the same partials.
-          const int mode = cuda::attention_combine();
-          cuda::set_attention_combine(0);
+          // And the 256-span chunk over the same partials.
+          cuda::set_attention_combine_spans(256);
           auto wide = c.run(parts, q, width, 2);
-          cuda::set_attention_combine(mode);
+          cuda::set_attention_combine_spans(forced);
           cuda::set_attention_cluster(true);
-          EXPECT_TRUE(same_bits(fold.data(), wide.data(), wide.size())) << "256-thread combine differs from the fold";
+          EXPECT_TRUE(same_bits(fold.data(), wide.data(), wide.size())) << "256-span combine differs from the fold";
         }
       }
       if (ac.d == 128 && ac.hkv == 8) {  // 7 rows × 8 kv heads × 16 blocks: more than a wave on 132 SMs

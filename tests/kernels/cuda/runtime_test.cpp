@@ -48,10 +48,11 @@ TEST(CudaRuntime, AttentionSpanKeysFromEnvironment) {
   EXPECT_EQ(cuda::parse_attention_decode_fold("0"), 0);
   EXPECT_EQ(cuda::parse_attention_decode_fold("1"), 1);
   expect_rejects(cuda::parse_attention_decode_fold, {"", "3", "-1", "on", "1 "}, "RILL_ATTENTION_DECODE_FOLD");
-  EXPECT_EQ(cuda::parse_attention_combine(nullptr), 2);
-  EXPECT_EQ(cuda::parse_attention_combine("0"), 0);
-  EXPECT_EQ(cuda::parse_attention_combine("1"), 1);
-  expect_rejects(cuda::parse_attention_combine, {"", "3", "-1", "warp", "2 "}, "RILL_ATTENTION_COMBINE");
+  EXPECT_EQ(cuda::parse_attention_combine_spans(nullptr), 0);
+  EXPECT_EQ(cuda::parse_attention_combine_spans("32"), 32);
+  EXPECT_EQ(cuda::parse_attention_combine_spans("128"), 128);
+  EXPECT_EQ(cuda::parse_attention_combine_spans("256"), 256);
+  expect_rejects(cuda::parse_attention_combine_spans, {"", "64", "-32", "1", "32 "}, "RILL_ATTENTION_COMBINE_SPANS");
   EXPECT_FALSE(cuda::parse_attention_rope(nullptr));
   EXPECT_TRUE(cuda::parse_attention_rope("1"));
   EXPECT_FALSE(cuda::parse_attention_rope("0"));
