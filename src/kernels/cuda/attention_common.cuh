@@ -384,7 +384,7 @@ void launch_decode_split(const AttnKernelArgs& k, const AttentionArgs& a, dim3 g
 template <int D>
 void launch_decode_fold(const AttnKernelArgs& k, const AttentionArgs& a, cudaStream_t stream);
 // The span combine after a split schedule's partials (D 16, 32, 64, 128 or 256).
-// spans: the block table's (graph-stable), which picks the combine's block (one warp where they fit).
+// spans: the block table's (graph-stable), which picks the combine's chunk (32, 128 or 256 spans).
 template <int D>
 void launch_combine_spans(const AttnKernelArgs& k, const AttentionArgs& a, int64_t spans, int span_keys,
                           cudaStream_t stream);

@@ -219,7 +219,9 @@ TEST(CudaInvariance, AttentionLongContextSplitEqualsFold) {
       // running max carried across up to 9 chunks.
       const int span_keys = ac.d > 128 ? 256 : 64, spans = (width * ac.bs + span_keys - 1) / span_keys;
       const int forced = cuda::attention_combine_spans();  // (0 unless RILL_ATTENTION_COMBINE_SPANS is set)
-      if (forced == 0) EXPECT_EQ(cuda::attention_last_combine_spans(), spans <= 128 ? 128 : 256) << "the combine's chunk";
+      if (forced == 0) {
+        EXPECT_EQ(cuda::attention_last_combine_spans(), spans <= 128 ? 128 : 256) << "the combine's chunk";
+      }
       for (int chunk : {32, 128}) {
         cuda::set_attention_combine_spans(chunk);
         auto chunked = c.run(parts, q, width, 2);
