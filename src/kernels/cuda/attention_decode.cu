@@ -22,6 +22,7 @@
 #include "kernels/cuda/mbarrier.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/split_schedule.h"
 #include "kernels/cuda/attention_decode.cuh"
 #include "kernels/cuda/attention_rope.cuh"
 
@@ -454,12 +455,14 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
     g_attention_cluster_launches.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  // Else blocks a (row, kv head): one wave of resident blocks, each walking every step-th span
-  // (a block a span left half a batch-1 grid at 8k context in a second and third wave, and
-  // every span a block starts cold: its table, K and V round trips unhidden). Depends on the
-  // batch shape only, so a captured graph replays it for any context length.
-  const int64_t wave = int64_t(a.num_sms) * resident / (int64_t(m_tiles) * a.hkv * a.num_rows);
-  const int64_t step = std::min<int64_t>(spans, a.span_blocks > 0 ? a.span_blocks : std::max<int64_t>(1, wave));
+  // Else blocks a (row, kv head), each walking every step-th span: split_span_step's rule (fewest
+  // waves times spans a walk; a block a span left half a batch-1 grid at 8k context in a second and
+  // third wave, and every span a block starts cold: its table, K and V round trips unhidden).
+  // Depends on the batch shape and the table's spans only, so a captured graph replays it for any
+  // context that fits the table.
+  const int64_t units = int64_t(m_tiles) * a.hkv * a.num_rows;
+  const int64_t step = a.span_blocks > 0 ? std::min<int64_t>(spans, a.span_blocks)
+                                         : split_span_step(spans, units, int64_t(a.num_sms) * resident);
   if (step == 1 && g_attention_decode_fold >= 2 && !rope && a.force_splits == 0) {
     // Each block would walk every span of its row: the same walk merging as it goes, without
     // the partials' round trip and the combine kernel (same bits).

@@ -133,8 +133,8 @@ class CudaKernels final : public Kernels {
   /// Part of the arithmetic, like RILL_ATTENTION_SPAN_KEYS: tests and benchmarks only.
   void set_attention_span_keys(int keys) { attention_span_keys_ = keys; }
   int attention_span_keys() const { return attention_span_keys_; }
-  /// The decode split attention's blocks a (row, kv head), each walking every n-th span (0: one
-  /// wave of resident blocks; RILL_ATTENTION_SPAN_BLOCKS). Same bits for any value.
+  /// The decode split attention's blocks a (row, kv head), each walking every n-th span (0: the
+  /// rule of split_schedule.h; RILL_ATTENTION_SPAN_BLOCKS). Same bits for any value.
   void set_attention_span_blocks(int n) { attention_span_blocks_ = n; }
   /// Attention with a forced kernel variant (tests, benchmarks; 0 = automatic): warps per block
   /// 1/2/4/8 and keys per tile 32/64 (head_dim 256: 32 only; 32 only with 1 or 2 warps below 256).
@@ -192,7 +192,7 @@ class CudaKernels final : public Kernels {
   bool batch_invariant_ = true;
   int attention_splits_ = 0;
   int attention_span_keys_ = 0;  // RILL_ATTENTION_SPAN_KEYS, 0: the kernel's default (64)
-  int attention_span_blocks_ = 0;  // RILL_ATTENTION_SPAN_BLOCKS, 0: one wave
+  int attention_span_blocks_ = 0;  // RILL_ATTENTION_SPAN_BLOCKS, 0: split_span_step
   int attention_warps_ = 0;
   int attention_bn_ = 0;
   bool fuse_swiglu_ = true;          // RILL_GEMM_SWIGLU
@@ -213,7 +213,7 @@ class CudaKernels final : public Kernels {
 /// long prefills). Null → 0 (the kernel's default); not a multiple of 64 in (0, 8192] → an error
 /// naming the variable.
 int parse_attention_span_keys(const char* value);
-/// RILL_ATTENTION_SPAN_BLOCKS: null → 0 (one wave of resident blocks); 0..65535 → the decode split
+/// RILL_ATTENTION_SPAN_BLOCKS: null → 0 (split_schedule.h's rule); 0..65535 → the decode split
 /// attention's blocks a (row, kv head), each walking every n-th span (a measurement switch: any
 /// value gives the same bits); anything else → an error naming the variable.
 int parse_attention_span_blocks(const char* value);

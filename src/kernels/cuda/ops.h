@@ -132,7 +132,7 @@ struct AttentionArgs {
   /// the same value.
   int span_keys = 0;
   /// Invariant split schedule at decode (the four-warp kernel): blocks a (row, kv head), each
-  /// walking every span_blocks-th span (0: as many as fill one wave of resident blocks). Not part
+  /// walking every span_blocks-th span (0: split_schedule.h's rule, waves against walk length). Not part
   /// of the arithmetic: any value gives the same bits (tests, benchmarks).
   int span_blocks = 0;
   /// Slots in each cache (num_blocks · block_size); 0: unknown (then no kernel that addresses the
