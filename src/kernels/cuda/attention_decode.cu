@@ -455,9 +455,10 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
     g_attention_cluster_launches.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  // Else blocks a (row, kv head), each walking every step-th span: split_span_step's rule (fewest
-  // waves times spans a walk; a block a span left half a batch-1 grid at 8k context in a second and
-  // third wave, and every span a block starts cold: its table, K and V round trips unhidden).
+  // Else blocks a (row, kv head), each walking every step-th span: split_span_step's rule (one wave,
+  // or two where their walks are clearly shorter; a block a span left half a batch-1 grid at 8k
+  // context in a second and third wave, and every span a block starts cold: its table, K and V
+  // round trips unhidden).
   // Depends on the batch shape and the table's spans only, so a captured graph replays it for any
   // context that fits the table.
   const int64_t units = int64_t(m_tiles) * a.hkv * a.num_rows;

@@ -73,7 +73,9 @@ TEST(CudaRuntime, SplitSpanStepRule) {
       ASSERT_TRUE(step == one || step == two) << spans << " spans, " << units << " units: " << step;
       EXPECT_LE(units * step, 2 * slots);
       const auto walk = [&](int64_t s) { return (spans + s - 1) / s; };
-      if (step != one) EXPECT_LE(10 * 2 * (2 * walk(two) + 1), 9 * (2 * walk(one) + 1)) << spans << " spans, " << units;
+      if (step != one) {
+        EXPECT_LE(10 * 2 * (2 * walk(two) + 1), 9 * (2 * walk(one) + 1)) << spans << " spans, " << units;
+      }
     }
   }
 }
@@ -432,8 +434,12 @@ TEST(CudaRuntime, StreamScheduleSharesEveryRangeOnceInOrder) {
             units += rb - ra;
             waits += wait;
             publishes += publish;
-            if (publish) EXPECT_EQ(i, 0) << "CTA " << c << " publishes late";
-            if (wait) EXPECT_TRUE(i == w.count() - 1 || (i == 0 && publish)) << "CTA " << c << " waits mid-walk";
+            if (publish) {
+              EXPECT_EQ(i, 0) << "CTA " << c << " publishes late";
+            }
+            if (wait) {
+              EXPECT_TRUE(i == w.count() - 1 || (i == 0 && publish)) << "CTA " << c << " waits mid-walk";
+            }
             by_tile[size_t(tile)].push_back(Piece{c, ra, rb, wait, publish});
           }
           EXPECT_LE(waits, 1);
