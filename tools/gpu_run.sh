@@ -49,8 +49,8 @@
 #   footprint: no tests — per kernel of a batch-1 decode step at RILL_FOOTPRINT_CTX (default "512 8192")
 #   the instructions executed a warp (ncu) and the whole SASS size (cuobjdump): tools/code_footprint.py;
 #   probes: no rill build, no tests — the lab probes of bench/kernels (RILL_PROBES, default "latency tile_stream
-#   read"; also icache, handoff, burst_handoff, norm_prologue: bench/kernels/NAME_probe.cu), each built with nvcc
-#   and run alone, their tables to OUTDIR;
+#   read"; also icache, handoff, burst_handoff, norm_prologue, kv_read: bench/kernels/NAME_probe.cu), each built
+#   with nvcc and run alone, their tables to OUTDIR;
 #   serve-ab: quick (RILL_SKIP_CTEST=1: no ctest) + `rill bench-serve` on the cells of RILL_SERVE_CELLS with
 #   overlapped steps (the default) and with --sync-steps, alternating RILL_AB_REPS times (RILL_SERVE_SHAPE: a
 #   model of that make-model shape instead of the qwen3-8b one).
