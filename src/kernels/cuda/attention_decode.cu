@@ -458,9 +458,8 @@ void launch_split_or_fold(AttnKernelArgs k, const AttentionArgs& a, dim3 grid, i
   // Else blocks a (row, kv head), each walking every step-th span: split_span_step's rule (one wave,
   // or two where their walks are clearly shorter; a block a span left half a batch-1 grid at 8k
   // context in a second and third wave, and every span a block starts cold: its table, K and V
-  // round trips unhidden).
-  // Depends on the batch shape and the table's spans only, so a captured graph replays it for any
-  // context that fits the table.
+  // round trips unhidden). Depends on the batch shape and the table's spans only, so a captured
+  // graph replays it for any context that fits the table.
   const int64_t units = int64_t(m_tiles) * a.hkv * a.num_rows;
   const int64_t step = a.span_blocks > 0 ? std::min<int64_t>(spans, a.span_blocks)
                                          : split_span_step(spans, units, int64_t(a.num_sms) * resident);
