@@ -12,7 +12,7 @@
 //     against two and three.
 // Each block (128 threads, one (row, kv head), the attention's grid order: kv heads of a row adjacent) walks its
 // row's tiles in order with cp.async 16-byte copies (evict-first, as the kernel's), waiting for each tile and
-// then for `work` ns (the tile's arithmetic, a busy wait: 0 or ~1.5 µs), over a block table that is the
+// then for `work` ns (the tile's arithmetic, a busy wait: 0 to 4.5 µs), over a block table that is the
 // identity or a random permutation of the pool's blocks (a pool after churn). GB/s of K/V bytes, the L2
 // flushed before each launch (median of 9), next to the device-to-device copy rate.
 // Built and run by tools/gpu_run.sh (mode probes, RILL_PROBES=kv_read): nvcc -O3 -arch=sm_90a -I src.
@@ -73,8 +73,18 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(const Args a) {
     for (int i = 0; i < kTileKeys / 8; ++i) {
       const int key = tile * kTileKeys + r0 + 8 * i;
       const int64_t off = key_offset(a, row, head, key) + c * 16;
-      rill::cuda::cp_async16(st + (r0 + 8 * i) * 256 + c * 16, a.k + off, true, policy);
-      rill::cuda::cp_async16(st + kTileBytes + (r0 + 8 * i) * 256 + c * 16, a.v + off, true, policy);
+      // The size operand a runtime value, as the library's copies (whose `ok` is a slot test): with the
+      // literal `true` here, the hinted copy stopped with an illegal instruction on an H100 (run BI1; the
+      // unhinted one ran). KV_PROBE_NO_HINT drops the L2 policy.
+      const bool ok = off >= 0;
+#if defined(KV_PROBE_NO_HINT)
+      (void)policy;
+      rill::cuda::cp_async16(st + (r0 + 8 * i) * 256 + c * 16, a.k + off, ok);
+      rill::cuda::cp_async16(st + kTileBytes + (r0 + 8 * i) * 256 + c * 16, a.v + off, ok);
+#else
+      rill::cuda::cp_async16(st + (r0 + 8 * i) * 256 + c * 16, a.k + off, ok, policy);
+      rill::cuda::cp_async16(st + kTileBytes + (r0 + 8 * i) * 256 + c * 16, a.v + off, ok, policy);
+#endif
     }
     rill::cuda::cp_async_commit();
   };
@@ -144,7 +154,8 @@ int main() {
         int resident = 0;  // (depth 3: fewer than the 512 blocks fit at once — a second wave)
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, walk_kernel, kThreads, smem));
         const char* table_name = layout == kContig ? "-" : shuffle ? "shuffled" : "identity";
-        for (unsigned work : {0u, 1500u}) {
+        for (unsigned work : {0u, 1500u, 3000u, 4500u}) {
+          if (work > 1500u && (layout != kHeadMajor || shuffle)) continue;  // the sweep on the library's layout
           const Args a{k, v, table, blocks_per_row, tiles, layout, depth, work, sink};
           const double us = median_us([&] { walk_kernel<<<dim3(kHeads, rows), kThreads, smem>>>(a); }, flush,
                                       flush_bytes, 9);

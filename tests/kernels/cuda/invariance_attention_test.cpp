@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -72,10 +73,13 @@ struct Cache {
     int begin;  // first query position
     int end;    // one past the last query position (= context length)
   };
-  // Attention outputs [tokens, hq, d] for the queries of `parts`; q holds each cache row's queries
-  // for positions qbase..len ([len - qbase, hq, d] per row). table_width: block-table columns.
-  std::vector<float> run(const std::vector<Part>& parts, const std::vector<std::vector<float>>& q, int table_width,
-                         int force_splits = 0, int span_blocks = 0) {
+  // The device inputs of one attention call over `parts` (q holds each cache row's queries for positions
+  // qbase..len: [len - qbase, hq, d] per row; table_width: block-table columns) and its output.
+  struct Launch {
+    DevTensor dq, dout, dcu, dctx, dtab;
+    AttentionBatch batch;
+  };
+  Launch prepare(const std::vector<Part>& parts, const std::vector<std::vector<float>>& q, int table_width) const {
     std::vector<int32_t> cu{0}, ctx, tab;
     std::vector<float> qs;
     int max_q = 0, max_ctx = 0;
@@ -93,25 +97,32 @@ struct Cache {
     }
     const int rows = int(parts.size());
     const int64_t tokens = cu.back();
-    DevTensor dq = upload_bf16(qs, {tokens, hq, d}), dout(DType::bf16, {tokens, hq, d});
-    DevTensor dcu = upload_i32(cu, {rows + 1}), dctx = upload_i32(ctx, {rows});
-    DevTensor dtab = upload_i32(tab, {rows, table_width});
-    AttentionBatch batch;
-    batch.cu_seqlens_q = dcu.t;
-    batch.context_lens = dctx.t;
-    batch.block_tables = dtab.t;
-    batch.num_rows = rows;
-    batch.max_seqlen_q = max_q;
-    batch.max_context_len = max_ctx;
+    Launch l{upload_bf16(qs, {tokens, hq, d}), DevTensor(DType::bf16, {tokens, hq, d}), upload_i32(cu, {rows + 1}),
+             upload_i32(ctx, {rows}), upload_i32(tab, {rows, table_width}), {}};
+    l.batch.cu_seqlens_q = l.dcu.t;
+    l.batch.context_lens = l.dctx.t;
+    l.batch.block_tables = l.dtab.t;
+    l.batch.num_rows = rows;
+    l.batch.max_seqlen_q = max_q;
+    l.batch.max_context_len = max_ctx;
+    return l;
+  }
+  void launch(Launch& l, int force_splits = 0, int span_blocks = 0) {
     AttentionParams p{1.f / std::sqrt(float(d)), window, softcap};
     KvLayer cache{k.t, v.t};
-    dout.poison();
     backend().set_attention_splits(force_splits);
     backend().set_attention_span_blocks(span_blocks);
-    backend().attention(dq.t, cache, batch, p, dout.t);
+    backend().attention(l.dq.t, cache, l.batch, p, l.dout.t);
     backend().set_attention_splits(0);
     backend().set_attention_span_blocks(0);
-    return download_bf16(dout);
+  }
+  // Attention outputs [tokens, hq, d] for the queries of `parts`.
+  std::vector<float> run(const std::vector<Part>& parts, const std::vector<std::vector<float>>& q, int table_width,
+                         int force_splits = 0, int span_blocks = 0) {
+    Launch l = prepare(parts, q, table_width);
+    l.dout.poison();
+    launch(l, force_splits, span_blocks);
+    return download_bf16(l.dout);
   }
 };
 
@@ -450,6 +461,41 @@ TEST(CudaInvariance, WgmmaAttentionEqualsMmaSync) {
     EXPECT_EQ(differ, 0u) << differ << " of " << wg.size() << " outputs differ from the mma.sync fold schedule";
     // (The split schedule where every span's partials fit the workspace; the fold one otherwise.)
     EXPECT_TRUE(same_bits(wg.data(), mma_split.data(), wg.size())) << "differs from the split schedule";
+  }
+}
+
+// Timing, printed (DISABLED_: run with --gtest_also_run_disabled_tests): the decode attention alone at batched
+// shapes of the 8B model (32 / 8 heads of 128, blocks of 16 keys, shuffled tables, one query a row) under the
+// default schedule, the four-warp fold kernel and the split kernel at 2, 5 and 10 blocks a (row, kv head), L2
+// overwritten before every run. GB/s: the K/V bytes the rows read over the time — the kernel against the HBM
+// read rate outside the decode graph (bench/kernels/kv_read_probe.cu reads the same bytes with no arithmetic).
+TEST(CudaInvariance, DISABLED_AttentionDecodeTiming) {
+  RILL_REQUIRE_GPU();
+  std::mt19937_64 rng(fresh_seed());
+  ColdTimer time_us;
+  struct Shape {
+    int rows, keys;
+  };
+  struct Setting {
+    const char* name;
+    int fold, splits, blocks;  // set_attention_decode_fold, force_splits, span blocks
+  };
+  const int mode = cuda::attention_decode_fold();
+  for (Shape sh : {Shape{16, 2048}, Shape{64, 512}, Shape{64, 2048}, Shape{256, 512}}) {
+    Cache c(rng, 32, 8, 128, 16, std::vector<int>(size_t(sh.rows), sh.keys));
+    auto q = random_queries(rng, c, 1);
+    std::vector<Cache::Part> parts;
+    for (int r = 0; r < sh.rows; ++r) parts.push_back({r, sh.keys - 1, sh.keys});
+    Cache::Launch l = c.prepare(parts, q, c.max_blocks());
+    const double bytes = double(sh.rows) * sh.keys * c.hkv * c.d * 2 * 2;
+    for (Setting st : {Setting{"default", mode, 0, 0}, Setting{"fold kernel", 1, 1, 0}, Setting{"split, 2 blocks", mode, 2, 2},
+                       Setting{"split, 5 blocks", mode, 2, 5}, Setting{"split, 10 blocks", mode, 2, 10}}) {
+      cuda::set_attention_decode_fold(st.fold);
+      const double us = time_us([&] { c.launch(l, st.splits, st.blocks); });
+      cuda::set_attention_decode_fold(mode);
+      std::printf("attention decode %3d rows x %5d keys (%4.0f MB of K/V), %-16s %8.1f us %6.0f GB/s\n", sh.rows,
+                  sh.keys, bytes / 1e6, st.name, us, bytes / us / 1e3);
+    }
   }
 }
 
