@@ -481,7 +481,22 @@ TEST(CudaInvariance, DISABLED_AttentionDecodeTiming) {
     int fold, splits, blocks;  // set_attention_decode_fold, force_splits, span blocks
   };
   const int mode = cuda::attention_decode_fold();
-  for (Shape sh : {Shape{16, 2048}, Shape{64, 512}, Shape{64, 2048}, Shape{256, 512}}) {
+  // RILL_ATTENTION_TIMING="ROWS:KEYS,...": those shapes instead (e.g. one shape under a profiler).
+  std::vector<Shape> shapes = {{16, 2048}, {64, 512}, {64, 2048}, {256, 512}};
+  if (const char* env = std::getenv("RILL_ATTENTION_TIMING"); env && *env) {
+    shapes.clear();
+    for (const char* p = env; *p;) {
+      char* end = nullptr;
+      const long rows = std::strtol(p, &end, 10);
+      long keys = 0;
+      if (end != p && *end == ':') keys = std::strtol(end + 1, &end, 10);
+      ASSERT_TRUE(rows > 0 && keys > 0 && (*end == ',' || *end == '\0'))
+          << "RILL_ATTENTION_TIMING: expected ROWS:KEYS pairs joined by commas, got '" << env << "'";
+      shapes.push_back({int(rows), int(keys)});
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  for (Shape sh : shapes) {
     Cache c(rng, 32, 8, 128, 16, std::vector<int>(size_t(sh.rows), sh.keys));
     auto q = random_queries(rng, c, 1);
     std::vector<Cache::Part> parts;
