@@ -11,7 +11,7 @@
 //   - the depth: the walk keeps one tile (64 keys of K and V, 32 KB) in flight a block (attention_decode.cuh),
 //     against two and three.
 // Each block (128 threads, one (row, kv head), the attention's grid order: kv heads of a row adjacent) walks its
-// row's tiles in order with cp.async 16-byte copies (evict-first, as the kernel's), waiting for each tile and
+// row's tiles in order with cp.async 16-byte copies (no L2 policy: see issue() below), waiting for each tile and
 // then for `work` ns (the tile's arithmetic, a busy wait: 0 to 4.5 µs), over a block table that is the
 // identity or a random permutation of the pool's blocks (a pool after churn). GB/s of K/V bytes, the L2
 // flushed before each launch (median of 9), next to the device-to-device copy rate.
@@ -73,11 +73,13 @@ __global__ void __launch_bounds__(kThreads) walk_kernel(const Args a) {
     for (int i = 0; i < kTileKeys / 8; ++i) {
       const int key = tile * kTileKeys + r0 + 8 * i;
       const int64_t off = key_offset(a, row, head, key) + c * 16;
-      // The size operand a runtime value, as the library's copies (whose `ok` is a slot test): with the
-      // literal `true` here, the hinted copy stopped with an illegal instruction on an H100 (run BI1; the
-      // unhinted one ran). KV_PROBE_NO_HINT drops the L2 policy.
+      // The hinted copy stops this probe with an illegal instruction on an H100 (bench/RESULTS.md run BI: ptxas
+      // made it LDGSTS...ZFILL, with the size operand a literal 16 or this runtime test alike; the library's
+      // hinted copies compile to a predicated LDGSTS without .ZFILL and run). So the copies carry no L2 policy
+      // unless KV_PROBE_HINT is defined — what run BI measured (the data is read once either way, the L2
+      // flushed before a launch).
       const bool ok = off >= 0;
-#if defined(KV_PROBE_NO_HINT)
+#if !defined(KV_PROBE_HINT)
       (void)policy;
       rill::cuda::cp_async16(st + (r0 + 8 * i) * 256 + c * 16, a.k + off, ok);
       rill::cuda::cp_async16(st + kTileBytes + (r0 + 8 * i) * 256 + c * 16, a.v + off, ok);

@@ -813,7 +813,7 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
       continue;
     }
     const char* max_m = std::getenv("RILL_GEMM_TIMING_MAX_M");  // e.g. 8: the decode shapes only
-    for (int64_t m : {1, 2, 4, 8, 64, 512, 4096}) {
+    for (int64_t m : {1, 2, 4, 8, 16, 32, 64, 512, 4096}) {
       if (n == 151936 && m > 512) continue;
       if (max_m && m > std::atoll(max_m)) continue;
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
