@@ -727,15 +727,23 @@ TEST(CudaInvariance, FusedOutputsAndInKernelFoldEqualOneGemm) {
   }
 }
 
-// For a profiler: each decode configuration once on the 8B gate projection shape (M = 1). Not an
-// assertion (DISABLED_; tools/gpu_run.sh runs it under Nsight Compute).
+// For a profiler: each decode configuration once on the 8B gate projection shape (M = 1; RILL_GEMM_M=ROWS:
+// that many rows, where from 9 rows only configuration 19 runs). Not an assertion (DISABLED_;
+// tools/gpu_run.sh runs it under Nsight Compute).
 TEST(CudaInvariance, DISABLED_GemmDecodeProfile) {
   RILL_REQUIRE_GPU();
   std::mt19937_64 rng(fresh_seed());
-  const int64_t m = 1, n = 12288, k = 4096;
+  int64_t m = 1;
+  if (const char* rows = std::getenv("RILL_GEMM_M"); rows && *rows) {
+    char* end = nullptr;
+    m = std::strtoll(rows, &end, 10);
+    ASSERT_TRUE(m > 0 && m <= 64 && *end == '\0') << "RILL_GEMM_M: expected 1-64 rows, got '" << rows << "'";
+  }
+  const int64_t n = 12288, k = 4096;
   DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
   DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k)), {m, k}), dy(DType::bf16, {m, n});
-  for (int config : backend().matmul_engine().decode_configs()) {
+  const std::vector<int> configs = m <= 8 ? backend().matmul_engine().decode_configs() : std::vector<int>{19};
+  for (int config : configs) {
     cuda::GemmArgs a = backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
     a.y = dy.t.data();
     a.config = config;
