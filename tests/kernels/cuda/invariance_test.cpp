@@ -842,6 +842,22 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
           std::printf("GEMM decode config %d M=%5lld N=%6lld K=%5lld S=%2d: %8.1f us %7.0f GB/s\n", config,
                       (long long)m, (long long)n, (long long)k, split.splits, us, bytes / us * 1e-3);
       }
+      if (m <= 64 && cuda::gemm_wgmma_supported() && split.splits > 1) {
+        // As in a captured decode step: the warpgroup decode GEMM leaving its split partials (GemmArgs::defer),
+        // then, apart, the fold of them into the product (launch_gemm_fold; in the graph the reading op folds
+        // on load instead).
+        cuda::GemmArgs a = engine.gemm_args(dx.t.data(), dw.t.data(), nullptr, m, n, k);
+        a.y = dy.t.data();
+        a.config = m <= 8 ? 18 : 19;
+        cuda::GemmPartials parts;
+        a.defer = &parts;
+        const double t_gemm = time_us([&] { cuda::launch_gemm(a, backend().stream()); });
+        const double t_fold = parts.ws ? time_us([&] { cuda::launch_gemm_fold(parts, backend().stream()); }) : 0.0;
+        std::printf("GEMM deferred config %d M=%5lld N=%6lld K=%5lld S=%2d: %8.1f us %7.0f GB/s, partials %5.1f MB, "
+                    "their fold apart %6.1f us\n",
+                    a.config, (long long)m, (long long)n, (long long)k, split.splits, t_gemm, bytes / t_gemm * 1e-3,
+                    parts.ws ? double(parts.splits) * double(m * n) * 4e-6 : 0.0, t_fold);
+      }
       std::printf("GEMM M=%5lld N=%6lld K=%5lld S=%2d | invariant %8.1f us %7.0f GB/s %6.1f TFLOP/s | "
                   "best %-22s %8.1f us %7.0f GB/s %6.1f TFLOP/s | ratio %.2f\n",
                   (long long)m, (long long)n, (long long)k, split.splits, t_inv, bytes / t_inv * 1e-3,
