@@ -500,7 +500,7 @@ bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
 }
 
 bool decode_glu_fold_fits(int64_t m, int64_t inter, int64_t k, int num_sms) {
-  if (!g_wgmma || m < 1 || m > 32 || inter <= 0 || inter % 32 != 0 || k % 8 != 0) return false;
+  if (!g_wgmma || m < 1 || m > 64 || inter <= 0 || inter % 32 != 0 || k % 8 != 0) return false;
   const int64_t tiles = 2 * inter / 64, slots = gemm_detail::decode_glu_slots(m, num_sms);
   return tiles <= slots && tiles * 10 >= slots * 9;
 }
@@ -557,11 +557,11 @@ void launch_gemm(const GemmArgs& a, cudaStream_t stream) {
                       .c_str());
   }
   if (a.glu_inter > 0 && (a.config == 18 || a.config == 19)) {  // decode rows: the decode kernel's SwiGLU (variant 2)
-    if (!g_wgmma || a.m > (a.config == 18 ? 8 : 32) || a.n != 2 * a.glu_inter || a.glu_inter % 32 != 0 ||
+    if (!g_wgmma || a.m > (a.config == 18 ? 8 : 64) || a.n != 2 * a.glu_inter || a.glu_inter % 32 != 0 ||
         a.num_outs > 0 || a.k % 8 != 0 || !aligned(a.x, 16) || !aligned(a.w, 16) || a.glu_schedule < 0 ||
         a.glu_schedule > 2)
       throw_error("[matmul] the decode SwiGLU GEMM (configurations 18, 19) needs the warpgroup GEMM (sm_90a), M <= 8 "
-                  "(18) or 32 (19), N = 2 x inter with inter % 32 == 0, K % 8 == 0, 16-byte aligned x and w and "
+                  "(18) or 64 (19), N = 2 x inter with inter % 32 == 0, K % 8 == 0, 16-byte aligned x and w and "
                   "schedule 0, 1 or 2");
     if (a.glu_schedule >= 1) {  // the fold schedule: no workspace, no counters
       k.ws = nullptr;

@@ -119,7 +119,7 @@ void launch_gemm_stream(const GemmKernelArgs& a, int config, cudaStream_t stream
 /// 1, M ≤ 64), 64-column tiles: split ranges as separate work items folded by each tile's last
 /// one when the workspace and counters fit, else one item a tile walks every range; persistent
 /// CTAs (at most a wave of them) take the items in turn. a.defer_fold: the split schedule writes
-/// the partials only (no fold). Variant 2: SwiGLU in the fold (8, 16 or 32 x rows by M ≤ 32; a.exit_trigger:
+/// the partials only (no fold). Variant 2: SwiGLU in the fold (8, 16, 32 or 64 x rows by M ≤ 64; a.exit_trigger:
 /// no programmatic trigger). Returns whether the split schedule ran.
 /// The split schedule's reduction kernel (a.ws [splits, m, n] into the outputs) and the fallback
 /// kernel for shapes the tensor-core kernels cannot load (gemm_fold.cu).

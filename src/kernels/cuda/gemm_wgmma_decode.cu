@@ -436,7 +436,7 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   const int resident = resident_per_sm<kBN, kXRows, kStages, kGlu>();  // (sets the shared memory attribute)
   if (a.m > kXRows)
     throw_error(kXRows == 8 ? "[matmul] GEMM configuration 18 (warpgroup decode) takes M <= 8"
-                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64 (32 with SwiGLU)");
+                            : "[matmul] GEMM configuration 19 (warpgroup decode) takes M <= 64");
   if (kGlu && (a.n % kBN != 0 || a.ny != 1))
     throw_error("[matmul] the warpgroup decode GEMM's SwiGLU takes 2 x inter rows of w with inter % 32 == 0 and one "
                 "output");
@@ -542,7 +542,8 @@ bool launch_gemm_wgmma_decode_rope(const GemmKernelArgs& k, const RopeArgs& r, i
 int64_t decode_glu_slots(int64_t m, int num_sms) {
   const int resident = m <= 8    ? resident_per_sm<64, 8, 8, true>()
                        : m <= 16 ? resident_per_sm<64, 16, 7, true>()
-                                 : resident_per_sm<64, 32, 6, true>();
+                       : m <= 32 ? resident_per_sm<64, 32, 6, true>()
+                                 : resident_per_sm<64, 64, 4, true>();
   return int64_t(resident) * std::max(num_sms, 1);
 }
 
@@ -576,10 +577,15 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
     return launch_decode_variant<64, 8, 8>(a, ws_bytes, num_counters, num_sms, stream);
   }
   a.defer_fold = false;
-  if (variant == 2) {  // SwiGLU: the x stage of 8, 16 or 32 rows holding M (launch_gemm checked M ≤ 32)
+  if (variant == 2) {  // SwiGLU: the x stage of 8, 16, 32 or 64 rows holding M (launch_gemm checked M ≤ 64)
     if (a.m <= 8) return launch_decode_variant<64, 8, 8, true>(a, ws_bytes, num_counters, num_sms, stream);
     if (a.m <= 16) return launch_decode_variant<64, 16, 7, true>(a, ws_bytes, num_counters, num_sms, stream);
-    return launch_decode_variant<64, 32, 6, true>(a, ws_bytes, num_counters, num_sms, stream);
+    if (a.m <= 32) return launch_decode_variant<64, 32, 6, true>(a, ws_bytes, num_counters, num_sms, stream);
+    // 33-64 rows: 4 stages of 16 KB, three CTAs an SM (six would fit two): the fold schedule takes one
+    // column tile a CTA and needs them in one wave (decode_glu_fold_fits; the 8B shape's 384 tiles on 396
+    // slots), which drops the split partials (12.6 MB at 64 rows, written and read back) and the SwiGLU
+    // kernel (bench/RESULTS.md run BI).
+    return launch_decode_variant<64, 64, 4, true>(a, ws_bytes, num_counters, num_sms, stream);
   }
   a.defer_fold = k.defer_fold;
   const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);

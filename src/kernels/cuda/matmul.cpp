@@ -387,7 +387,7 @@ bool MatmulEngine::run_outputs(const void* x, const void* w, const void* bias, v
 // Prefill-sized M: the persistent kernel's fused epilogue where it runs. Decode rows: the warpgroup
 // decode kernel's SwiGLU by `decode_mode` (RILL_DECODE_SWIGLU) — 1: its split schedule at M ≤ 8
 // where configuration 18 is the shape's decode configuration; 2, 3: its fold schedule where
-// decode_glu_fold_fits (M ≤ 32; one column tile a CTA in one wave) and the shape's configuration
+// decode_glu_fold_fits (M ≤ 64; one column tile a CTA in one wave) and the shape's configuration
 // is 18 or 19, 3 launching the next kernel at the grid's completion. In a batch-1 decode step the
 // SwiGLU kernel is a latency-bound link of the critical path (~3.9 µs a layer, bench/RESULTS.md
 // run S); the split schedule's fold by the tile's last CTA cost more than it (run L), the fold

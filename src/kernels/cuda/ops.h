@@ -280,7 +280,7 @@ struct GemmArgs {
   /// u = [glu_inter, n) — the bits of this GEMM then launch_swiglu. The warpgroup kernel (sm_90a)
   /// only; glu_inter % 64 == 0, no fused outputs (gemm_swiglu_fits).
   int64_t glu_inter = 0;
-  /// The warpgroup decode GEMM's SwiGLU (configurations 18 at M ≤ 8, 19 at M ≤ 32): 0 the split
+  /// The warpgroup decode GEMM's SwiGLU (configurations 18 at M ≤ 8, 19 at M ≤ 64): 0 the split
   /// schedule where the workspace and counters hold it (each tile's last CTA folds the ranges, then
   /// the SwiGLU); 1 the fold schedule (no workspace: one CTA a column tile walks its ranges in
   /// order and ends with the SwiGLU of its own sums); 2 the fold schedule launching the next kernel
@@ -310,7 +310,7 @@ struct GemmArgs {
 /// filling at least half the SMs (the persistent kernel the unfused GEMM would run too).
 bool gemm_swiglu_fits(int64_t m, int64_t inter, int64_t k, int num_sms);
 /// Whether the warpgroup decode GEMM's SwiGLU with the fold schedule (GemmArgs::glu_schedule ≥ 1)
-/// fits an m × 2·inter × k decode GEMM: the warpgroup GEMM enabled, m ≤ 32, inter % 32 == 0,
+/// fits an m × 2·inter × k decode GEMM: the warpgroup GEMM enabled, m ≤ 64, inter % 32 == 0,
 /// k % 8 == 0, and its column tiles (64 product columns each: 2·inter / 64) filling 90-100% of one
 /// wave of resident CTAs — one tile a CTA, so fewer leave SMs idle and more take two turns.
 bool decode_glu_fold_fits(int64_t m, int64_t inter, int64_t k, int num_sms);

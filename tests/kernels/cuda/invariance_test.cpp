@@ -301,11 +301,11 @@ TEST(CudaInvariance, PanelWeightsEqualRowMajor) {
     cuda::launch_to_panels(dw.t.data(), panels.t.data(), n, k, backend().stream());
     for (int64_t m : {1, 5, 8, 16, 40, 64, 100, 300, 1000}) {
       DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
-      // Decode rows — 0: fold schedule; 1: split ranges; 2: SwiGLU (M ≤ 32). Prefill rows — 0: the
+      // Decode rows — 0: fold schedule; 1: split ranges; 2: SwiGLU. Prefill rows — 0: the
       // launch's own choice with bias; 1: the split-range configuration; 2: SwiGLU where it fits.
       for (int run = 0; run < 3; ++run) {
         const bool decode = m <= 64;
-        if (run == 2 && (decode ? m > 32 : !cuda::gemm_swiglu_fits(m, n / 2, k, sms))) continue;
+        if (run == 2 && !decode && !cuda::gemm_swiglu_fits(m, n / 2, k, sms)) continue;
         const int64_t ny = run == 2 ? n / 2 : n;
         std::vector<float> got[2];
         for (int t = 0; t < 2; ++t) {  // row-major, k-panels
@@ -569,9 +569,9 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
       EXPECT_EQ(differing_bits(w, g), 0u) << "outputs differing of " << w.size() << ", bias " << bias;
     }
   }
-  // M ≤ 8 on configuration 18's 8-row x stage, 9-32 on 19's 16- and 32-row stages.
-  const S decode_shapes[] = {{1, 96, 4096},   {3, 1536, 4096}, {8, 160, 200},
-                             {5, 1024, 12296}, {16, 192, 1048}, {29, 1536, 4096}};
+  // M ≤ 8 on configuration 18's 8-row x stage, 9-64 on 19's 16-, 32- and 64-row stages.
+  const S decode_shapes[] = {{1, 96, 4096},    {3, 1536, 4096}, {8, 160, 200},   {5, 1024, 12296},
+                             {16, 192, 1048},  {29, 1536, 4096}, {33, 96, 1048}, {64, 1536, 4096}};
   for (const S& sh : decode_shapes) {
     const int64_t n = 2 * sh.inter;
     SCOPED_TRACE(::testing::Message() << "decode M=" << sh.m << " inter=" << sh.inter << " K=" << sh.k);
@@ -605,7 +605,7 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     }
   }
   // Bad arguments are errors, not launches: inter not a multiple of 64 (32 for the decode kernel),
-  // N not 2 · inter, more than 8 rows for configuration 18 or 32 for 19, an unknown schedule.
+  // N not 2 · inter, more than 8 rows for configuration 18 or 64 for 19, an unknown schedule.
   {
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(192 * 256)), {192, 256});
     DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(9 * 256)), {9, 256});
@@ -621,14 +621,14 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     ga.glu_schedule = 0;
     ga.glu_inter = 80;
     EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);  // inter % 32 != 0
-    DevTensor dx33 = upload_bf16(random_bf16_values(rng, size_t(33 * 256)), {33, 256});
-    DevTensor dy33(DType::bf16, {33, 96});
-    ga = backend().matmul_engine().gemm_args(dx33.t.data(), dw.t.data(), nullptr, 33, 192, 256);
-    ga.y = dy33.t.data();
+    DevTensor dx65 = upload_bf16(random_bf16_values(rng, size_t(65 * 256)), {65, 256});
+    DevTensor dy65(DType::bf16, {65, 96});
+    ga = backend().matmul_engine().gemm_args(dx65.t.data(), dw.t.data(), nullptr, 65, 192, 256);
+    ga.y = dy65.t.data();
     ga.glu_inter = 96;
     ga.config = 19;
-    EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);  // M = 33
-    EXPECT_FALSE(cuda::decode_glu_fold_fits(33, 96, 256, backend().info().num_sms));
+    EXPECT_THROW(cuda::launch_gemm(ga, backend().stream()), Error);  // M = 65
+    EXPECT_FALSE(cuda::decode_glu_fold_fits(65, 96, 256, backend().info().num_sms));
   }
   {
     DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(200 * 256)), {200, 256});
@@ -643,8 +643,8 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     EXPECT_FALSE(cuda::gemm_swiglu_fits(300, 100, 256, backend().info().num_sms));
   }
   // Through the backend: 300 × 1536 × 4096 fills the GPU (3 × 24 tiles of 128 × 128), so the fused
-  // kernel runs and the scratch stays poisoned; 65 rows is decode-sized (9..64), the two ops run;
-  // 1-32 rows take the decode kernel's SwiGLU as RILL_DECODE_SWIGLU says (MatmulEngine::run_swiglu):
+  // kernel runs and the scratch stays poisoned; 65 rows is not decode-sized and does not fill the GPU, the two ops
+  // run; 1-64 rows take the decode kernel's SwiGLU as RILL_DECODE_SWIGLU says (MatmulEngine::run_swiglu):
   // with the fold schedule (the default) where inter's column tiles fill a wave of CTAs — not at
   // inter 1536, at the smallest inter that does (k 256).
   const int sms = backend().info().num_sms;
@@ -654,7 +654,7 @@ TEST(CudaInvariance, SwigluGemmEqualsGemmThenSwiglu) {
     return 0;
   };
   std::vector<S> through = {{300, 1536, 4096}, {65, 1536, 4096}, {1, 1536, 4096}, {5, 1536, 4096}};
-  for (int64_t m : {1, 5, 16, 32})
+  for (int64_t m : {1, 5, 16, 32, 40, 64})
     if (const int64_t inter = wave_inter(m)) through.push_back({m, inter, 256});
   for (const S& sh : through) {
     const int64_t m = sh.m, inter = sh.inter, k = sh.k;
