@@ -55,6 +55,10 @@
 #   overlapped steps (the default) and with --sync-steps, alternating RILL_AB_REPS times (RILL_SERVE_SHAPE: a
 #   model of that make-model shape instead of the qwen3-8b one).
 # Any mode: RILL_REQUIRE_GPU=TEXT stops at once (exit 3) unless the GPU's name contains TEXT (e.g. H200).
+# RILL_PREBUILT=1: no build here — the binaries `tools/gpu_test_binary.sh prepare` packed into build-bin/ (rill,
+# cuda_kernels_bench, rill_cuda_tests; carry ["build-bin"], .carry not needed) stand in for build-gpu's, and the
+# `ctest -L cuda` step runs that test binary (`tools/gpu_test_binary.sh run`); modes that build a second tree
+# (trace, leave-out, RILL_AB_BASE_PATCH) and the engine's Cuda* tests need the build.
 set -uo pipefail
 out="${1:?usage: tools/gpu_run.sh OUTDIR [quick]}"
 mode="${2:-full}"
@@ -73,11 +77,17 @@ if [[ -n "${RILL_REQUIRE_GPU:-}" ]]; then
 fi
 
 mkdir -p /tmp/pfx
-if [[ "$mode" != probes ]] && ! compgen -G ".carry/debs/*.deb" > /dev/null; then
+prebuilt="${RILL_PREBUILT:-}"
+if [[ -n "$prebuilt" ]]; then
+  if [[ ! -f build-bin/rill.gz ]]; then
+    log "RILL_PREBUILT=1 but no build-bin/rill.gz: run tools/gpu_test_binary.sh prepare BUILD_DIR here first"
+    exit 2
+  fi
+elif [[ "$mode" != probes ]] && ! compgen -G ".carry/debs/*.deb" > /dev/null; then
   log "no .carry/debs/*.deb: run tools/gpu_debs.sh on the build machine first and carry .carry (the build needs them)"
   exit 2
 fi
-for f in .carry/debs/*.deb; do [[ -e "$f" ]] && dpkg -x "$f" /tmp/pfx; done
+for f in .carry/debs/*.deb build-bin/debs/*.deb; do [[ -e "$f" ]] && dpkg -x "$f" /tmp/pfx; done
 export PKG_CONFIG_SYSROOT_DIR=/tmp/pfx
 export PKG_CONFIG_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu/pkgconfig:/tmp/pfx/usr/share/pkgconfig
 export LD_LIBRARY_PATH=/tmp/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -88,7 +98,10 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version,uuid,pci.b
 source tools/tree_hash.sh
 tree="$(tree_hash)"
 stamp_commit="" stamp_tree=""
-[[ -f .carry/STAMP ]] && read -r stamp_commit stamp_tree < .carry/STAMP
+stamp_file=.carry/STAMP
+[[ -n "$prebuilt" ]] && stamp_file=build-bin/STAMP  # (prepare's stamp: the tree and the binaries' commit)
+[[ -f "$stamp_file" ]] && read -r stamp_commit stamp_tree < "$stamp_file"
+[[ -n "$prebuilt" && -f build-bin/STAMP ]] && log "prebuilt: $(tail -1 build-bin/STAMP)"
 if [[ -n "$stamp_commit" && "$stamp_tree" == "$tree" ]]; then
   log "commit $stamp_commit (tree $tree, as stamped)"
 else
@@ -132,6 +145,18 @@ if [[ "$mode" == probes ]]; then  # the lab probes of bench/kernels alone: no ri
   exit 0
 fi
 
+if [[ -n "$prebuilt" ]]; then  # the packed binaries in build-gpu's places; no build
+  mkdir -p build-gpu/bench build-gpu/tests
+  gzip -dc build-bin/rill.gz > build-gpu/rill && chmod +x build-gpu/rill
+  [[ -f build-bin/cuda_kernels_bench.gz ]] &&
+    gzip -dc build-bin/cuda_kernels_bench.gz > build-gpu/bench/cuda_kernels_bench && chmod +x build-gpu/bench/cuda_kernels_bench
+  [[ -f build-bin/rill_cuda_tests.gz ]] &&
+    gzip -dc build-bin/rill_cuda_tests.gz > build-gpu/tests/rill_cuda_tests && chmod +x build-gpu/tests/rill_cuda_tests
+  rm -f build-gpu/tests/rill_engine_tests  # (not packed: a stale one from an earlier build must not run)
+  missing="$(ldd build-gpu/rill | grep 'not found')"
+  [[ -n "$missing" ]] && { log "prebuilt rill lacks libraries: $missing"; exit 2; }
+  log "prebuilt binaries in build-gpu (no build)"
+else
 log "configure + build ($(nproc) cores)"
 # trace and leave-out run no tests: their main build needs only `rill` (it makes the model).
 targets="rill rill_cuda_tests rill_engine_tests cuda_kernels_bench"
@@ -146,6 +171,7 @@ if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=O
   exit 1
 fi
 log "build ok"
+fi
 
 # The GEMM timing test (CudaInvariance.DISABLED_GemmTiming) under one setting: gemm_timing LABEL CONFIGS [NAME=V ...]
 # (RILL_GEMM_SHAPES="N:K,..." passes through); its lines to summary.txt prefixed with LABEL.
@@ -299,6 +325,11 @@ fi
 ctest_rc=0
 if [[ "$mode" == serve || -n "${RILL_SKIP_CTEST:-}" ]]; then
   log "ctest -L cuda skipped"
+elif [[ -n "$prebuilt" ]]; then  # every test labelled cuda is this one binary's (tools/gpu_test_binary.sh)
+  bash tools/gpu_test_binary.sh run "$out/tests" > /dev/null
+  ctest_rc=$?
+  grep -E "^\[==========\]|PASSED|FAILED" "$out/tests/summary.txt" | tee -a "$out/summary.txt"
+  log "ctest -L cuda's test binary (prebuilt) rc=$ctest_rc"
 else
   ctest --test-dir build-gpu -L cuda --output-on-failure --timeout "${RILL_CTEST_TIMEOUT:-600}" > "$out/ctest_cuda.log" 2>&1
   ctest_rc=$?

@@ -8,7 +8,11 @@
 #     tools/gpu_stamp.sh.
 #   run (there): unpacks those packages, points the binary's built-in source path (its test fixtures) at this tree,
 #     runs the binary directly (RILL_BIN_TIMEOUT seconds, default 240) and writes its log and a summary to OUTDIR.
-#     RILL_REQUIRE_GPU=TEXT: stop at once (exit 3) unless the GPU's name contains TEXT.
+#     RILL_REQUIRE_GPU=TEXT: stop at once (exit 3) unless the GPU's name contains TEXT. GTEST_FILTER and
+#     GTEST_ALSO_RUN_DISABLED_TESTS=1 pass through to the binary (e.g. one of the DISABLED_ timing tests).
+#   prepare also packs BUILD_DIR's `rill` and bench/cuda_kernels_bench where they exist, with the runtime packages
+#     `rill` links beyond those (ICU 72, PCRE2, xxhash): `RILL_PREBUILT=1 tools/gpu_run.sh OUT MODE` there then runs
+#     MODE's benchmarks on these binaries instead of building (carry ["build-bin"] alone: ~40 MB with the tree).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 case "${1:-}" in
@@ -23,6 +27,18 @@ case "${1:-}" in
     grep -q . build-bin/SOURCE_DIR
     (cd build-bin/debs && for p in libhwy1 libspdlog1.10 libfmt9; do
        compgen -G "${p}_*.deb" > /dev/null || apt-get download "$p"; done)
+    # The benchmark binaries, for RILL_PREBUILT=1 tools/gpu_run.sh (no build on the GPU machine).
+    rm -f build-bin/rill.gz build-bin/cuda_kernels_bench.gz
+    for b in rill bench/cuda_kernels_bench; do
+      [[ -x "$build/$b" ]] || continue
+      name="$(basename "$b")"
+      cp "$build/$b" "/tmp/$name.prebuilt" && strip "/tmp/$name.prebuilt"
+      gzip -9c "/tmp/$name.prebuilt" > "build-bin/$name.gz" && rm -f "/tmp/$name.prebuilt"
+    done
+    if [[ -f build-bin/rill.gz ]]; then
+      (cd build-bin/debs && for p in libicu72 libpcre2-8-0 libxxhash0; do
+         compgen -G "${p}_*.deb" > /dev/null || apt-get download "$p"; done)
+    fi
     tools/gpu_stamp.sh && cp .carry/STAMP build-bin/STAMP
     # The commit the binary was built from, which need not be this tree's.
     echo "binary built from $(git -C "$(cat build-bin/SOURCE_DIR)" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
