@@ -147,30 +147,29 @@ fi
 
 if [[ -n "$prebuilt" ]]; then  # the packed binaries in build-gpu's places; no build
   mkdir -p build-gpu/bench build-gpu/tests
-  gzip -dc build-bin/rill.gz > build-gpu/rill && chmod +x build-gpu/rill
-  [[ -f build-bin/cuda_kernels_bench.gz ]] &&
-    gzip -dc build-bin/cuda_kernels_bench.gz > build-gpu/bench/cuda_kernels_bench && chmod +x build-gpu/bench/cuda_kernels_bench
-  [[ -f build-bin/rill_cuda_tests.gz ]] &&
-    gzip -dc build-bin/rill_cuda_tests.gz > build-gpu/tests/rill_cuda_tests && chmod +x build-gpu/tests/rill_cuda_tests
+  for b in rill bench/cuda_kernels_bench tests/rill_cuda_tests; do
+    packed="build-bin/$(basename "$b").gz"
+    [[ -f "$packed" ]] && gzip -dc "$packed" > "build-gpu/$b" && chmod +x "build-gpu/$b"
+  done
   rm -f build-gpu/tests/rill_engine_tests  # (not packed: a stale one from an earlier build must not run)
   missing="$(ldd build-gpu/rill | grep 'not found')"
   [[ -n "$missing" ]] && { log "prebuilt rill lacks libraries: $missing"; exit 2; }
   log "prebuilt binaries in build-gpu (no build)"
 else
-log "configure + build ($(nproc) cores)"
-# trace and leave-out run no tests: their main build needs only `rill` (it makes the model).
-targets="rill rill_cuda_tests rill_engine_tests cuda_kernels_bench"
-[[ "$mode" == trace || "$mode" == leave-out || "$mode" == footprint ]] && targets=rill
-# An A/B with no tests at all (RILL_SKIP_CTEST, no RILL_AB_TESTS) needs only `rill` too: the shortest call.
-[[ "$mode" == ab && -n "${RILL_SKIP_CTEST:-}" && -z "${RILL_AB_TESTS:-}" ]] && targets=rill
-if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
-         -DRILL_BUILD_BENCH=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
-       cmake --build build-gpu -j"$(nproc)" --target $targets ${RILL_EXTRA_TARGETS:-}; } > "$out/build.log" 2>&1; then
-  tail -40 "$out/build.log"
-  log "BUILD FAILED"
-  exit 1
-fi
-log "build ok"
+  log "configure + build ($(nproc) cores)"
+  # trace and leave-out run no tests: their main build needs only `rill` (it makes the model).
+  targets="rill rill_cuda_tests rill_engine_tests cuda_kernels_bench"
+  [[ "$mode" == trace || "$mode" == leave-out || "$mode" == footprint ]] && targets=rill
+  # An A/B with no tests at all (RILL_SKIP_CTEST, no RILL_AB_TESTS) needs only `rill` too: the shortest call.
+  [[ "$mode" == ab && -n "${RILL_SKIP_CTEST:-}" && -z "${RILL_AB_TESTS:-}" ]] && targets=rill
+  if ! { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DRILL_CUDA=ON -DRILL_CUDA_ARCHITECTURES=90a \
+           -DRILL_BUILD_BENCH=ON -DCMAKE_PREFIX_PATH=/tmp/pfx/usr -DICU_ROOT=/tmp/pfx/usr &&
+         cmake --build build-gpu -j"$(nproc)" --target $targets ${RILL_EXTRA_TARGETS:-}; } > "$out/build.log" 2>&1; then
+    tail -40 "$out/build.log"
+    log "BUILD FAILED"
+    exit 1
+  fi
+  log "build ok"
 fi
 
 # The GEMM timing test (CudaInvariance.DISABLED_GemmTiming) under one setting: gemm_timing LABEL CONFIGS [NAME=V ...]
