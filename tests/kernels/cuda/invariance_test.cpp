@@ -848,14 +848,15 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
     p = *end == ',' ? end + 1 : end;
   }
   if (config_list.empty()) config_list = {2, 3, 4, 11, 12, 13, 14, 16, 17};
-  // Decode: the 8B model's o, gate (a half of gate_up), down and lm_head shapes; prefill
+  // Decode: the 8B model's o, q/k/v, gate (a half of gate_up), down and lm_head shapes; prefill
   // (RILL_GEMM_CONFIGS): its four projections (q/k/v fused, o, gate_up fused, down) and 12288 × 4096.
   // RILL_GEMM_SHAPES="N:K,N:K,...": those (N, K) instead (with RILL_GEMM_CONFIGS; e.g. one N at several K
   // separates a tile's fixed cost from its per-k cost).
   std::vector<std::pair<int64_t, int64_t>> nk =
       configs ? std::vector<std::pair<int64_t, int64_t>>{{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288},
                                                          {12288, 4096}}
-              : std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}, {12288, 4096}, {4096, 12288}, {151936, 4096}};
+              : std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}, {6144, 4096}, {12288, 4096}, {4096, 12288},
+                                                         {151936, 4096}};
   if (const char* shapes = std::getenv("RILL_GEMM_SHAPES"); configs && shapes && *shapes) {
     nk.clear();
     for (const char* p = shapes; *p;) {
@@ -928,12 +929,21 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
         a.config = m <= 8 ? 18 : 19;
         cuda::GemmPartials parts;
         a.defer = &parts;
+        cuda::set_decode_cluster_fold(0);  // (the split schedule's partials, as before the cluster fold)
         const double t_gemm = time_us([&] { cuda::launch_gemm(a, backend().stream()); });
         const double t_fold = parts.ws ? time_us([&] { cuda::launch_gemm_fold(parts, backend().stream()); }) : 0.0;
         std::printf("GEMM deferred config %d M=%5lld N=%6lld K=%5lld S=%2d: %8.1f us %7.0f GB/s, partials %5.1f MB, "
                     "their fold apart %6.1f us\n",
                     a.config, (long long)m, (long long)n, (long long)k, split.splits, t_gemm, bytes / t_gemm * 1e-3,
                     parts.ws ? double(parts.splits) * double(m * n) * 4e-6 : 0.0, t_fold);
+        if (m >= 17) {  // the ranges folded in a cluster instead (set_decode_cluster_fold): the product, no partials
+          cuda::set_decode_cluster_fold(17);
+          const double t_cluster = time_us([&] { cuda::launch_gemm(a, backend().stream()); });
+          std::printf("GEMM cluster fold config %d M=%5lld N=%6lld K=%5lld S=%2d: %8.1f us %7.0f GB/s%s\n", a.config,
+                      (long long)m, (long long)n, (long long)k, split.splits, t_cluster, bytes / t_cluster * 1e-3,
+                      parts.ws ? " (not taken: the split schedule left its partials)" : "");
+        }
+        cuda::set_decode_cluster_fold(cuda::parse_decode_cluster_fold(std::getenv("RILL_DECODE_CLUSTER_FOLD")));
       }
       std::printf("GEMM M=%5lld N=%6lld K=%5lld S=%2d | invariant %8.1f us %7.0f GB/s %6.1f TFLOP/s | "
                   "best %-22s %8.1f us %7.0f GB/s %6.1f TFLOP/s | ratio %.2f\n",
