@@ -52,7 +52,7 @@ int g_decode_prewait_after_attention = -1;  // set_decode_prewait_after_attentio
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
 int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
-int g_decode_cluster_fold = 33;  // set_decode_cluster_fold: the fewest rows (0: never)
+int g_decode_cluster_fold = 0;  // set_decode_cluster_fold: the fewest rows (0: never)
 
 // The RoPE op in the epilogue (kRope, launch_gemm_wgmma_decode_rope): M ≤ kRopeRows rows, head_dim
 // 128 (two column tiles a head), 2, 4 or 8 split ranges, a cluster of kRopeCluster CTAs a head, each a
@@ -736,7 +736,8 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   }
   a.defer_fold = k.defer_fold;
   const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
-  // 17-64 rows (set_decode_cluster_fold): the split ranges folded in a cluster, nothing left for the reader.
+  // 17-64 rows (set_decode_cluster_fold; off by default): the split ranges folded in a cluster, nothing left for
+  // the reader.
   if (rows > 16 && split_schedule(a, tiles, ws_bytes, num_counters) && launch_decode_cluster_fold(a, rows, stream))
     return false;
   // Few items: 9 stages of 16 or 32 rows (two an SM, 91 / 109 KB) under either non-zero setting;
