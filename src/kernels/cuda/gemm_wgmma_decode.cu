@@ -583,6 +583,20 @@ void launch_cluster_fold_variant(const GemmKernelArgs& k, int64_t clusters, cuda
   RILL_CUDA_CHECK_LAUNCH();
 }
 
+// One tile a cluster where the tiles' clusters fit at once (5 stages, one buffer), else persistent clusters
+// (4 stages, two buffers); false where no cluster of this size fits.
+template <int kXRows>
+bool launch_cluster_fold_rows(const GemmKernelArgs& a, int64_t tiles, cudaStream_t stream) {
+  if (tiles <= cluster_fold_slots<kXRows, 5, 1>(a.splits)) {
+    launch_cluster_fold_variant<kXRows, 5, 1>(a, tiles, stream);
+    return true;
+  }
+  const int64_t slots = cluster_fold_slots<kXRows, 4, 2>(a.splits);
+  if (slots <= 0) return false;
+  launch_cluster_fold_variant<kXRows, 4, 2>(a, std::min(tiles, slots), stream);
+  return true;
+}
+
 // Whether the cluster fold took the launch (a split schedule of `rows` x-stage rows, 17-64).
 bool launch_decode_cluster_fold(const GemmKernelArgs& a, int64_t rows, cudaStream_t stream) {
   const int s = a.splits;
@@ -590,16 +604,7 @@ bool launch_decode_cluster_fold(const GemmKernelArgs& a, int64_t rows, cudaStrea
       (s != 2 && s != 4 && s != 8))
     return false;
   const int64_t tiles = (a.n + 63) / 64;
-  if (rows > 32) {
-    if (tiles <= cluster_fold_slots<64, 5, 1>(s)) return launch_cluster_fold_variant<64, 5, 1>(a, tiles, stream), true;
-    const int64_t slots = cluster_fold_slots<64, 4, 2>(s);
-    if (slots <= 0) return false;
-    return launch_cluster_fold_variant<64, 4, 2>(a, std::min(tiles, slots), stream), true;
-  }
-  if (tiles <= cluster_fold_slots<32, 5, 1>(s)) return launch_cluster_fold_variant<32, 5, 1>(a, tiles, stream), true;
-  const int64_t slots = cluster_fold_slots<32, 4, 2>(s);
-  if (slots <= 0) return false;
-  return launch_cluster_fold_variant<32, 4, 2>(a, std::min(tiles, slots), stream), true;
+  return rows > 32 ? launch_cluster_fold_rows<64>(a, tiles, stream) : launch_cluster_fold_rows<32>(a, tiles, stream);
 }
 
 // Configuration 18's kernel with the RoPE op in its epilogue (kRope): clusters of kRopeCluster CTAs
