@@ -247,6 +247,14 @@ TEST(CudaInvariance, ClusterFoldEqualsSplitFold) {
             ga.out_end[1] = n0 + n1;
             ga.out_end[2] = n;
           }
+          if (v == 2) {  // the cluster took the launch (it leaves no partials) exactly where S is 2, 4 or 8
+            cuda::GemmArgs probe = ga;
+            cuda::GemmPartials parts;
+            probe.defer = &parts;
+            cuda::launch_gemm(probe, backend().stream());
+            const int splits = cuda::gemm_split(n, k, backend().info().num_sms).splits;
+            EXPECT_EQ(parts.ws == nullptr, splits == 2 || splits == 4 || splits == 8) << "S=" << splits;
+          }
           cuda::launch_gemm(ga, backend().stream());
           std::vector<float> flat = download_bf16(dy);
           if (v == 4) {  // back to [m, n]
