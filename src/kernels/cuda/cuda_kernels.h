@@ -298,8 +298,6 @@ int parse_norm_cluster(const char* value);
 int parse_argmax_cluster(const char* value);
 /// RILL_DECODE_FEW_ITEM_STAGES: null → 9; 0, 9 or 12 (set_decode_few_item_stages); else an error.
 int parse_decode_few_item_stages(const char* value);
-/// RILL_DECODE_CLUSTER_FOLD: null → 0; 0 (never) or 17-64 (set_decode_cluster_fold); else an error.
-int parse_decode_cluster_fold(const char* value);
 /// RILL_WEIGHT_LAYOUT: null or `panels` → true (linear weights stored as k-panels where the warpgroup
 /// GEMM runs: prepare_linear_weight); `rows` → false (kept row-major; a measurement); else an error.
 bool parse_weight_layout(const char* value);

@@ -127,14 +127,6 @@ int parse_decode_few_item_stages(const char* value) {
        "items), got '{}'",
        value);
 }
-int parse_decode_cluster_fold(const char* value) {
-  if (!value) return 0;
-  const auto rows = exact_int(value);
-  if (rows && (*rows == 0 || (*rows >= 17 && *rows <= 64))) return *rows;
-  fail("RILL_DECODE_CLUSTER_FOLD: must be 0 (never) or 17-64 (the fewest rows at which the decode GEMM folds its "
-       "split ranges in a cluster), got '{}'",
-       value);
-}
 int parse_norm_cluster(const char* value) {
   if (!value) return -1;
   const auto blocks = exact_int(value);
@@ -266,9 +258,6 @@ void CudaKernels::configure_from_environment() {
   // (three an SM) and 229.43 / 229.57 with 12 stages (bench/RESULTS.md run Y5); batches 2-8 +3.2-5.3% and, with
   // configuration 19's launches sized alike, 16 / 32 +3.0 / +2.5% against 0 (run Z).
   set_decode_few_item_stages(parse_decode_few_item_stages(std::getenv("RILL_DECODE_FEW_ITEM_STAGES")));
-  // Off by default until it has run on a GPU: built in the sixty-second session, when no machine came (bench/RESULTS.md
-  // run BJ; its test, CudaInvariance.ClusterFoldEqualsSplitFold, turns it on). Same bits either way.
-  set_decode_cluster_fold(parse_decode_cluster_fold(std::getenv("RILL_DECODE_CLUSTER_FOLD")));
   // Clusters of blocks a row while they fit one wave by default (bench/RESULTS.md run AH); none before sm_90.
   const int norm_blocks = parse_norm_cluster(std::getenv("RILL_NORM_CLUSTER"));
   if (norm_blocks > 0 && info_.cc_major < 9)

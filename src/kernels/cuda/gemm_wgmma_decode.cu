@@ -25,7 +25,6 @@
 // and one latency-bound kernel fewer in a decode step's critical path.
 
 #include <algorithm>
-#include <array>
 #include <type_traits>
 
 #include "kernels/cuda/check.h"
@@ -52,7 +51,6 @@ int g_decode_prewait_after_attention = -1;  // set_decode_prewait_after_attentio
 int g_decode_min_x_rows = 16;  // set_decode_min_x_rows
 int g_decode_l2_promotion = 0;  // set_decode_l2_promotion: bytes (none unless set)
 int g_decode_few_item_stages = 9;  // set_decode_few_item_stages
-int g_decode_cluster_fold = 0;  // set_decode_cluster_fold: the fewest rows (0: never)
 
 // The RoPE op in the epilogue (kRope, launch_gemm_wgmma_decode_rope): M ≤ kRopeRows rows, head_dim
 // 128 (two column tiles a head), 2, 4 or 8 split ranges, a cluster of kRopeCluster CTAs a head, each a
@@ -124,19 +122,13 @@ __device__ __forceinline__ void rope_epilogue(const RopeArgs& r, const GemmKerne
 }
 #endif
 
-template <int kBN, int kXRows, int kStages, bool kGlu = false, bool kRope = false, int kFoldBufs = 0>
+template <int kBN, int kXRows, int kStages, bool kGlu = false, bool kRope = false>
 __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped to fit)
     gemm_wgmma_decode_kernel(const __grid_constant__ CUtensorMap tx, const __grid_constant__ CUtensorMap tw,
                              const __grid_constant__ GemmKernelArgs a, int splits,
                              const __grid_constant__ DecodeRope<kRope> rope) {
 #if defined(RILL_WGMMA_DEVICE)
   using T = DecodeTile<kBN, kXRows>;
-  // kFoldBufs > 0: the cluster fold (launch_decode_cluster_fold) — a cluster of `splits` CTAs a column
-  // tile, rank = split range; each rank pushes its range's partial rows to the rank that folds them
-  // (rank j: rows [j·kXRows / S, (j + 1)·kXRows / S)) into one of kFoldBufs receive buffers after the
-  // stages, [range][row of the share][kBN] f32.
-  static_assert(kFoldBufs == 0 || (!kGlu && !kRope), "the cluster fold is the plain product's");
-  constexpr int kFoldFloats = kXRows * kBN;  // a receive buffer: every range's share rows
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   __shared__ uint64_t landed[kStages];  // the pre-wait fill's weight tiles (phase 0 only)
@@ -144,7 +136,6 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   // kRope, rank 0: the head's range partials ([range][row][chunk][8]), landing by st.async on rope_bar.
   __shared__ __align__(16) float rope_parts[kRope ? kRopeMaxSplits * kRopeRangeFloats : 1];
   __shared__ __align__(8) uint64_t rope_bar;
-  __shared__ __align__(8) uint64_t fold_bar[kFoldBufs > 0 ? kFoldBufs : 1];  // the shares' bytes of one tile
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023u)) & 1023u);
   unsigned char* sx = base;                         // kStages × 1 KB, then
   unsigned char* sw = base + kStages * T::kXBytes;  // kStages w tiles (rows 8-63 of an x stage fall here)
@@ -159,11 +150,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
   // 2·head and 2·head + 1), rank r taking tile 2·head + r / (C/2) and its ranges (r % (C/2))·per ...
   // (per = S / (C/2)) in order.
   auto cta_item = [&](int i) -> int {
-    if constexpr (kFoldBufs > 0) {  // cluster c (CTAs c·S .. c·S + S - 1) takes tiles c, c + clusters, ...
-      const int clusters = int(gridDim.x) / splits, b = int(blockIdx.x);
-      const int64_t tile = int64_t(b / splits) + int64_t(i) * clusters;
-      return tile < tiles ? (b % splits) * tiles + int(tile) : -1;
-    } else if constexpr (kRope) {
+    if constexpr (kRope) {
       constexpr int kPerTile = kRopeCluster / 2;
       const int per = splits / kPerTile, b = int(blockIdx.x), r = b % kRopeCluster;
       if (i >= per) return -1;
@@ -212,13 +199,11 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     if constexpr (kRope) warm_params(rope);
     for (int p = 0; p < kStages; ++p) mbar_init(&landed[p], 1);
     if constexpr (kRope) mbar_init(&rope_bar, 1);
-    for (int b = 0; b < kFoldBufs; ++b) mbar_init(&fold_bar[b], 1);
     init_stage_barriers(full, empty, kStages, 4);  // a release per consumer warp (and the init fence)
   }
   __syncthreads();
-  // kRope, kFoldBufs: the barriers are published to the cluster (awaited by the consumers before their
-  // pushes).
-  if constexpr (kRope || kFoldBufs > 0) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  // kRope: the barriers are published to the cluster (awaited by the consumers before their pushes).
+  if constexpr (kRope) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 
   if (wg == 0) {
     if (threadIdx.x == 0) {
@@ -294,7 +279,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
 
   pdl_wait();  // before the first global write
   if (!a.late_trigger) pdl_trigger();
-  if constexpr (kRope || kFoldBufs > 0) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if constexpr (kRope) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32, g = lane / 4, tig = lane % 4;
   const uint32_t x_base = smem_addr(sx), w_base = smem_addr(sw);
   float acc[kBN / 8][4], total[kBN / 8][4];
@@ -321,44 +306,6 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
           st_async_cluster(smem_addr(&rope_parts[at]), smem_addr(&rope_bar), 0, make_float2(total[j][0], total[j][1]));
         }
       }
-      continue;
-    }
-    if constexpr (kFoldBufs > 0) {
-      // The cluster fold: this range's rows < kXRows to their folding ranks (rows past M hold zeros:
-      // the x stage's copy zero-fills them), then this rank's share folded from 0 in range order, the
-      // bias, one rounding — the split schedule's fold (partials.cuh's fold_partials) on the same
-      // values. Buffer i % kFoldBufs, its barrier's (i / kFoldBufs)-th phase. Each rank receives every
-      // range's share of a tile (kFoldFloats floats). Reuse of a buffer: a rank pushes tile i + 1 only
-      // after all its consumers passed the sync after folding tile i, and a peer pushes tile i + 2 (the
-      // same buffer with two) only after its wait for tile i + 1, which needs this rank's pushes of
-      // tile i + 1 — so no share lands in a buffer still being read. One buffer: one tile a cluster
-      // (launch_decode_cluster_fold).
-      constexpr int kRowsPerWarp = 16;
-      const int rs = kXRows / splits, buf = i % kFoldBufs, me = int(blockIdx.x) % splits;
-      float* recv = reinterpret_cast<float*>(sw + kStages * T::kWBytes) + buf * kFoldFloats;
-      if (threadIdx.x == 128) mbar_arrive_expect_tx(&fold_bar[buf], unsigned(kFoldFloats * sizeof(float)));
-      if (warp * kRowsPerWarp < kXRows) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = kRowsPerWarp * warp + g + 8 * h, owner = row / rs;
-          const uint32_t at = smem_addr(recv + (range * rs + row % rs) * kBN + 2 * tig);
-#pragma unroll
-          for (int j = 0; j < kBN / 8; ++j)
-            st_async_cluster(at + 32u * j, smem_addr(&fold_bar[buf]), owner,
-                             make_float2(total[j][2 * h], total[j][2 * h + 1]));
-        }
-      }
-      mbar_wait(&fold_bar[buf], unsigned(i / kFoldBufs) & 1u);
-      for (int idx = threadIdx.x - 128; idx < rs * kBN; idx += 128) {
-        const int rr = idx / kBN, c = idx % kBN;
-        const int64_t row = int64_t(me) * rs + rr, col = n0 + c;
-        if (row >= a.m || col >= a.n) continue;
-        float v = 0.f;
-        for (int rg = 0; rg < splits; ++rg) v += recv[(rg * rs + rr) * kBN + c];
-        if (a.bias) v += __bfloat162float(a.bias[col]);
-        *out_at(a, row, col) = __float2bfloat16_rn(v);
-      }
-      consumer_sync();
       continue;
     }
 
@@ -529,84 +476,6 @@ bool launch_decode_variant(const GemmKernelArgs& a, size_t ws_bytes, int64_t num
   return split;
 }
 
-// The cluster fold (configuration 19's 32- and 64-row x stages, split schedule): a cluster of S CTAs
-// (S = the split ranges: 2, 4 or 8) a column tile, each rank one range, the ranges' partials folded in
-// the cluster's shared memory (the kernel's kFoldBufs) instead of written to the workspace as f32 and
-// read back by the op reading the product — at 64 rows, 16 KB a (range, column tile) each way: the 8B
-// shape's q/k/v, o and down moved ~21 MB a layer through L2 and HBM for it (bench/RESULTS.md run BI).
-// Same bits: the same ranges, the same additions from 0 in range order, the bias, one rounding.
-// Shared memory: 5 stages and one receive buffer where every tile has its own cluster in one wave
-// (the 8B shape's o and down: 64 tiles × 4 ranges), else persistent clusters, 4 stages and two
-// buffers (q/k/v: 96 tiles × 8 ranges) — at 64 rows the size of today's 6-stage CTA, two an SM.
-template <int kXRows, int kStages, int kBufs>
-constexpr size_t cluster_fold_smem() {
-  return decode_smem_bytes<64, kXRows, kStages, false>() + size_t(kBufs) * kXRows * 64 * sizeof(float);
-}
-
-// Clusters of 2, 4 and 8 CTAs of a variant that fit the GPU at once (0 where none does).
-template <int kXRows, int kStages, int kBufs>
-int cluster_fold_slots(int splits) {
-  constexpr auto kernel = gemm_wgmma_decode_kernel<64, kXRows, kStages, false, false, kBufs>;
-  constexpr size_t smem = cluster_fold_smem<kXRows, kStages, kBufs>();
-  static const std::array<int, 3> slots = [] {
-    RILL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    std::array<int, 3> n{};
-    for (int i = 0; i < 3; ++i) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(2u << i);
-      cfg.blockDim = dim3(256);
-      cfg.dynamicSmemBytes = smem;
-      cudaLaunchAttribute attr = {};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = 2u << i;
-      attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-      RILL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n[size_t(i)], kernel, &cfg));
-    }
-    return n;
-  }();
-  return splits == 2 ? slots[0] : splits == 4 ? slots[1] : splits == 8 ? slots[2] : 0;
-}
-
-template <int kXRows, int kStages, int kBufs>
-void launch_cluster_fold_variant(const GemmKernelArgs& k, int64_t clusters, cudaStream_t stream) {
-  constexpr auto kernel = gemm_wgmma_decode_kernel<64, kXRows, kStages, false, false, kBufs>;
-  GemmKernelArgs a = k;
-  a.ws = nullptr;
-  a.counters = nullptr;
-  a.defer_fold = false;
-  const CUtensorMap tx = weight_tile_map(a.x, a.m, a.k, kXRows);
-  const CUtensorMap tw = weight_tile_map(a.w, a.n, a.k, 64, g_decode_l2_promotion);
-  launch_pdl_cluster(kernel, dim3(unsigned(clusters * a.splits)), dim3(256), cluster_fold_smem<kXRows, kStages, kBufs>(),
-                     stream, dim3(unsigned(a.splits)), tx, tw, a, a.splits, NoRope{});
-  RILL_CUDA_CHECK_LAUNCH();
-}
-
-// One tile a cluster where the tiles' clusters fit at once (5 stages, one buffer), else persistent clusters
-// (4 stages, two buffers); false where no cluster of this size fits.
-template <int kXRows>
-bool launch_cluster_fold_rows(const GemmKernelArgs& a, int64_t tiles, cudaStream_t stream) {
-  if (tiles <= cluster_fold_slots<kXRows, 5, 1>(a.splits)) {
-    launch_cluster_fold_variant<kXRows, 5, 1>(a, tiles, stream);
-    return true;
-  }
-  const int64_t slots = cluster_fold_slots<kXRows, 4, 2>(a.splits);
-  if (slots <= 0) return false;
-  launch_cluster_fold_variant<kXRows, 4, 2>(a, std::min(tiles, slots), stream);
-  return true;
-}
-
-// Whether the cluster fold took the launch (a split schedule of `rows` x-stage rows, 17-64).
-bool launch_decode_cluster_fold(const GemmKernelArgs& a, int64_t rows, cudaStream_t stream) {
-  const int s = a.splits;
-  if (g_decode_cluster_fold == 0 || a.m < g_decode_cluster_fold || rows <= 16 || rows > 64 ||
-      (s != 2 && s != 4 && s != 8))
-    return false;
-  const int64_t tiles = (a.n + 63) / 64;
-  return rows > 32 ? launch_cluster_fold_rows<64>(a, tiles, stream) : launch_cluster_fold_rows<32>(a, tiles, stream);
-}
-
 // Configuration 18's kernel with the RoPE op in its epilogue (kRope): clusters of kRopeCluster CTAs
 // a head, one wave, 11 stages a CTA (two an SM with rank 0's 8 KB of partials). Whether a launch of
 // `heads` clusters fits that wave: queried once.
@@ -741,10 +610,6 @@ bool launch_gemm_wgmma_decode(const GemmKernelArgs& k, int variant, size_t ws_by
   }
   a.defer_fold = k.defer_fold;
   const int64_t rows = std::max<int64_t>(a.m, g_decode_min_x_rows);
-  // 17-64 rows (set_decode_cluster_fold; off by default): the split ranges folded in a cluster, nothing left for
-  // the reader.
-  if (rows > 16 && split_schedule(a, tiles, ws_bytes, num_counters) && launch_decode_cluster_fold(a, rows, stream))
-    return false;
   // Few items: 9 stages of 16 or 32 rows (two an SM, 91 / 109 KB) under either non-zero setting;
   // 12 of these wider stages would fit only one. 64 rows already fit only two.
   if (few && rows <= 16) return launch_decode_variant<64, 16, 9>(a, ws_bytes, num_counters, num_sms, stream);
@@ -778,5 +643,4 @@ void set_decode_ctas_per_sm(int ctas) { gemm_detail::g_decode_ctas_per_sm = ctas
 void set_decode_min_x_rows(int rows) { gemm_detail::g_decode_min_x_rows = rows; }
 void set_decode_l2_promotion(int bytes) { gemm_detail::g_decode_l2_promotion = bytes; }
 void set_decode_few_item_stages(int stages) { gemm_detail::g_decode_few_item_stages = stages; }
-void set_decode_cluster_fold(int rows) { gemm_detail::g_decode_cluster_fold = rows; }
 }  // namespace rill::cuda

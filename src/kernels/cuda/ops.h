@@ -382,10 +382,6 @@ void set_decode_l2_promotion(int bytes);
 /// (RILL_DECODE_FEW_ITEM_STAGES; default 9); configuration 19's 16- and 32-row CTAs take 9 stages
 /// (two an SM) under either non-zero setting. Same bits.
 void set_decode_few_item_stages(int stages);
-/// The fewest rows (17-64) at which the warpgroup decode GEMM's split ranges are folded in a cluster of
-/// CTAs a column tile (their shared memory) instead of left as f32 partials in the workspace for the
-/// reader or the last CTA to fold; 0: never (RILL_DECODE_CLUSTER_FOLD; default 0 until measured). Same bits.
-void set_decode_cluster_fold(int rows);
 /// When a CTA of the warpgroup decode GEMM lets the next kernel launch: right after its wait
 /// (false: RILL_DECODE_TRIGGER=early) or once it has requested its last weight tile (true, the
 /// backend's default).

@@ -194,91 +194,6 @@ TEST(CudaInvariance, WgmmaDecodeGemmEqualsTiled) {
   }
 }
 
-// The decode GEMM's cluster fold (configuration 19 at 17-64 rows, set_decode_cluster_fold): the split
-// ranges folded in a cluster's shared memory give the bits of the same split schedule folded from the
-// workspace (the last CTA of a tile) and of the fold schedule (one CTA walks every range). Ranges 2, 4
-// and 8 (24576, 4096 and 6144 columns at K 4,096; 4 at K 12,288), one tile a cluster (4096 × 4096: 64
-// clusters of 4) and persistent clusters walking several tiles (two receive buffers), 32- and 64-row x
-// stages with M below, at and past a share boundary, with and without bias, several outputs
-// (matmul_outputs), row-major and k-panel weights; a split count the cluster does not take (5, at
-// 1000 × 2056) runs the plain split schedule.
-TEST(CudaInvariance, ClusterFoldEqualsSplitFold) {
-  RILL_REQUIRE_GPU();
-  if (!cuda::gemm_wgmma_supported()) GTEST_SKIP() << "no sm_90a warpgroup GEMM on this GPU / build";
-  uint64_t seed = fresh_seed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  const std::pair<int64_t, int64_t> shapes[] = {{4096, 4096}, {6144, 4096}, {24576, 4096}, {4096, 12288}, {1000, 2056}};
-  for (auto [n, k] : shapes) {
-    SCOPED_TRACE(::testing::Message() << "N=" << n << " K=" << k);
-    DevTensor dw = upload_bf16(random_bf16_values(rng, size_t(n * k)), {n, k});
-    DevTensor db = upload_bf16(random_bf16_values(rng, size_t(n)), {n});
-    const bool panels_ok = cuda::panels_fit(n, k);
-    DevTensor panels(DType::bf16, {panels_ok ? n : 1, panels_ok ? k : 1});
-    if (panels_ok) cuda::launch_to_panels(dw.t.data(), panels.t.data(), n, k, backend().stream());
-    for (int64_t m : {17, 20, 32, 33, 37, 64}) {
-      SCOPED_TRACE(::testing::Message() << "M=" << m);
-      DevTensor dx = upload_bf16(random_bf16_values(rng, size_t(m * k), -2.f, 2.f), {m, k});
-      for (bool bias : {false, true}) {
-        // 0: fold schedule, 1: split schedule folded from the workspace, 2: cluster fold, 3: cluster fold
-        // on k-panels, 4: cluster fold into three outputs.
-        std::vector<float> got[5];
-        for (int v = 0; v < 5; ++v) {
-          if (v == 3 && !panels_ok) continue;
-          cuda::set_decode_cluster_fold(v >= 2 ? 17 : 0);
-          DevTensor dy(DType::bf16, {m, n});
-          dy.poison();
-          const void* b = bias ? db.t.data() : nullptr;
-          cuda::GemmArgs ga = v == 0 ? plain_gemm(dx.t.data(), dw.t.data(), b, nullptr, m, n, k)
-                                     : backend().matmul_engine().gemm_args(dx.t.data(), dw.t.data(), b, m, n, k);
-          ga.bias = b;
-          ga.y = dy.t.data();
-          ga.config = 19;
-          if (v == 3) ga.w = panels.t.data(), ga.w_panels = true;
-          // Three outputs ([m, n0], [m, n1], [m, n - n0 - n1]) laid side by side in dy's buffer.
-          const int64_t n0 = (n / 2) / 8 * 8, n1 = (n / 4) / 8 * 8;
-          auto* base = static_cast<uint16_t*>(dy.t.data());
-          if (v == 4) {
-            ga.num_outs = 3;
-            ga.outs[0] = base;
-            ga.outs[1] = base + m * n0;
-            ga.outs[2] = base + m * (n0 + n1);
-            ga.out_end[0] = n0;
-            ga.out_end[1] = n0 + n1;
-            ga.out_end[2] = n;
-          }
-          if (v == 2) {  // the cluster took the launch (it leaves no partials) exactly where S is 2, 4 or 8
-            cuda::GemmArgs probe = ga;
-            cuda::GemmPartials parts;
-            probe.defer = &parts;
-            cuda::launch_gemm(probe, backend().stream());
-            const int splits = cuda::gemm_split(n, k, backend().info().num_sms).splits;
-            EXPECT_EQ(parts.ws == nullptr, splits == 2 || splits == 4 || splits == 8) << "S=" << splits;
-          }
-          cuda::launch_gemm(ga, backend().stream());
-          std::vector<float> flat = download_bf16(dy);
-          if (v == 4) {  // back to [m, n]
-            std::vector<float> whole(size_t(m * n));
-            for (int64_t r = 0; r < m; ++r)
-              for (int64_t c = 0; c < n; ++c)
-                whole[size_t(r * n + c)] = c < n0        ? flat[size_t(r * n0 + c)]
-                                           : c < n0 + n1 ? flat[size_t(m * n0 + r * n1 + (c - n0))]
-                                                         : flat[size_t(m * (n0 + n1) + r * (n - n0 - n1) + (c - n0 - n1))];
-            flat = std::move(whole);
-          }
-          got[v] = std::move(flat);
-        }
-        cuda::set_decode_cluster_fold(cuda::parse_decode_cluster_fold(std::getenv("RILL_DECODE_CLUSTER_FOLD")));
-        for (int v = 1; v < 5; ++v) {
-          if (got[v].empty()) continue;
-          for (float x : got[v]) ASSERT_FALSE(std::isnan(x)) << "unwritten output, variant " << v << " bias " << bias;
-          EXPECT_EQ(differing_bits(got[0], got[v]), 0u) << "variant " << v << " bias " << bias;
-        }
-      }
-    }
-  }
-}
-
 // The warpgroup decode GEMM (configuration 18 to M = 8, then 19 at 16 and 32 rows) under each of
 // `settings` (applied before its launch; `restore` after every setting ran): the bits of the first
 // setting, split schedule (the engine's workspace) and fold schedule (none).
@@ -937,21 +852,12 @@ TEST(CudaInvariance, DISABLED_GemmTiming) {
         a.config = m <= 8 ? 18 : 19;
         cuda::GemmPartials parts;
         a.defer = &parts;
-        cuda::set_decode_cluster_fold(0);  // (the split schedule's partials, as before the cluster fold)
         const double t_gemm = time_us([&] { cuda::launch_gemm(a, backend().stream()); });
         const double t_fold = parts.ws ? time_us([&] { cuda::launch_gemm_fold(parts, backend().stream()); }) : 0.0;
         std::printf("GEMM deferred config %d M=%5lld N=%6lld K=%5lld S=%2d: %8.1f us %7.0f GB/s, partials %5.1f MB, "
                     "their fold apart %6.1f us\n",
                     a.config, (long long)m, (long long)n, (long long)k, split.splits, t_gemm, bytes / t_gemm * 1e-3,
                     parts.ws ? double(parts.splits) * double(m * n) * 4e-6 : 0.0, t_fold);
-        if (m >= 17) {  // the ranges folded in a cluster instead (set_decode_cluster_fold): the product, no partials
-          cuda::set_decode_cluster_fold(17);
-          const double t_cluster = time_us([&] { cuda::launch_gemm(a, backend().stream()); });
-          std::printf("GEMM cluster fold config %d M=%5lld N=%6lld K=%5lld S=%2d: %8.1f us %7.0f GB/s%s\n", a.config,
-                      (long long)m, (long long)n, (long long)k, split.splits, t_cluster, bytes / t_cluster * 1e-3,
-                      parts.ws ? " (not taken: the split schedule left its partials)" : "");
-        }
-        cuda::set_decode_cluster_fold(cuda::parse_decode_cluster_fold(std::getenv("RILL_DECODE_CLUSTER_FOLD")));
       }
       std::printf("GEMM M=%5lld N=%6lld K=%5lld S=%2d | invariant %8.1f us %7.0f GB/s %6.1f TFLOP/s | "
                   "best %-22s %8.1f us %7.0f GB/s %6.1f TFLOP/s | ratio %.2f\n",

@@ -206,11 +206,6 @@ TEST(CudaRuntime, GemmTuningFromEnvironment) {
   EXPECT_EQ(cuda::parse_decode_few_item_stages("0"), 0);
   EXPECT_EQ(cuda::parse_decode_few_item_stages("12"), 12);
   expect_rejects(cuda::parse_decode_few_item_stages, {"", "8", "10", "9x"}, "RILL_DECODE_FEW_ITEM_STAGES");
-  EXPECT_EQ(cuda::parse_decode_cluster_fold(nullptr), 0);
-  EXPECT_EQ(cuda::parse_decode_cluster_fold("0"), 0);
-  EXPECT_EQ(cuda::parse_decode_cluster_fold("17"), 17);
-  EXPECT_EQ(cuda::parse_decode_cluster_fold("64"), 64);
-  expect_rejects(cuda::parse_decode_cluster_fold, {"", "1", "16", "65", "33x"}, "RILL_DECODE_CLUSTER_FOLD");
   EXPECT_TRUE(cuda::parse_weight_layout(nullptr));
   EXPECT_TRUE(cuda::parse_weight_layout("panels"));
   EXPECT_FALSE(cuda::parse_weight_layout("rows"));
