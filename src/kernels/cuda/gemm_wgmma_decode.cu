@@ -316,10 +316,12 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
     for (int h = 0; h < 2; ++h) {
       const int64_t row = 16 * warp + g + 8 * h;
       if (row >= a.m) continue;
-      // The split partials: a column pair a store (8 bytes: the pair is even, as is n, or inter with
-      // kGlu), where two 4-byte stores used 16.9 of a sector's 32 bytes (bench/RESULTS.md run BI9).
-      float* const part = split ? a.ws + (int64_t(range) * a.m + row) * a.n : nullptr;
-      if (split && a.n % 2 == 0) {
+      // The split partials at 9-64 rows: a column pair a store (8 bytes: the pair is even, as is n, or
+      // inter with kGlu), where two 4-byte stores used 16.9 of a sector's 32 bytes (bench/RESULTS.md run
+      // BI9): batch-64 decode +3.7% (run BK2). The 8-row stage (batch 1-8) keeps its 4-byte stores: with
+      // the pair path its batch-1 decode measured 0.4% slower at 512 keys (BK2, equal at 8,192).
+      if (kXRows > 8 && split && a.n % 2 == 0) {
+        float* const part = a.ws + (int64_t(range) * a.m + row) * a.n;
         if constexpr (kGlu) {
 #pragma unroll
           for (int j = 0; j < kBN / 16; ++j) {
@@ -344,8 +346,8 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
           for (int e = 0; e < 2; ++e) {
             const int64_t c = i0 + 8 * j + 2 * tig + e;  // (inter % 32 == 0: c < inter)
             if (split) {
-              part[c] = total[j][2 * h + e];
-              part[inter + c] = total[j + kBN / 16][2 * h + e];
+              a.ws[(int64_t(range) * a.m + row) * a.n + c] = total[j][2 * h + e];
+              a.ws[(int64_t(range) * a.m + row) * a.n + inter + c] = total[j + kBN / 16][2 * h + e];
             } else {
               float gv = total[j][2 * h + e], uv = total[j + kBN / 16][2 * h + e];
               if (a.bias) gv += __bfloat162float(a.bias[c]), uv += __bfloat162float(a.bias[inter + c]);
@@ -360,7 +362,7 @@ __global__ void __launch_bounds__(256, 3)  // three CTAs an SM (registers capped
             const int64_t col = n0 + 8 * j + 2 * tig + e;
             if (col >= a.n) continue;
             if (split) {
-              part[col] = total[j][2 * h + e];
+              a.ws[(int64_t(range) * a.m + row) * a.n + col] = total[j][2 * h + e];
             } else {
               float v = total[j][2 * h + e];
               if (a.bias) v += __bfloat162float(a.bias[col]);
