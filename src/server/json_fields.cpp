@@ -11,7 +11,8 @@ ojson parse_body(const std::string& body) {
   ojson j;
   try {
     j = ojson::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error for bad syntax; out_of_range (406) for a number no double holds, such as 1e400.
     bad_request("", "request body is not valid JSON: {}", e.what());
   }
   if (!j.is_object()) bad_request("", "request body must be a JSON object, got {}", type_name(j));
@@ -66,13 +67,24 @@ std::optional<int64_t> get_int(const ojson& obj, const char* key, int64_t lo, in
   if (!v) return std::nullopt;
   const std::string name = join_path(path, key);
   if (!v->is_number()) bad_request(name, "'{}' must be an integer, got {}", name, type_name(*v));
+  // The message quotes the value as the request wrote it: a conversion of a value outside int64 would be
+  // undefined (a double such as 1e30) or clipped (an unsigned past INT64_MAX).
+  const auto out_of_range = [&] { bad_request(name, "'{}' must be in [{}, {}], got {}", name, lo, hi, v->dump()); };
+  int64_t x = 0;
   if (v->is_number_float()) {
-    double x = v->get<double>();
-    if (x != std::floor(x)) bad_request(name, "'{}' must be an integer, got {}", name, x);
+    const double d = v->get<double>();
+    if (d != std::floor(d)) bad_request(name, "'{}' must be an integer, got {}", name, v->dump());
+    // [-2^63, 2^63): every double in it converts exactly; 2^63 itself does not fit.
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) out_of_range();
+    x = int64_t(d);
+  } else if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u > uint64_t(INT64_MAX)) out_of_range();
+    x = int64_t(u);
+  } else {
+    x = v->get<int64_t>();
   }
-  int64_t x = v->is_number_unsigned() ? int64_t(std::min<uint64_t>(v->get<uint64_t>(), uint64_t(INT64_MAX)))
-                                      : v->is_number_float() ? int64_t(v->get<double>()) : v->get<int64_t>();
-  if (x < lo || x > hi) bad_request(name, "'{}' must be in [{}, {}], got {}", name, lo, hi, x);
+  if (x < lo || x > hi) out_of_range();
   return x;
 }
 

@@ -248,8 +248,10 @@ OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model
         if (t.is_string()) bad_request("prompt", "a list of several prompts is not supported; send one prompt per request");
         bad_request("prompt", "'prompt[{}]' must be a token id, got {}", i, type_name(t));
       }
-      int64_t id = t.get<int64_t>();
-      if (id < 0 || id >= model.vocab_size) bad_request("prompt", "'prompt[{}]' = {} is not a token id in [0, {})", i, id, model.vocab_size);
+      // An unsigned past INT64_MAX reads as a negative int64; either way the message quotes the id as written.
+      const int64_t id = t.is_number_unsigned() && t.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : t.get<int64_t>();
+      if (id < 0 || id >= model.vocab_size)
+        bad_request("prompt", "'prompt[{}]' = {} is not a token id in [0, {})", i, t.dump(), model.vocab_size);
       r.request.prompt.push_back(int32_t(id));
     }
     if (model.tokenizer) r.prompt_text = model.tokenizer->decode(r.request.prompt);

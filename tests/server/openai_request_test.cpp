@@ -8,6 +8,7 @@
 
 #include "server/anthropic.h"
 #include "server/api_error.h"
+#include "server/json_fields.h"
 #include "server/openai_request.h"
 #include "server/responses.h"
 
@@ -140,6 +141,13 @@ TEST_F(OpenAIRequestTest, BadCompletionFieldsAreNamed) {
   EXPECT_EQ(completion_error(R"({})"), (E{400, "prompt"}));
   EXPECT_EQ(completion_error(R"({"prompt":{}})"), (E{400, "prompt"}));
   EXPECT_EQ(completion_error(R"({"prompt":[1,-2]})"), (E{400, "prompt"}));
+  EXPECT_EQ(completion_error(R"({"prompt":[1,18446744073709551615]})"), (E{400, "prompt"}));
+  try {  // the id as written, not its int64 reading (-1)
+    parse_completion_request(ojson::parse(R"({"prompt":[18446744073709551615]})"), info_);
+    ADD_FAILURE() << "a 64-bit id parsed";
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("= 18446744073709551615 is not a token id"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(completion_error(R"({"prompt":["a","b"]})"), (E{400, "prompt"}));
   EXPECT_EQ(completion_error(R"({"prompt":"x","logprobs":21})"), (E{400, "logprobs"}));
   std::string long_prompt = "{\"prompt\":[" ;
@@ -184,6 +192,40 @@ TEST(JsonFields, BodyMustBeAnObject) {
   EXPECT_THROW(parse_body("[1]"), ApiError);
   EXPECT_THROW(parse_body("{bad"), ApiError);
   EXPECT_NO_THROW(parse_body("{}"));
+  // A number no double holds is a 400 about the body, not an internal error.
+  try {
+    parse_body(R"({"temperature":1e400})");
+    ADD_FAILURE() << "1e400 parsed";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+  }
+}
+
+// Integer fields: values past int64 (a double like 1e30, an unsigned past INT64_MAX) are 400s that quote the
+// value as written, never a converted one; integral doubles inside the range are taken.
+TEST(JsonFields, IntegersOutsideInt64AreRejectedAsWritten) {
+  auto message_of = [](const char* body, int64_t lo, int64_t hi) -> std::string {
+    try {
+      const auto x = get_int(ojson::parse(body), "n", lo, hi);
+      return x ? "ok " + std::to_string(*x) : "absent";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), "n");
+      return e.what();
+    }
+  };
+  EXPECT_EQ(message_of(R"({"n":3.0})", 1, 10), "ok 3");
+  EXPECT_EQ(message_of(R"({"n":-9.223372036854775808e18})", INT64_MIN, INT64_MAX), "ok " + std::to_string(INT64_MIN));
+  EXPECT_EQ(message_of(R"({"n":9223372036854775807})", INT64_MIN, INT64_MAX), "ok " + std::to_string(INT64_MAX));
+  EXPECT_EQ(message_of(R"({"n":1e30})", 1, 10), "'n' must be in [1, 10], got 1e+30");
+  EXPECT_EQ(message_of(R"({"n":-1e30})", INT64_MIN, INT64_MAX),
+            "'n' must be in [-9223372036854775808, 9223372036854775807], got -1e+30");
+  EXPECT_EQ(message_of(R"({"n":9.223372036854775808e18})", INT64_MIN, INT64_MAX),
+            "'n' must be in [-9223372036854775808, 9223372036854775807], got 9.223372036854776e+18");
+  EXPECT_EQ(message_of(R"({"n":18446744073709551615})", 1, 10), "'n' must be in [1, 10], got 18446744073709551615");
+  EXPECT_EQ(message_of(R"({"n":3.5})", 1, 10), "'n' must be an integer, got 3.5");
+  EXPECT_EQ(message_of(R"({"n":11})", 1, 10), "'n' must be in [1, 10], got 11");
 }
 
 }  // namespace
