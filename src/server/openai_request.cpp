@@ -139,6 +139,28 @@ void parse_tool_choice(const ojson& choice, const ojson& tools, const ModelInfo&
   r.forced_prefix = text::forced_call_opening(model.tool_format, name);
 }
 
+/// Chat tools as OpenAI defines them: {"type": "function", "function": {"name", "description"?, "parameters"?}}.
+/// A nameless function would reach the chat template and the model as a tool it cannot call, so it is a 400
+/// naming the field, as OpenAI's API answers; a missing "type" is taken as "function".
+void check_function_tools(const ojson& tools) {
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& t = tools[i];
+    const std::string p = fmt::format("tools[{}]", i);
+    if (!t.is_object()) bad_request(p, "'{}' must be an object, got {}", p, type_name(t));
+    if (auto type = get_string(t, "type", p); type && *type != "function")
+      bad_request(p + ".type", "'{}.type' '{}' is not supported (only 'function')", p, *type);
+    const ojson* fn = field(t, "function");
+    if (!fn) bad_request(p + ".function", "'{}.function' is required", p);
+    if (!fn->is_object()) bad_request(p + ".function", "'{}.function' must be an object, got {}", p, type_name(*fn));
+    const std::string fp = p + ".function";
+    const std::optional<std::string> name = get_string(*fn, "name", fp);
+    if (!name || name->empty()) bad_request(fp + ".name", "'{}.name' is required", fp);
+    get_string(*fn, "description", fp);
+    if (const ojson* params = field(*fn, "parameters"); params && !params->is_object())
+      bad_request(fp + ".parameters", "'{}.parameters' must be a JSON Schema object, got {}", fp, type_name(*params));
+  }
+}
+
 }  // namespace
 
 std::string parse_session_id(const ojson& body) {
@@ -197,6 +219,7 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model) {
   ojson tools = nullptr;
   if (const ojson* t = field(body, "tools")) {
     if (!t->is_array()) bad_request("tools", "'tools' must be an array, got {}", type_name(*t));
+    check_function_tools(*t);
     tools = *t;
     r.parse_tools = model.tool_format != text::ToolFormat::none;
     r.tool_format = model.tool_format;

@@ -27,6 +27,13 @@ std::string parts_text(const ojson& content, const std::string& path) {
 }  // namespace
 
 OpenAIRequest parse_responses_request(const ojson& body, const ModelInfo& model) {
+  // This server keeps no responses or conversations: a request that continues a stored one would otherwise be
+  // answered without its context, silently. The client has to send the whole conversation in 'input' (store
+  // false), so these are 400s that say so; 'store' itself is accepted and has no effect (nothing is stored).
+  for (const char* key : {"previous_response_id", "conversation"})
+    if (field(body, key))
+      bad_request(key, "'{}' is not supported: this server stores no responses; send the whole conversation in 'input'",
+                  key);
   ojson chat = ojson::object();
   if (const ojson* m = field(body, "model")) chat["model"] = *m;
   ojson messages = ojson::array();
@@ -75,7 +82,9 @@ OpenAIRequest parse_responses_request(const ojson& body, const ModelInfo& model)
       const std::string p = fmt::format("tools[{}]", i);
       if (!t.is_object() || get_string(t, "type", p) != "function")
         bad_request(p + ".type", "only function tools are supported");
-      ojson fn = {{"name", get_string(t, "name", p).value_or("")}};
+      const std::optional<std::string> name = get_string(t, "name", p);
+      if (!name || name->empty()) bad_request(p + ".name", "'{}.name' is required", p);
+      ojson fn = {{"name", *name}};
       if (auto d = get_string(t, "description", p)) fn["description"] = *d;
       if (const ojson* params = field(t, "parameters")) fn["parameters"] = *params;
       converted.push_back({{"type", "function"}, {"function", fn}});

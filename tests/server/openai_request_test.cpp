@@ -188,6 +188,39 @@ TEST_F(OpenAIRequestTest, SessionIdOnEveryEndpoint) {
   EXPECT_EQ(parse(3, messages + R"(,"metadata":{"user_id":"u1"}})").request.session_id, "");
 }
 
+// Chat tools are checked as OpenAI's API checks them: a function needs a name, a non-function type or a
+// non-object 'parameters' is named; a missing 'type' is taken as 'function'. The Responses API names its
+// own fields, and refuses to continue a stored response (this server stores none).
+TEST_F(OpenAIRequestTest, ToolsAndStoredResponsesAreChecked) {
+  using E = std::pair<int, std::string>;
+  info_.max_model_len = 4096;  // room for the template's tools section
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],"max_tokens":4,"tools":)";
+  auto chat_tools = [&](const std::string& tools) {
+    return error_of([&] { parse_chat_request(ojson::parse(chat + tools + "}"), info_); });
+  };
+  EXPECT_EQ(chat_tools(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])"), (E{0, ""}));
+  EXPECT_EQ(chat_tools(R"([{"function":{"name":"f"}}])"), (E{0, ""}));
+  EXPECT_EQ(chat_tools(R"([{"type":"function","function":{}}])"), (E{400, "tools[0].function.name"}));
+  EXPECT_EQ(chat_tools(R"([{"type":"function","function":{"name":""}}])"), (E{400, "tools[0].function.name"}));
+  EXPECT_EQ(chat_tools(R"([{"type":"function","function":{"name":"f"}},{"type":"function"}])"), (E{400, "tools[1].function"}));
+  EXPECT_EQ(chat_tools(R"([{"type":"function","function":"f"}])"), (E{400, "tools[0].function"}));
+  EXPECT_EQ(chat_tools(R"([{"type":"custom","custom":{"name":"f"}}])"), (E{400, "tools[0].type"}));
+  EXPECT_EQ(chat_tools(R"([{"type":"function","function":{"name":"f","parameters":"{}"}}])"),
+            (E{400, "tools[0].function.parameters"}));
+  EXPECT_EQ(chat_tools(R"([5])"), (E{400, "tools[0]"}));
+
+  auto responses = [&](const std::string& extra) {
+    return error_of([&] { parse_responses_request(ojson::parse(R"({"input":"x","max_output_tokens":4)" + extra + "}"), info_); });
+  };
+  EXPECT_EQ(responses(""), (E{0, ""}));
+  EXPECT_EQ(responses(R"(,"store":true)"), (E{0, ""}));
+  EXPECT_EQ(responses(R"(,"previous_response_id":"resp_1")"), (E{400, "previous_response_id"}));
+  EXPECT_EQ(responses(R"(,"conversation":"conv_1")"), (E{400, "conversation"}));
+  EXPECT_EQ(responses(R"(,"previous_response_id":null)"), (E{0, ""}));
+  EXPECT_EQ(responses(R"(,"tools":[{"type":"function"}])"), (E{400, "tools[0].name"}));
+  EXPECT_EQ(responses(R"(,"tools":[{"type":"function","name":"f"}])"), (E{0, ""}));
+}
+
 TEST(JsonFields, BodyMustBeAnObject) {
   EXPECT_THROW(parse_body("[1]"), ApiError);
   EXPECT_THROW(parse_body("{bad"), ApiError);
