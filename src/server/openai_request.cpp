@@ -189,6 +189,16 @@ ojson normalize_messages(const ojson& messages) {
     auto it = m.find("content");
     msg["content"] = content_text(it == m.end() ? ojson() : *it, p + ".content");
     if (const ojson* calls = field(m, "tool_calls")) {  // templates expect arguments as objects
+      const std::string cp = p + ".tool_calls";
+      if (!calls->is_array()) bad_request(cp, "'{}' must be an array, got {}", cp, type_name(*calls));
+      for (size_t k = 0; k < calls->size(); ++k) {
+        const std::string kp = fmt::format("{}[{}]", cp, k);
+        const ojson& c = (*calls)[k];
+        if (!c.is_object()) bad_request(kp, "'{}' must be an object, got {}", kp, type_name(c));
+        const ojson* fn = field(c, "function");
+        if (!fn || !fn->is_object()) bad_request(kp + ".function", "'{}.function' must be an object with a 'name'", kp);
+        if (!get_string(*fn, "name", kp + ".function")) bad_request(kp + ".function.name", "'{}.function.name' is required", kp);
+      }
       ojson fixed = *calls;
       for (ojson& c : fixed)
         if (c.is_object() && c.contains("function") && c["function"].is_object() && c["function"].contains("arguments") &&

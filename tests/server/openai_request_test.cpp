@@ -209,6 +209,20 @@ TEST_F(OpenAIRequestTest, ToolsAndStoredResponsesAreChecked) {
             (E{400, "tools[0].function.parameters"}));
   EXPECT_EQ(chat_tools(R"([5])"), (E{400, "tools[0]"}));
 
+  // An assistant message's tool_calls: an array of calls, each naming its function.
+  auto history = [&](const std::string& calls) {
+    return error_of([&] {
+      parse_chat_request(ojson::parse(R"({"max_tokens":4,"messages":[{"role":"user","content":"x"},)"
+                                      R"({"role":"assistant","content":null,"tool_calls":)" + calls + "}]}"),
+                         info_);
+    });
+  };
+  EXPECT_EQ(history(R"([{"id":"a","type":"function","function":{"name":"f","arguments":"{\"x\": 1}"}}])"), (E{0, ""}));
+  EXPECT_EQ(history(R"("x")"), (E{400, "messages[1].tool_calls"}));
+  EXPECT_EQ(history(R"([5])"), (E{400, "messages[1].tool_calls[0]"}));
+  EXPECT_EQ(history(R"([{"id":"a"}])"), (E{400, "messages[1].tool_calls[0].function"}));
+  EXPECT_EQ(history(R"([{"id":"a","function":{"arguments":"{}"}}])"), (E{400, "messages[1].tool_calls[0].function.name"}));
+
   auto responses = [&](const std::string& extra) {
     return error_of([&] { parse_responses_request(ojson::parse(R"({"input":"x","max_output_tokens":4)" + extra + "}"), info_); });
   };
