@@ -299,6 +299,11 @@ OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model
     r.logprobs = true;
     r.top_logprobs = int32_t(*lp);
   }
+  // OpenAI's echo with logprobs returns the prompt tokens' logprobs too (how evaluation harnesses score a
+  // text). The engine computes logits for the last prompt position only, so the answer would hold the
+  // generated tokens' logprobs under an echoed text: a 400 rather than numbers that look like a scoring.
+  if (r.echo && r.logprobs)
+    bad_request("echo", "'echo' with 'logprobs' (the prompt tokens' logprobs) is not supported yet; send one of them");
   r.request.sampling.logprobs = r.logprobs;
   r.request.sampling.top_logprobs = r.top_logprobs;
   finish_lengths(body, model, r, "max_tokens");

@@ -129,11 +129,24 @@ TEST_F(OpenAIRequestTest, CompletionPrompts) {
   OpenAIRequest r = parse_completion_request(ojson::parse(R"({"prompt":"Hello world"})"), info_);
   EXPECT_EQ(r.request.prompt, tok_->encode("Hello world"));
   EXPECT_EQ(r.request.max_tokens, 16);  // OpenAI's default for completions
-  r = parse_completion_request(ojson::parse(R"({"prompt":[[1,2,3]],"max_tokens":5,"logprobs":2,"echo":true})"), info_);
+  r = parse_completion_request(ojson::parse(R"({"prompt":[[1,2,3]],"max_tokens":5,"logprobs":2})"), info_);
   EXPECT_EQ(r.request.prompt, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(r.request.max_tokens, 5);
-  EXPECT_TRUE(r.logprobs && r.echo);
+  EXPECT_TRUE(r.logprobs && !r.echo);
   EXPECT_EQ(r.top_logprobs, 2);
+  r = parse_completion_request(ojson::parse(R"({"prompt":[1,2,3],"max_tokens":5,"echo":true})"), info_);
+  EXPECT_TRUE(r.echo && !r.logprobs);
+  // The prompt tokens' logprobs are not computed: echo with logprobs is a 400 naming 'echo', whatever 'logprobs' asks.
+  for (const char* body : {R"({"prompt":[1,2,3],"max_tokens":5,"logprobs":2,"echo":true})",
+                           R"({"prompt":"x","max_tokens":1,"logprobs":0,"echo":true})"}) {
+    try {
+      parse_completion_request(ojson::parse(body), info_);
+      ADD_FAILURE() << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), "echo");
+    }
+  }
 }
 
 TEST_F(OpenAIRequestTest, BadCompletionFieldsAreNamed) {
