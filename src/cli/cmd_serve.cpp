@@ -127,7 +127,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key", args->api_key, "Require this key (Authorization: Bearer or x-api-key)");
   cmd->add_option("--served-model-name", args->served_name, "Model id reported by /v1/models (default: the directory name)");
   cmd->add_option("--reasoning-parser", args->reasoning_parser,
-                  "Split <think> output into reasoning_content: qwen3 or deepseek_r1 (default: off)");
+                  "Split <think> output into reasoning_content (OpenAI) and thinking blocks (Anthropic): qwen3 or "
+                  "deepseek_r1 (default: off)");
   cmd->add_option("--tool-parser", args->tool_parser,
                   "Tool-call format of the model's output: qwen3 (<tool_call> JSON), llama3 (JSON objects), none "
                   "(tool calls stay text), or auto (from the chat template)")

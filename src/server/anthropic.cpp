@@ -41,7 +41,7 @@ void convert_message(const std::string& role, const ojson& content, const std::s
     out.push_back({{"role", role}, {"content", blocks_text(content, path)}});
     return;
   }
-  std::string text;
+  std::string text, reasoning;
   ojson calls = ojson::array();
   bool pushed = false;
   auto flush_text = [&] {
@@ -62,6 +62,12 @@ void convert_message(const std::string& role, const ojson& content, const std::s
       if (!input || !input->is_object()) bad_request(p + ".input", "'{}.input' must be an object", p);
       calls.push_back({{"id", required_string(b, "id", p)}, {"type", "function"},
                        {"function", {{"name", required_string(b, "name", p)}, {"arguments", *input}}}});
+    } else if (type == "thinking" && role == "assistant") {
+      // A reply's thinking sent back (multi-turn with thinking on): the template's reasoning_content, which
+      // Qwen3-style templates render for the turns after the last user message and drop elsewhere.
+      reasoning += required_string(b, "thinking", p);
+    } else if (type == "redacted_thinking" && role == "assistant") {
+      // Encrypted thinking of another server's model: nothing a template can show; dropped.
     } else if (type == "tool_result" && role == "user") {
       flush_text();
       const std::string id = required_string(b, "tool_use_id", p);
@@ -70,11 +76,13 @@ void convert_message(const std::string& role, const ojson& content, const std::s
       pushed = true;
     } else {
       bad_request(p + ".type", "{}.type: content block type '{}' is not supported in a{} {} message (text{})", p, type,
-                  role == "assistant" ? "n" : "", role, role == "assistant" ? ", tool_use" : ", tool_result");
+                  role == "assistant" ? "n" : "", role,
+                  role == "assistant" ? ", tool_use, thinking, redacted_thinking" : ", tool_result");
     }
   }
   if (role == "assistant") {
     ojson m = {{"role", role}, {"content", text}};
+    if (!reasoning.empty()) m["reasoning_content"] = reasoning;
     if (!calls.empty()) m["tool_calls"] = calls;
     out.push_back(std::move(m));
   } else if (!text.empty() || !pushed) {
@@ -166,9 +174,31 @@ OpenAIRequest parse_messages_request(const ojson& body, const ModelInfo& model, 
   ojson tools = ojson::array();
   if (const ojson* t = field(body, "tools")) tools = convert_tools(*t);
   apply_tool_choice(field(body, "tool_choice"), tools, model, r);
+  // thinking {type: enabled, budget_tokens} | {type: disabled}: the chat template's enable_thinking (Qwen3-style
+  // templates; others ignore it). Absent, the template's default holds, as on /v1/chat/completions. With a
+  // reasoning parser on (--reasoning-parser), the thinking comes back as a thinking block. budget_tokens is
+  // checked as Anthropic's API checks it but not enforced: max_tokens bounds thinking and answer together.
+  ojson kwargs = ojson::object();
+  if (const ojson* th = field(body, "thinking")) {
+    if (!th->is_object()) bad_request("thinking", "thinking: must be an object, got {}", type_name(*th));
+    const std::string type = get_string(*th, "type", "thinking").value_or("");
+    if (type == "enabled") {
+      const std::optional<int64_t> budget = get_int(*th, "budget_tokens", 1024, INT32_MAX, "thinking");
+      if (!budget) bad_request("thinking.budget_tokens", "thinking.budget_tokens: field required");
+      if (const std::optional<int64_t> max = get_int(body, "max_tokens", 1, INT32_MAX); max && *budget >= *max)
+        bad_request("thinking.budget_tokens", "thinking.budget_tokens: must be less than max_tokens ({}), got {}", *max,
+                    *budget);
+      kwargs["enable_thinking"] = true;
+    } else if (type == "disabled") {
+      kwargs["enable_thinking"] = false;
+    } else {
+      bad_request("thinking.type", "thinking.type: must be 'enabled' or 'disabled', got '{}'", type);
+    }
+  }
+  r.split_reasoning = model.reasoning && kwargs.value("enable_thinking", true) && r.forced_prefix.empty();
   std::string prompt;
   try {
-    prompt = model.chat_template->render(msgs, tools.empty() ? ojson() : tools, true) + r.forced_prefix;
+    prompt = model.chat_template->render(msgs, tools.empty() ? ojson() : tools, true, kwargs) + r.forced_prefix;
   } catch (const Error& e) {
     bad_request("messages", "the chat template failed on these messages: {}", e.what());
   }
@@ -231,14 +261,29 @@ void AnthropicJob::open_block(ojson block, std::string& out) {
 }
 
 void AnthropicJob::close_text(std::string& out) {
-  if (!text_open_) return;
-  text_open_ = false;
+  if (!text_open_ && !thinking_open_) return;
+  text_open_ = thinking_open_ = false;
   if (req_.stream)
     out += sse_event("content_block_stop", dump(ojson{{"type", "content_block_stop"}, {"index", blocks_.size() - 1}}));
 }
 
+void AnthropicJob::add_thinking(const std::string& text, std::string& out) {
+  if (text.empty()) return;
+  if (!thinking_open_) {
+    close_text(out);
+    // No signature: this server's thinking is plain text a client may send back as it is.
+    open_block(ojson{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}, out);
+    thinking_open_ = true;
+  }
+  blocks_.back()["thinking"] = blocks_.back()["thinking"].get<std::string>() + text;
+  if (req_.stream)
+    out += sse_event("content_block_delta", dump(ojson{{"type", "content_block_delta"}, {"index", blocks_.size() - 1},
+                                                       {"delta", {{"type", "thinking_delta"}, {"thinking", text}}}}));
+}
+
 void AnthropicJob::add_text(const std::string& text, std::string& out) {
   if (text.empty()) return;
+  if (thinking_open_) close_text(out);
   if (!text_open_) {
     open_block(ojson{{"type", "text"}, {"text", ""}}, out);
     text_open_ = true;
@@ -273,7 +318,7 @@ bool AnthropicJob::poll(std::string& out) {
     ojson m = message_shell();
     m["usage"] = {{"input_tokens", input}, {"output_tokens", 0}};
     out += sse_event("message_start", dump(ojson{{"type", "message_start"}, {"message", m}}));
-    if (!req_.parse_tools) {  // plain text: the one text block opens at once
+    if (!req_.parse_tools && !req_.split_reasoning) {  // plain text: the one text block opens at once
       open_block(ojson{{"type", "text"}, {"text", ""}}, out);
       text_open_ = true;
     }
@@ -282,6 +327,16 @@ bool AnthropicJob::poll(std::string& out) {
   for (SequenceDelta& d : gen_.poll()) {
     if (d.finish_reason) finish_ = *d.finish_reason;
     if (!d.stop_sequence.empty()) stop_sequence_ = d.stop_sequence;
+    if (req_.split_reasoning) {
+      text::ReasoningSplitter::Output o = splitter_.push(d.text);
+      if (d.finish_reason) {
+        text::ReasoningSplitter::Output f = splitter_.flush();
+        o.reasoning += f.reasoning;
+        o.content += f.content;
+      }
+      add_thinking(o.reasoning, out);
+      d.text = std::move(o.content);
+    }
     if (!req_.parse_tools) {
       add_text(d.text, out);
       continue;

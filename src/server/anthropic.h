@@ -12,6 +12,7 @@
 #include "server/generation.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
+#include "text/reasoning.h"
 #include "text/tool_calls.h"
 
 namespace rill::server {
@@ -35,17 +36,20 @@ class AnthropicJob : public StreamJob {
   ojson message_shell() const;
   std::string stop_reason() const;
   void open_block(ojson block, std::string& out);
-  void close_text(std::string& out);  ///< ends the open text block, if any
+  void close_text(std::string& out);  ///< ends the open text or thinking block, if any
+  void add_thinking(const std::string& text, std::string& out);
   void add_text(const std::string& text, std::string& out);
   void add_tool_use(const text::ToolCall& call, std::string& out);
 
   OpenAIRequest req_;
   Generation gen_;
   text::ToolCallParser parser_;
+  text::ReasoningSplitter splitter_;  // used when req_.split_reasoning
   std::string id_, finish_, stop_sequence_;
   std::string pending_;  // white space held back while tools are parsed
   std::vector<ojson> blocks_;
-  bool text_open_ = false;
+  bool text_open_ = false;      // the last block is a text block still receiving deltas
+  bool thinking_open_ = false;  // the last block is a thinking block still receiving deltas
   int32_t tool_uses_ = 0;
   bool started_ = false;
   int status_ = 200;

@@ -89,7 +89,7 @@ struct Reply {
 
 class ServiceTest : public ::testing::Test {
  protected:
-  void start(const std::string& model, const std::string& tool_parser = "") {
+  void start(const std::string& model, const std::string& tool_parser = "", bool reasoning = false) {
     const fs::path dir = tokenizer_dir(model);
     ASSERT_TRUE(fs::exists(dir / "tokenizer.json")) << dir << " is missing: run scripts/setup (or set RILL_CACHE)";
     tokenizer_ = text::Tokenizer::load(dir);
@@ -97,6 +97,7 @@ class ServiceTest : public ::testing::Test {
     ServiceOptions o;
     o.model_id = "tiny";
     o.tool_parser = tool_parser;
+    o.reasoning = reasoning;
     stop_id_ = *tokenizer_->eos_id();
     service_ = std::make_unique<Service>(engine_, tokenizer_, tmpl_, std::vector<int32_t>{stop_id_}, o);
   }
@@ -427,6 +428,103 @@ TEST_F(ServiceTest, AnthropicToolHistoryRendersAsTheTemplatesToolMessages) {
   bad = call("/v1/messages", body);
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.body.find("tools.0.input_schema"), std::string::npos) << bad.body;
+}
+
+// Anthropic thinking: with a reasoning parser on, the model's <think> text comes back as a thinking block
+// before the answer's blocks, streamed as thinking_delta events; 'thinking' sets the template's
+// enable_thinking; a thinking block sent back becomes the assistant turn's reasoning_content.
+TEST_F(ServiceTest, AnthropicThinkingBlocks) {
+  start("qwen3", "", /*reasoning=*/true);
+  const std::string reply = "<think>\nThe user wants the weather.\n</think>\n\nLet me check.\n" + kQwenCall;
+  ojson body = messages_body(false);
+  body["max_tokens"] = 2048;
+  body["thinking"] = {{"type", "enabled"}, {"budget_tokens", 1024}};
+  script(reply);
+  Reply r = call("/v1/messages", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ojson m = ojson::parse(r.body);
+  normalize(m);
+  EXPECT_EQ(m["content"].dump(), ojson::parse(R"([
+    {"type": "thinking", "thinking": "\nThe user wants the weather.\n", "signature": ""},
+    {"type": "text", "text": "Let me check.\n"},
+    {"type": "tool_use", "id": "toolu_ID", "name": "get_weather", "input": {"city": "Paris"}}])").dump());
+  EXPECT_EQ(m["stop_reason"], "tool_use");
+  const std::vector<int32_t> thinking_prompt = engine_.submitted.back().prompt;
+
+  // Streamed: thinking block 0 (start, thinking_delta..., stop), then text 1 and tool_use 2.
+  body["stream"] = true;
+  script(reply);
+  r = call("/v1/messages", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string thinking, text;
+  std::vector<std::string> starts;
+  int stops = 0;
+  for (auto& [name, data] : sse_events(r.body)) {
+    if (name == "content_block_start") {
+      EXPECT_EQ(data["index"], starts.size());
+      starts.push_back(data["content_block"]["type"]);
+    }
+    if (name == "content_block_stop") EXPECT_EQ(data["index"], stops++);
+    if (name != "content_block_delta") continue;
+    if (data["index"] == 0) {
+      EXPECT_EQ(data["delta"]["type"], "thinking_delta");
+      thinking += data["delta"]["thinking"].get<std::string>();
+    } else if (data["index"] == 1) {
+      EXPECT_EQ(data["delta"]["type"], "text_delta");
+      text += data["delta"]["text"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(starts, (std::vector<std::string>{"thinking", "text", "tool_use"})) << r.body;
+  EXPECT_EQ(stops, 3);
+  EXPECT_EQ(thinking, "\nThe user wants the weather.\n");
+  EXPECT_EQ(text, "Let me check.\n");
+
+  // thinking disabled: the template's enable_thinking is false (Qwen3 closes an empty think block in the
+  // prompt) and nothing is split: the reply is text.
+  body = messages_body(false);
+  body["thinking"] = {{"type", "disabled"}};
+  script("Sunny.");
+  r = call("/v1/messages", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(ojson::parse(r.body)["content"][0]["type"], "text");
+  const ojson user = ojson::parse(R"([{"role": "user", "content": "Weather in Paris?"}])");
+  EXPECT_EQ(engine_.submitted.back().prompt,
+            tokenizer_->encode(tmpl_.render(user, kTools, true, ojson{{"enable_thinking", false}}),
+                               text::EncodeOptions{false, true}));
+  EXPECT_EQ(thinking_prompt, tokenizer_->encode(tmpl_.render(user, kTools, true, ojson{{"enable_thinking", true}}),
+                                                text::EncodeOptions{false, true}));
+  EXPECT_NE(thinking_prompt, engine_.submitted.back().prompt);
+
+  // A thinking block sent back is the assistant turn's reasoning_content; redacted thinking is dropped.
+  body = messages_body(false);
+  body["messages"] = ojson::parse(R"([
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": [{"type": "thinking", "thinking": "Call the tool.", "signature": ""},
+      {"type": "redacted_thinking", "data": "xyz"},
+      {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "21 C"}]}])");
+  script("It is 21 degrees.");
+  r = call("/v1/messages", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const ojson history = ojson::parse(R"([
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "", "reasoning_content": "Call the tool.", "tool_calls": [{"id": "toolu_1",
+      "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+    {"role": "tool", "tool_call_id": "toolu_1", "content": "21 C"}])");
+  const std::string rendered = tmpl_.render(history, kTools, true);
+  EXPECT_NE(rendered.find("Call the tool."), std::string::npos) << rendered;
+  EXPECT_EQ(engine_.submitted.back().prompt, tokenizer_->encode(rendered, text::EncodeOptions{false, true}));
+
+  // Bad thinking parameters name themselves.
+  for (const char* bad : {R"({"type": "on"})", R"({"type": "enabled"})", R"({"type": "enabled", "budget_tokens": 10})",
+                          R"({"type": "enabled", "budget_tokens": 4096})", R"("yes")"}) {
+    body = messages_body(false);
+    body["max_tokens"] = 2048;
+    body["thinking"] = ojson::parse(bad);
+    r = call("/v1/messages", body);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_NE(r.body.find("thinking"), std::string::npos) << r.body;
+  }
 }
 
 TEST_F(ServiceTest, QueueFullIs429AndDrainingIs503) {
