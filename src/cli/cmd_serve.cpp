@@ -120,7 +120,7 @@ void serve(const ServeArgs& a) {
 
 void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model over OpenAI- and Anthropic-compatible HTTP APIs");
   cmd->add_option("--model,model", args->model, "Model directory (default: the built-in default model)");
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();

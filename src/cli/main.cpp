@@ -10,7 +10,7 @@
 #include "core/log.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"rill — LLM inference engine and server"};
+  CLI::App app{"rill — LLM inference engine and server", "rill"};
   app.require_subcommand(1);
   app.fallthrough();  // global options (--log-level) may also follow the subcommand
   std::string log_level = "info";
@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
   rill::cli::add_template_command(app);
   rill::cli::add_tokenize_commands(app);
   rill::cli::add_serve_command(app);
+  if (argc == 1) {  // `rill` alone: the commands and what each does, not only "a subcommand is required"
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -82,6 +82,15 @@ TEST(Cli, ServePortInUseIsRefusedBeforeTheModelLoads) {
   EXPECT_EQ(r.err.find("/nonexistent/model/dir"), std::string::npos) << r.err;
 }
 
+// `rill` alone prints the commands (exit 0), as `rill --help` does.
+TEST(Cli, NoArgumentsPrintsTheCommands) {
+  Result r = run("");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, run("--help").out);
+  for (const char* command : {"Usage: rill", "run ", "serve ", "bench "})
+    EXPECT_NE(r.out.find(command), std::string::npos) << command << " in " << r.out;
+}
+
 TEST(Cli, BadPromptIds) {
   for (const char* bad : {"1,abc,3", "1,-4", "5,1000", "1,99999999999999999999", "\"\""}) {
     Result r = run("run --model " + kFixture + " --device cpu --prompt-ids " + bad + " --print-ids");
