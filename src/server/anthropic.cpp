@@ -260,7 +260,7 @@ void AnthropicJob::open_block(ojson block, std::string& out) {
                                                      {"content_block", block}}));
 }
 
-void AnthropicJob::close_text(std::string& out) {
+void AnthropicJob::close_block(std::string& out) {
   if (!text_open_ && !thinking_open_) return;
   text_open_ = thinking_open_ = false;
   if (req_.stream)
@@ -270,7 +270,7 @@ void AnthropicJob::close_text(std::string& out) {
 void AnthropicJob::add_thinking(const std::string& text, std::string& out) {
   if (text.empty()) return;
   if (!thinking_open_) {
-    close_text(out);
+    close_block(out);
     // No signature: this server's thinking is plain text a client may send back as it is.
     open_block(ojson{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}, out);
     thinking_open_ = true;
@@ -283,7 +283,7 @@ void AnthropicJob::add_thinking(const std::string& text, std::string& out) {
 
 void AnthropicJob::add_text(const std::string& text, std::string& out) {
   if (text.empty()) return;
-  if (thinking_open_) close_text(out);
+  if (thinking_open_) close_block(out);
   if (!text_open_) {
     open_block(ojson{{"type", "text"}, {"text", ""}}, out);
     text_open_ = true;
@@ -295,7 +295,7 @@ void AnthropicJob::add_text(const std::string& text, std::string& out) {
 }
 
 void AnthropicJob::add_tool_use(const text::ToolCall& call, std::string& out) {
-  close_text(out);
+  close_block(out);
   ojson input = ojson::object();
   try {
     ojson parsed = ojson::parse(call.arguments);
@@ -385,7 +385,7 @@ bool AnthropicJob::poll(std::string& out) {
     out += sse_event("error", dump(ojson{{"type", "error"}, {"error", {{"type", "api_error"}, {"message", gen_.error()}}}}));
     return true;
   }
-  close_text(out);
+  close_block(out);
   out += sse_event("message_delta",
                    dump(ojson{{"type", "message_delta"},
                               {"delta", {{"stop_reason", stop_reason()},

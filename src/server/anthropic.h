@@ -36,7 +36,7 @@ class AnthropicJob : public StreamJob {
   ojson message_shell() const;
   std::string stop_reason() const;
   void open_block(ojson block, std::string& out);
-  void close_text(std::string& out);  ///< ends the open text or thinking block, if any
+  void close_block(std::string& out);  ///< ends the open text or thinking block, if any (tool_use blocks close as they open)
   void add_thinking(const std::string& text, std::string& out);
   void add_text(const std::string& text, std::string& out);
   void add_tool_use(const text::ToolCall& call, std::string& out);
