@@ -122,7 +122,8 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                                   std::max(1, kv_->num_blocks() / 100),
                                   options.snapshot_interval_blocks > 0
                                       ? options.snapshot_interval_blocks
-                                      : std::max(1, options.max_num_batched_tokens / options.block_size)},
+                                      : std::max(1, options.max_num_batched_tokens / options.block_size),
+                                  options.max_scored_tokens},
                  &sessions_),
       executor_(model, *kv_, state_pool_.enabled()),
       overlap_(options.overlap_steps != EngineOptions::Overlap::off && model.accepts_token_source() &&
@@ -186,6 +187,8 @@ void EngineCore::validate(const Request& r) const {
   }
   RILL_ENSURE(s.top_logprobs >= 0 && s.top_logprobs <= kMaxTopLogprobs, "top_logprobs: must be in [0, {}], got {}",
               kMaxTopLogprobs, s.top_logprobs);
+  RILL_ENSURE(s.prompt_logprobs >= -1 && s.prompt_logprobs <= kMaxTopLogprobs,
+              "prompt_logprobs: must be in [0, {}] (or -1 for off), got {}", kMaxTopLogprobs, s.prompt_logprobs);
   RILL_ENSURE(s.n >= 1 && s.n <= options_.max_n, "n: must be in [1, {}], got {}", options_.max_n, s.n);
 }
 
@@ -231,6 +234,7 @@ void EngineCore::add(Request request, RequestHandle stream, Clock::time_point su
   seq->tokens = r.request.prompt;
   seq->tokens.reserve(r.request.prompt.size() + size_t(r.request.max_tokens));
   seq->prompt_len = int32_t(r.request.prompt.size());
+  seq->prompt_scored = s.prompt_logprobs >= 0 ? 1 : seq->prompt_len;
   seq->awaiting_fork = s.n > 1;
   seq->seed = sequence_seed(r.seed, 0);
   if (r.uses_adjust) seq->adjust = initial_adjust(r.request);
@@ -345,6 +349,7 @@ Sequence* EngineCore::fork(Sequence& parent, int32_t index) {
   child->tokens = parent.tokens;
   child->tokens.reserve(parent.tokens.capacity());
   child->prompt_len = parent.prompt_len;
+  child->prompt_scored = parent.prompt_scored;  // forked after the prompt: all scored
   child->num_computed = parent.num_computed;
   child->seed = sequence_seed(r.seed, index);
   child->adjust = parent.adjust;
@@ -371,6 +376,8 @@ void EngineCore::advance(const StepPlan& plan, const StepResult& result) {
     const ScheduledRow& row = plan.rows[i];
     Sequence& seq = *row.seq;
     if (seq.status == SequenceStatus::finished) continue;  // a stop drawn in the step before; row wasted
+    // Its prompt tokens' scores are launched (commit_draws takes them with the draws).
+    if (const auto [lo, hi] = seq.scored_targets(row.start, row.num_tokens); lo < hi) seq.prompt_scored = hi;
     seq.num_computed += row.num_tokens;
     counters_.computed_tokens += row.num_tokens;
     kv_->commit(seq.table, seq.tokens, seq.num_computed, seq.request->ns_key);
@@ -384,12 +391,22 @@ void EngineCore::advance(const StepPlan& plan, const StepResult& result) {
   }
 }
 
-void EngineCore::commit_draws(const StepPlan& plan, const StepResult& result) {
+void EngineCore::commit_draws(const StepPlan& plan, StepResult& result) {
   const Clock::time_point now = Clock::now();
   for (size_t i = 0; i < plan.rows.size(); ++i) {
     const ScheduledRow& row = plan.rows[i];
     Sequence& seq = *row.seq;
-    if (!row.sample || seq.status == SequenceStatus::finished) continue;  // ended while this step ran
+    if (seq.status == SequenceStatus::finished) continue;  // ended while this step ran
+    if (const StepResult::Scores& sc = result.scores[i]; sc.count > 0) {
+      RequestState& r = *seq.request;
+      RILL_CHECK(int32_t(r.prompt_logprobs.size()) + 1 == sc.target, "request {}: prompt token {} scored after {}",
+                 r.id, sc.target, r.prompt_logprobs.size());
+      for (int32_t j = 0; j < sc.count; ++j) {
+        SampledToken& t = result.tokens[size_t(sc.first + j)];
+        r.prompt_logprobs.push_back({t.logprob, std::move(t.top_logprobs)});
+      }
+    }
+    if (!row.sample) continue;
     const int32_t first = result.first[i];
     if (seq.awaiting_fork) {
       seq.awaiting_fork = false;
@@ -431,6 +448,9 @@ void EngineCore::emit(Sequence& seq, const SampledToken& drawn, Clock::time_poin
   e.token = drawn.token;
   e.logprob = drawn.logprob;
   e.top_logprobs = drawn.top_logprobs;
+  // The request's first event carries its prompt logprobs (all scored by the step that drew it).
+  if (!r.prompt_logprobs.empty()) e.prompt_logprobs = std::move(r.prompt_logprobs);
+  r.prompt_logprobs.clear();
   e.prompt_tokens = seq.prompt_len;
   e.cached_tokens = r.cached_tokens;
   e.ttft_s = seconds(r.first_token - r.submitted);

@@ -48,6 +48,9 @@ struct EngineOptions {
   int32_t max_waiting = 1024;             ///< queued requests before submit() answers queue_full
   int32_t max_model_len = 0;              ///< 0: the model's max_position_embeddings
   int32_t max_n = 64;                     ///< largest SamplingParams::n accepted
+  /// Prompt tokens a step scores for prompt logprobs (SamplingParams::prompt_logprobs): their
+  /// logits and sampling workspace ([tokens, vocab]) are the step's; longer prompts take more steps.
+  int32_t max_scored_tokens = 256;
   bool prefix_caching = true;
   /// Part of every prefix-cache namespace; empty: derived from the model's config.
   std::string model_identity;
@@ -132,7 +135,7 @@ class EngineCore {
   void advance(const StepPlan& plan, const StepResult& result);
   /// Reads the in-flight step's draws and publishes them: forks, events, finishes.
   void settle();
-  void commit_draws(const StepPlan& plan, const StepResult& result);
+  void commit_draws(const StepPlan& plan, StepResult& result);
   void emit(Sequence& seq, const SampledToken& drawn, Clock::time_point now);
   void finish_sequence(Sequence& seq, FinishReason reason, TokenEvent& event);
   Sequence* fork(Sequence& parent, int32_t index);

@@ -36,7 +36,9 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
     const ScheduledRow& row = plan.rows[order_[k]];
     std::span<const int32_t> tokens(row.seq->tokens.data() + row.start, size_t(row.num_tokens));
     if (k < fed) tokens = std::span<const int32_t>(&kFedPlaceholder, 1);
-    builder_.add_row(tokens, row.start, row.seq->table.blocks, row.sample ? Logits::last : Logits::none);
+    const auto [lo, hi] = row.seq->scored_targets(row.start, row.num_tokens);
+    builder_.add_row(tokens, row.start, row.seq->table.blocks,
+                     lo < hi ? Logits::all : row.sample ? Logits::last : Logits::none);
     if (stateful_) builder_.state_slot(row.seq->slot);
   }
   Tensor fed_ids;  // the fed rows' ids: their sequences' pending draws
@@ -62,14 +64,28 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
 
   sample_rows_.clear();
   result.first.assign(plan.rows.size(), -1);
+  result.scores.assign(plan.rows.size(), StepResult::Scores{});
   result.tokens.clear();
   int32_t logit_row = 0;
   for (size_t k = 0; k < order_.size(); ++k) {
     const size_t i = order_[k];
     const ScheduledRow& row = plan.rows[i];
-    if (!row.sample) continue;
     const Sequence& seq = *row.seq;
     const RequestState& req = *seq.request;
+    // A scoring row has the logits of all its tokens: position p scores prompt token p + 1.
+    const auto [lo, hi] = seq.scored_targets(row.start, row.num_tokens);
+    if (lo < hi) {
+      result.scores[i] = {int32_t(sample_rows_.size()), lo, hi - lo};
+      for (int32_t t = lo; t < hi; ++t) {
+        SampleRow s;
+        s.params = &req.request.sampling;
+        s.logit_row = logit_row + (t - 1 - row.start);
+        s.score_token = seq.tokens[size_t(t)];
+        sample_rows_.push_back(s);
+      }
+      logit_row += row.num_tokens - (row.sample ? 1 : 0);  // the last position's logits, if drawn from, below
+    }
+    if (!row.sample) continue;
     result.first[i] = int32_t(sample_rows_.size());
     const int32_t draws = seq.awaiting_fork ? req.request.sampling.n : 1;
     for (int32_t d = 0; d < draws; ++d) {

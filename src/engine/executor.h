@@ -1,7 +1,9 @@
 // engine/executor.h — Executor: runs one planned step on the model. Copies the planned
 // copy-on-write blocks, lays the rows out as a StepBatch, runs the forward, and draws the next
 // token of every sampling row (n of them for a request that forks its prompt into n sequences,
-// all reading the same logits row). It changes no sequence state: EngineCore commits the results.
+// all reading the same logits row), and scores the prompt tokens of rows that want prompt logprobs
+// (a row that scores gets the logits of all its tokens). It changes no sequence state: EngineCore
+// commits the results.
 //
 // launch() queues the step and returns without waiting for the device; collect() reads its draws.
 // A row may feed the token its sequence drew in the step still uncollected (the sequence's last
@@ -24,6 +26,12 @@ namespace rill {
 struct StepResult {
   std::vector<SampledToken> tokens;
   std::vector<int32_t> first;  ///< per plan row: index of its first draw in tokens, -1 if none
+  /// Per plan row: the prompt tokens it scores (SamplingParams::prompt_logprobs), prompt indices
+  /// [target, target + count), their results at tokens[first, first + count); count 0 if none.
+  struct Scores {
+    int32_t first = -1, target = 0, count = 0;
+  };
+  std::vector<Scores> scores;
 };
 
 class Executor {

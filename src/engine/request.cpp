@@ -68,6 +68,7 @@ RequestResult collect(RequestStream& stream) {
       r.logprobs[s].push_back(e->logprob);
       r.top_logprobs[s].push_back(std::move(e->top_logprobs));
     }
+    if (!e->prompt_logprobs.empty()) r.prompt_logprobs = std::move(e->prompt_logprobs);
     if (e->finish != FinishReason::none) r.finish[s] = e->finish;
     if (!e->error.empty()) r.error = e->error;
     r.prompt_tokens = e->prompt_tokens;

@@ -34,6 +34,11 @@ struct SamplingParams {
   /// Report the chosen token's logprob (true) and this many top alternatives (0..20).
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  /// >= 0: also report each prompt token's logprob under the tokens before it (from the second
+  /// prompt token on; the raw log-softmax, as for generated tokens) and this many top alternatives
+  /// (0..20): how evaluation harnesses score a text. -1: off. Such a request reuses no cached
+  /// prefix for the prompt tokens it scores (their logits must be computed).
+  int32_t prompt_logprobs = -1;
   int32_t n = 1;  ///< sequences generated from the one prompt (they share its KV blocks)
 };
 
@@ -56,12 +61,21 @@ const char* finish_reason_name(FinishReason r);
 /// Why submit() refused a request (the server maps queue_full to 429, the rest to 400).
 enum class RejectReason { none, queue_full, too_long, invalid };
 
+/// A prompt token's logprob under the tokens before it, and its top alternatives (best first).
+struct PromptLogprob {
+  float logprob = 0.f;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+};
+
 /// One event of a request's stream: a generated token of one sequence, and/or its end.
 struct TokenEvent {
   int32_t sequence = 0;  ///< which of the request's n sequences
   int32_t token = -1;    ///< -1 when the event only reports an end (cancel, error)
   float logprob = 0.f;   ///< when SamplingParams::logprobs
   std::vector<std::pair<int32_t, float>> top_logprobs;
+  /// SamplingParams::prompt_logprobs: on the request's first token event, prompt tokens 1, 2, ...
+  /// (prompt[0] has none), one entry each.
+  std::vector<PromptLogprob> prompt_logprobs;
   FinishReason finish = FinishReason::none;  ///< set on the sequence's last event
   bool request_done = false;                 ///< the last event of the whole request
   std::string error;                         ///< when finish == error
@@ -113,6 +127,7 @@ struct RequestResult {
   std::vector<std::vector<int32_t>> tokens;  ///< per sequence
   std::vector<std::vector<float>> logprobs;
   std::vector<std::vector<std::vector<std::pair<int32_t, float>>>> top_logprobs;
+  std::vector<PromptLogprob> prompt_logprobs;  ///< prompt tokens 1.. (SamplingParams::prompt_logprobs)
   std::vector<FinishReason> finish;
   std::string error;
   int32_t prompt_tokens = 0, cached_tokens = 0;

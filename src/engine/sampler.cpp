@@ -63,14 +63,16 @@ void Sampler::launch(const Tensor& logits, std::span<const SampleRow> rows, cons
     if (row.adjust)
       for (const auto& [token, a] : *row.adjust) host_adjust_.push_back(a);
     p.adjust_end = int32_t(host_adjust_.size());
-    p.num_top_logprobs = s.logprobs ? s.top_logprobs : 0;
-    p.logprobs = s.logprobs ? 1 : 0;
+    const bool logprobs = s.logprobs || row.score_token >= 0;
+    p.num_top_logprobs = row.score_token >= 0 ? std::max(s.prompt_logprobs, 0) : s.logprobs ? s.top_logprobs : 0;
+    p.logprobs = logprobs ? 1 : 0;
+    p.score_token = row.score_token;
     p.pending = row.pending;
     RILL_CHECK(row.pending < 0 || (pending_tokens.defined() && row.pending < pending_tokens.numel()),
                "sample row pending {} of {} pending ids", row.pending,
                pending_tokens.defined() ? pending_tokens.numel() : 0);
-    want_logprobs |= s.logprobs;
-    slot.num_top.push_back(s.logprobs ? p.num_top_logprobs : -1);
+    want_logprobs |= logprobs;
+    slot.num_top.push_back(logprobs ? p.num_top_logprobs : -1);
     host_params_.push_back(p);
   }
   slot.logprobs = want_logprobs;

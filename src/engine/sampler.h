@@ -43,6 +43,9 @@ struct SampleRow {
   /// >= 0: the sequence's last draw is not in `adjust` yet; it is pending_tokens[pending] on the
   /// device (launch()'s argument) and counts as an output token (SamplingRowParams::pending).
   int32_t pending = -1;
+  /// >= 0: no draw — the row scores this prompt token (its logprob and params->prompt_logprobs
+  /// alternatives: SamplingRowParams::score_token).
+  int32_t score_token = -1;
 };
 
 struct SampledToken {

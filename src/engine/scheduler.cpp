@@ -15,6 +15,7 @@ Scheduler::Scheduler(KvCache& kv, StatePool& states, StateSnapshots& snapshots, 
   RILL_ENSURE(options.max_num_seqs > 0, "max_num_seqs must be > 0, got {}", options.max_num_seqs);
   RILL_ENSURE(options.max_num_batched_tokens > 0, "max_num_batched_tokens must be > 0, got {}",
               options.max_num_batched_tokens);
+  RILL_ENSURE(options.max_scored_tokens > 0, "max_scored_tokens must be > 0, got {}", options.max_scored_tokens);
   running_.reserve(size_t(options.max_num_seqs));
 }
 
@@ -66,6 +67,10 @@ int32_t Scheduler::cut_at_boundary(const Sequence& seq, int32_t start, int32_t n
   return end - start;
 }
 
+int32_t Scheduler::cut_for_scores(const Sequence& seq, int32_t n) const {
+  return seq.scoring() ? std::min(n, score_budget_) : n;
+}
+
 void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
   auto it = std::find(running_.begin(), running_.end(), seq);
   RILL_CHECK(it != running_.end(), "preempting sequence {} that is not running", seq->id);
@@ -84,7 +89,7 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
 // Returns false when `seq` itself had to be preempted.
 bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan) {
   const int32_t start = seq->num_computed;
-  const int32_t n = cut_at_boundary(*seq, start, std::min(seq->num_uncomputed(), budget));
+  const int32_t n = cut_for_scores(*seq, cut_at_boundary(*seq, start, std::min(seq->num_uncomputed(), budget)));
   if (n <= 0) return true;
   while (!kv_.reserve(seq->table, start, start + n, plan.copies)) {
     if (sessions_ && sessions_->unpin_lru()) continue;  // session pins go before running sequences
@@ -104,6 +109,7 @@ bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan)
   plan.rows.push_back({seq, start, n, start + n == seq->length()});
   plan.num_tokens += n;
   budget -= n;
+  if (seq->scoring()) score_budget_ -= n;
   return true;
 }
 
@@ -114,9 +120,12 @@ bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
   const int32_t slots_needed =
       !states_.enabled() ? 0 : seq->awaiting_fork ? seq->request->request.sampling.n : 1;
   if (slots_needed > states_.num_free()) return false;
-  // Reuse cached full blocks, but always compute at least the last token (its logits are needed).
+  if (seq->scoring() && score_budget_ <= 0) return false;
+  // Reuse cached full blocks, but always compute at least the last token (its logits are needed),
+  // and every position whose logits score a prompt token not yet scored.
   const uint64_t ns = seq->request->ns_key;
-  int32_t cached = kv_.match_prefix(seq->tokens, seq->length() - 1, ns, seq->table);
+  const int32_t reusable = std::min(seq->length(), seq->prompt_scored) - 1;
+  int32_t cached = kv_.match_prefix(seq->tokens, reusable, ns, seq->table);
   const StateSnapshot* snapshot = nullptr;
   if (states_.enabled()) {
     // Only a boundary with a state snapshot can be resumed: cut the hit back to the last one.
@@ -125,7 +134,7 @@ bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
     kv_.truncate(seq->table, blocks);
     cached = blocks * kv_.block_size();
   }
-  const int32_t n = cut_at_boundary(*seq, cached, std::min(seq->length() - cached, budget));
+  const int32_t n = cut_for_scores(*seq, cut_at_boundary(*seq, cached, std::min(seq->length() - cached, budget)));
   const int32_t reserve_extra = running_.empty() ? 0 : options_.watermark_blocks;
   const int32_t need = kv_.blocks_for_tokens(cached + n) - int32_t(seq->table.blocks.size());
   while (need + reserve_extra > kv_.num_available() && sessions_ && sessions_->unpin_lru()) {
@@ -159,6 +168,7 @@ bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
   plan.rows.push_back({seq, cached, n, cached + n == seq->length()});
   plan.num_tokens += n;
   budget -= n;
+  if (seq->scoring()) score_budget_ -= n;
   return true;
 }
 
@@ -166,6 +176,7 @@ StepPlan Scheduler::schedule() {
   ++step_;
   StepPlan plan;
   int32_t budget = options_.max_num_batched_tokens;
+  score_budget_ = options_.max_scored_tokens;
   // Decode rows first so that long prefills never stall generating sequences, then prefill chunks.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size() && budget > 0 && int32_t(plan.rows.size()) < options_.max_num_seqs;) {

@@ -36,6 +36,9 @@ struct SchedulerOptions {
   int32_t watermark_blocks = 0;
   /// Hybrid models: a state snapshot every this many blocks (besides the prompt's last boundary).
   int32_t snapshot_interval_blocks = 128;
+  /// Prompt tokens a step computes for sequences that score their prompt (prompt logprobs): each
+  /// such token's logits are kept and scored ([tokens, vocab] of logits and of sampling workspace).
+  int32_t max_scored_tokens = 256;
 };
 
 /// One row of the next step: tokens [start, start + num_tokens) of `seq`.
@@ -82,6 +85,8 @@ class Scheduler {
 
  private:
   bool schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan);
+  /// A chunk of `n` tokens cut to the step's scoring budget when `seq` scores its prompt.
+  int32_t cut_for_scores(const Sequence& seq, int32_t n) const;
   void preempt(Sequence* seq, StepPlan& plan);
   bool admit(Sequence* seq, int32_t& budget, StepPlan& plan);
   /// Shortens a chunk [start, start + n) so that it does not run past the next snapshot boundary.
@@ -98,6 +103,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   uint64_t step_ = 0;
   uint64_t num_preemptions_ = 0;
+  int32_t score_budget_ = 0;  // scored tokens left in the step being planned
 };
 
 }  // namespace rill

@@ -4,10 +4,12 @@
 // their recurrent state in `slot`); a live sequence always has at least one uncomputed token.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/kv/kv_cache.h"
@@ -33,6 +35,9 @@ struct Sequence {
   std::vector<int32_t> tokens;  ///< prompt, then generated tokens
   int32_t prompt_len = 0;
   int32_t num_computed = 0;
+  /// Prompt logprobs (SamplingParams::prompt_logprobs): prompt tokens [1, prompt_scored) are scored
+  /// (their logits launched); >= prompt_len when all are, or none are wanted (the default).
+  int32_t prompt_scored = INT32_MAX;
   BlockTable table;
   /// Hybrid models: the StatePool slot holding this sequence's recurrent state (-1: none), and
   /// the slots reserved at admission for the n - 1 sequences it forks into after its prompt.
@@ -54,6 +59,13 @@ struct Sequence {
   int32_t length() const { return int32_t(tokens.size()); }
   int32_t num_output() const { return length() - prompt_len; }
   int32_t num_uncomputed() const { return length() - num_computed; }
+  /// Whether prompt tokens remain to be scored (their logits not yet launched).
+  bool scoring() const { return prompt_scored < prompt_len; }
+  /// The prompt tokens a row of tokens [start, start + n) scores: [first, end) (empty when
+  /// first >= end). Token t is scored by the logits at position t - 1.
+  std::pair<int32_t, int32_t> scored_targets(int32_t start, int32_t n) const {
+    return {std::max(prompt_scored, start + 1), std::min(prompt_len, start + n + 1)};
+  }
   /// Appends a drawn token (and counts it for the penalties).
   void append(int32_t token);
   /// The pending draw has arrived: it replaces the kPendingToken at the end, or is appended when
@@ -72,6 +84,8 @@ struct RequestState {
   int32_t num_finished = 0;
   int32_t cached_tokens = 0;
   bool cached_tokens_known = false;
+  /// Prompt logprobs collected so far (prompt tokens 1..), handed to the first token event.
+  std::vector<PromptLogprob> prompt_logprobs;
   Clock::time_point submitted{};
   Clock::time_point first_token{};
   bool has_first_token = false;

@@ -81,6 +81,10 @@ struct SamplingRowParams {
   /// an output token — its entry with output_count + 1 and in_context 1, or, without an entry, as
   /// one {count 1, in_context 1, bias 0} — exactly as if the host had appended it.
   int32_t pending = -1;
+  /// >= 0: no draw — the row scores this token instead (a prompt token's logprob): tokens[r] is
+  /// score_token and, with `logprobs`, its raw logprob and the top-N alternatives are reported as
+  /// for a draw. Penalties, bias, temperature and the cut-offs do not apply. Must lie in [0, V).
+  int32_t score_token = -1;
 };
 
 /// A token whose logit a row changes before sampling; tokens unique within a row.

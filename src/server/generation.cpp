@@ -38,6 +38,8 @@ std::vector<SequenceDelta> Generation::poll() {
     prompt_tokens_ = e->prompt_tokens;
     cached_tokens_ = e->cached_tokens;
     if (e->request_done) engine_done_ = true;
+    if (!e->prompt_logprobs.empty()) prompt_logprobs_ = std::move(e->prompt_logprobs);
+    if (e->token >= 0) first_token_seen_ = true;
     if (metrics_ && !ttft_seen_ && e->token >= 0 && e->sequence == 0) {
       ttft_seen_ = true;
       metrics_->observe_ttft(e->ttft_s);

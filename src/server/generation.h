@@ -48,6 +48,11 @@ class Generation {
   int32_t cached_tokens() const { return cached_tokens_; }
   int32_t completion_tokens() const;
   const std::string& error() const { return error_; }
+  /// The prompt tokens' logprobs (SamplingParams::prompt_logprobs), prompt tokens 1.., once the
+  /// request's first token has arrived; empty before (and for a one-token prompt).
+  const std::vector<PromptLogprob>& prompt_logprobs() const { return prompt_logprobs_; }
+  /// Whether the first token (which carries the prompt logprobs) or the request's end has arrived.
+  bool prompt_scored() const { return first_token_seen_ || engine_done_; }
 
  private:
   struct Seq {
@@ -66,6 +71,8 @@ class Generation {
   bool done_ = false, engine_done_ = false;
   int32_t prompt_tokens_ = 0, cached_tokens_ = 0;
   std::string error_;
+  std::vector<PromptLogprob> prompt_logprobs_;
+  bool first_token_seen_ = false;
 };
 
 }  // namespace rill::server

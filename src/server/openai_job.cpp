@@ -36,8 +36,9 @@ ojson OpenAIJob::chunk_base() const {
 ojson OpenAIJob::usage() const {
   ojson u;
   u["prompt_tokens"] = gen_.prompt_tokens();
-  u["completion_tokens"] = gen_.completion_tokens();
-  u["total_tokens"] = gen_.prompt_tokens() + gen_.completion_tokens();
+  const int32_t completion = req_.score_only ? 0 : gen_.completion_tokens();
+  u["completion_tokens"] = completion;
+  u["total_tokens"] = gen_.prompt_tokens() + completion;
   u["prompt_tokens_details"] = {{"cached_tokens", gen_.cached_tokens()}};
   return u;
 }
@@ -80,9 +81,51 @@ ojson OpenAIJob::logprob_entries(const std::vector<TokenLogprob>& lps, size_t te
   return j;
 }
 
+ojson OpenAIJob::prompt_logprob_entries() const {
+  ojson j = {{"tokens", ojson::array()}, {"token_logprobs", ojson::array()}, {"top_logprobs", ojson::array()},
+             {"text_offset", ojson::array()}};
+  const std::vector<int32_t>& prompt = req_.request.prompt;
+  const std::vector<PromptLogprob>& scores = gen_.prompt_logprobs();
+  size_t text_offset = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::string tok = tokenizer_.decode(std::vector<int32_t>{prompt[i]});
+    j["tokens"].push_back(tok);
+    if (i == 0 || i > scores.size()) {  // the first token has no context to be scored under
+      j["token_logprobs"].push_back(nullptr);
+      j["top_logprobs"].push_back(nullptr);
+    } else {
+      const PromptLogprob& lp = scores[i - 1];
+      j["token_logprobs"].push_back(lp.logprob);
+      ojson top = ojson::object();
+      for (int32_t k = 0; k < req_.top_logprobs && size_t(k) < lp.top_logprobs.size(); ++k) {
+        const auto& [id, logprob] = lp.top_logprobs[size_t(k)];
+        top[tokenizer_.decode(std::vector<int32_t>{id})] = logprob;
+      }
+      j["top_logprobs"].push_back(top);
+    }
+    j["text_offset"].push_back(text_offset);
+    text_offset += tok.size();
+  }
+  return j;
+}
+
+// Appends b's entries to a's (completions' parallel arrays).
+static void append_entries(ojson& a, const ojson& b) {
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    for (const ojson& v : b[key]) a[key].push_back(v);
+}
+
 bool OpenAIJob::poll(std::string& out) {
   std::vector<SequenceDelta> deltas = gen_.poll();
-  if (req_.stream && !started_) {
+  if (req_.score_only)  // max_tokens 0: the one drawn token is not part of the answer
+    for (SequenceDelta& d : deltas) {
+      d.text.clear();
+      d.logprobs.clear();
+      if (d.finish_reason) d.finish_reason = "length";
+    }
+  // With echo and logprobs the echoed prompt's chunk carries its tokens' logprobs, which come with the
+  // first token.
+  if (req_.stream && !started_ && (!echo_scores() || gen_.prompt_scored())) {
     started_ = true;
     for (size_t i = 0; i < choices_.size(); ++i) {
       ojson c = chunk_base();
@@ -92,7 +135,7 @@ bool OpenAIJob::poll(std::string& out) {
         choice["logprobs"] = nullptr;
       } else {
         choice["text"] = req_.echo ? req_.prompt_text : "";
-        choice["logprobs"] = nullptr;
+        choice["logprobs"] = echo_scores() ? prompt_logprob_entries() : ojson(nullptr);
       }
       choice["finish_reason"] = nullptr;
       c["choices"] = ojson::array({choice});
@@ -215,6 +258,11 @@ std::string OpenAIJob::final_body() {
     } else {
       c["text"] = ch.text;
       c["logprobs"] = req_.logprobs ? logprob_entries(ch.raw, req_.echo ? req_.prompt_text.size() : 0) : ojson(nullptr);
+      if (echo_scores()) {
+        ojson all = prompt_logprob_entries();
+        append_entries(all, c["logprobs"]);
+        c["logprobs"] = std::move(all);
+      }
     }
     c["finish_reason"] = ch.finish_reason.empty() ? "stop" : ch.finish_reason;
     choices.push_back(c);

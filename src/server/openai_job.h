@@ -37,6 +37,10 @@ class OpenAIJob : public StreamJob {
   };
   ojson chunk_base() const;
   ojson logprob_entries(const std::vector<TokenLogprob>& lps, size_t text_offset) const;
+  /// Completions with echo and logprobs: the prompt tokens' entries (the first token's logprob and
+  /// alternatives null, as OpenAI gives them), text offsets from 0.
+  ojson prompt_logprob_entries() const;
+  bool echo_scores() const { return !req_.chat && req_.echo && req_.logprobs; }
   ojson usage() const;
   std::string final_body();
   ojson tool_call_json(const text::ToolCall& call, size_t index);

@@ -299,13 +299,23 @@ OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model
     r.logprobs = true;
     r.top_logprobs = int32_t(*lp);
   }
-  // OpenAI's echo with logprobs returns the prompt tokens' logprobs too (how evaluation harnesses score a
-  // text). The engine computes logits for the last prompt position only, so the answer would hold the
-  // generated tokens' logprobs under an echoed text: a 400 rather than numbers that look like a scoring.
-  if (r.echo && r.logprobs)
-    bad_request("echo", "'echo' with 'logprobs' (the prompt tokens' logprobs) is not supported yet; send one of them");
+  // OpenAI's echo with logprobs returns the prompt tokens' logprobs too, with as many alternatives (how
+  // evaluation harnesses score a text): the engine scores the prompt (SamplingParams::prompt_logprobs).
+  if (r.echo && r.logprobs) r.request.sampling.prompt_logprobs = r.top_logprobs;
   r.request.sampling.logprobs = r.logprobs;
   r.request.sampling.top_logprobs = r.top_logprobs;
+  // max_tokens 0 asks for no output: with echo, the legacy way to score a text (the prompt and its
+  // logprobs alone). The engine always draws a token; the answer leaves it out.
+  if (const ojson* m = field(body, "max_tokens"); m && m->is_number_integer() && m->get<int64_t>() == 0) {
+    if (!r.echo)
+      bad_request("max_tokens", "'max_tokens' 0 generates nothing; it is accepted only with 'echo' (to return the "
+                                "prompt, scored when 'logprobs' is given)");
+    r.score_only = true;
+    ojson one = body;
+    one["max_tokens"] = 1;
+    finish_lengths(one, model, r, "max_tokens");
+    return r;
+  }
   finish_lengths(body, model, r, "max_tokens");
   if (!field(body, "max_tokens")) r.request.max_tokens = std::min(r.request.max_tokens, 16);  // OpenAI's default
   return r;

@@ -37,6 +37,9 @@ struct OpenAIRequest {
   bool logprobs = false;
   int32_t top_logprobs = 0;
   bool echo = false;          ///< completions: the prompt text precedes the output
+  /// completions: `max_tokens` 0 with `echo` — the prompt alone is returned (scored when `logprobs`
+  /// is given); the engine draws one token that the answer leaves out.
+  bool score_only = false;
   bool parse_tools = false;   ///< chat with tools: calls in the output (tool_format) become tool_calls
   text::ToolFormat tool_format = text::ToolFormat::qwen3;
   /// Text the prompt ends with that the model's reply continues (a forced tool call's opening): the

@@ -162,6 +162,50 @@ TEST(CudaSampler, GreedyPenaltiesAndLogprobsEqualTheCpuOp) {
   for (size_t i = 0; i < g.logprobs.size(); ++i) EXPECT_NEAR(g.logprobs[i], c.logprobs[i], 2e-4) << i;
 }
 
+// Scored rows (a prompt token's logprob, SamplingRowParams::score_token) on the GPU: the scored token
+// back, its logprob equal to the CPU op's and to a double log-softmax of the row, the same top
+// alternatives, with penalties, bias and temperature on the row ignored; drawing rows beside them
+// unchanged.
+TEST(CudaSampler, ScoredTokensEqualTheCpuOpAndLogSoftmax) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = make_cuda_kernels(0);
+  auto cpu = make_cpu_kernels();
+  const int64_t V = kSampleVocab;
+  const std::vector<float> logits = random_logits(4, 6);
+  std::vector<SamplingAdjust> adjust{{5, 2, 1, 0.f}, {77, 0, 1, 3.f}, {1000, 1, 1, -INFINITY}};
+  std::vector<SamplingRowParams> rows(9);
+  for (int r = 0; r < 9; ++r) {
+    SamplingRowParams& p = rows[size_t(r)];
+    p.logit_row = r % 4;
+    p.temperature = r % 3 == 0 ? 0.f : 0.9f;
+    p.top_k = r % 2 ? 40 : 0;
+    p.repetition_penalty = 1.3f;
+    p.adjust_end = 3;
+    p.logprobs = 1;
+    p.num_top_logprobs = r % 5 == 0 ? 0 : 20;
+    p.seed = uint64_t(r);
+    // Rows 0-6 score: an adjusted token, a banned one, the first and last ids, random ones; 7-8 draw.
+    const int32_t scored[] = {77, 1000, 0, int32_t(V - 1), 12345, 98765, 5};
+    if (r < 7) p.score_token = scored[r];
+  }
+  const SampleOut g = run_sample(*gpu, logits, V, rows, adjust), c = run_sample(*cpu, logits, V, rows, adjust);
+  EXPECT_EQ(g.tokens, c.tokens);
+  EXPECT_EQ(g.top_ids, c.top_ids);
+  for (size_t i = 0; i < g.logprobs.size(); ++i)
+    if (std::isfinite(c.logprobs[i]) || std::isfinite(g.logprobs[i]))
+      EXPECT_NEAR(g.logprobs[i], c.logprobs[i], 2e-4) << i;
+  for (int r = 0; r < 7; ++r) {
+    const SamplingRowParams& p = rows[size_t(r)];
+    EXPECT_EQ(g.tokens[size_t(r)], p.score_token) << r;
+    const float* x = logits.data() + size_t(p.logit_row) * size_t(V);
+    double m = -INFINITY, z = 0;
+    for (int64_t i = 0; i < V; ++i) m = std::max(m, double(x[i]));
+    for (int64_t i = 0; i < V; ++i) z += std::exp(double(x[i]) - m);
+    const double want = double(x[p.score_token]) - m - std::log(z);
+    EXPECT_NEAR(g.logprobs[size_t(r) * (1 + kMaxTopLogprobs)], want, 2e-4) << r;
+  }
+}
+
 // A pending draw (SamplingRowParams::pending) is adjusted as the host's appended token would be:
 // on the GPU equal to the CPU op, and equal to the table with the token counted in.
 TEST(CudaSampler, PendingDrawEqualsTheCpuOpAndTheCountedTable) {
@@ -275,6 +319,60 @@ TEST(CudaEngine, ThirtyTwoTogetherEqualAlone) {
   o.max_num_batched_tokens = 48;
   EngineCore core(*model, o);
   expect_same_tokens(run_core(core, requests), alone, "cuda batched");
+}
+
+// Prompt logprobs on the GPU: prompt token t scored by the log-softmax of the model's logits at
+// position t - 1 (one forward over the prompt): to the sampler's rounding in one step, and within
+// bf16 noise when the prompt runs in chunks scored 16 a step beside other requests.
+TEST(CudaEngine, PromptLogprobsAreTheLogSoftmaxOfThePrefixLogits) {
+  SKIP_WITHOUT_GPU();
+  auto kernels = make_cuda_kernels(0);
+  auto model = load_model(kFixtures + "qwen3-tiny", *kernels, LoadOptions{std::nullopt, false});
+  const int32_t V = int32_t(model->config().vocab_size);
+  std::mt19937 rng(19);
+  const std::vector<int32_t> prompt = random_tokens(rng, 70, 1000);
+  std::vector<float> logits;
+  {
+    KvBuffers kv(*kernels, model->kv_spec(), 8, 16);
+    StepBatchBuilder b(16);
+    b.add_row(prompt, 0, std::vector<int32_t>{0, 1, 2, 3, 4}, Logits::all);
+    const Tensor out = model->forward(b.build(), kv.layers());
+    ASSERT_TRUE(out.dtype() == DType::bf16 || out.dtype() == DType::f32) << out.describe();
+    if (out.dtype() == DType::f32) {
+      logits.resize(size_t(out.numel()));
+      kernels->download(out, logits.data());
+    } else {
+      std::vector<bf16_t> raw(size_t(out.numel()));
+      kernels->download(out, raw.data());
+      for (bf16_t x : raw) logits.push_back(bf16_to_f32(x));
+    }
+  }
+  auto expect_scores = [&](const RequestResult& got, double tolerance, const std::string& what) {
+    ASSERT_EQ(got.prompt_logprobs.size(), prompt.size() - 1) << what;
+    for (size_t t = 1; t < prompt.size(); ++t) {
+      const float* x = logits.data() + (t - 1) * size_t(V);
+      double mx = -INFINITY, z = 0;
+      for (int32_t i = 0; i < V; ++i) mx = std::max(mx, double(x[i]));
+      for (int32_t i = 0; i < V; ++i) z += std::exp(double(x[i]) - mx);
+      EXPECT_NEAR(got.prompt_logprobs[t - 1].logprob, double(x[prompt[t]]) - mx - std::log(z), tolerance)
+          << what << ": prompt token " << t;
+      ASSERT_EQ(got.prompt_logprobs[t - 1].top_logprobs.size(), 3u) << what;
+    }
+  };
+  Request scored = make_request(prompt, 4);
+  scored.sampling.prompt_logprobs = 3;
+  {
+    EngineCore core(*model, small_options());
+    expect_scores(run_core(core, {scored})[0], 2e-4, "one step");
+  }
+  EngineOptions o = small_options();
+  o.max_num_batched_tokens = 24;
+  o.max_scored_tokens = 16;
+  EngineCore core(*model, o);
+  std::vector<Request> requests = mixed_requests(6, 1000, 8);
+  requests.insert(requests.begin() + 2, scored);
+  const std::vector<RequestResult> got = run_core(core, requests);
+  expect_scores(got[2], 0.05, "chunked");
 }
 
 // The hybrid family on the GPU: rows together equal rows alone (state slots, forks), and a

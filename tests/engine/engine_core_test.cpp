@@ -169,5 +169,92 @@ TEST(EngineCoreTest, LogprobsOfGreedyTokensAreTheMaximum) {
   }
 }
 
+// Prompt logprobs (SamplingParams::prompt_logprobs): prompt token t's entry is the log-softmax of
+// the model's logits at position t - 1 (one forward over the whole prompt), with its top
+// alternatives; the same whether the prompt runs in one step, in chunks cut by the token budget
+// and by the scoring budget, after a cached prefix (which must not skip the scoring), beside other
+// requests, or with n > 1; the generated tokens do not change.
+TEST(EngineCoreTest, PromptLogprobsAreTheLogSoftmaxOfThePrefixLogits) {
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  const int32_t V = int32_t(m.model->config().vocab_size);
+  std::mt19937 rng(17);
+  const std::vector<int32_t> prompt = random_tokens(rng, 70, V);
+  // The reference: logits of every position of the prompt in one forward.
+  std::vector<float> logits;
+  {
+    KvBuffers kv(*m.kernels, m.model->kv_spec(), 8, 16);
+    StepBatchBuilder b(16);
+    b.add_row(prompt, 0, std::vector<int32_t>{0, 1, 2, 3, 4}, Logits::all);
+    const Tensor out = m.model->forward(b.build(), kv.layers());
+    logits.resize(size_t(out.numel()));
+    m.kernels->download(out, logits.data());
+  }
+  auto expect_scores = [&](const RequestResult& got, const std::string& what) {
+    ASSERT_EQ(got.prompt_logprobs.size(), prompt.size() - 1) << what;
+    for (size_t t = 1; t < prompt.size(); ++t) {
+      const float* x = logits.data() + (t - 1) * size_t(V);
+      double mx = -INFINITY, z = 0;
+      for (int32_t i = 0; i < V; ++i) mx = std::max(mx, double(x[i]));
+      for (int32_t i = 0; i < V; ++i) z += std::exp(double(x[i]) - mx);
+      const PromptLogprob& lp = got.prompt_logprobs[t - 1];
+      ASSERT_NEAR(lp.logprob, double(x[prompt[t]]) - mx - std::log(z), 1e-4) << what << ": prompt token " << t;
+      ASSERT_EQ(lp.top_logprobs.size(), 2u) << what;
+      const int32_t best = int32_t(std::max_element(x, x + V) - x);
+      EXPECT_EQ(lp.top_logprobs[0].first, best) << what << ": prompt token " << t;
+      EXPECT_NEAR(lp.top_logprobs[0].second, double(x[best]) - mx - std::log(z), 1e-4) << what;
+      EXPECT_GE(lp.top_logprobs[0].second, lp.top_logprobs[1].second) << what;
+    }
+  };
+  Request plain = make_request(prompt, 5);
+  Request scored = plain;
+  scored.sampling.prompt_logprobs = 2;
+  const RequestResult want = run_alone(*m.model, {plain})[0];
+  EXPECT_TRUE(want.prompt_logprobs.empty());
+  {
+    EngineCore core(*m.model, small_options());
+    const RequestResult got = run_core(core, {scored})[0];
+    expect_scores(got, "one step");
+    EXPECT_EQ(got.tokens, want.tokens);
+  }
+  {
+    // Chunks of at most 24 tokens, scored at most 16 a step, beside a request that scores nothing.
+    EngineOptions o = small_options();
+    o.block_size = 8;
+    o.max_num_batched_tokens = 24;
+    o.max_scored_tokens = 16;
+    EngineCore core(*m.model, o);
+    const std::vector<RequestResult> got = run_core(core, {plain, scored, plain});
+    expect_scores(got[1], "chunked");
+    for (const RequestResult& r : got) EXPECT_EQ(r.tokens, want.tokens);
+    EXPECT_TRUE(got[0].prompt_logprobs.empty());
+    // The prompt is cached now: scoring it again computes it again (and takes no cached prefix).
+    const RequestResult again = run_core(core, {scored})[0];
+    expect_scores(again, "after a cached prefix");
+    EXPECT_EQ(again.cached_tokens, 0);
+    EXPECT_EQ(again.tokens, want.tokens);
+    EXPECT_GT(run_core(core, {plain})[0].cached_tokens, 0);  // the cache itself holds the prompt
+  }
+  {
+    Request forked = scored;
+    forked.sampling.n = 3;
+    EngineCore core(*m.model, small_options());
+    const RequestResult got = run_core(core, {forked})[0];
+    expect_scores(got, "n = 3");
+    for (const auto& t : got.tokens) EXPECT_EQ(t, want.tokens[0]);
+  }
+  // A one-token prompt has nothing to score; an out-of-range count is refused, naming the field.
+  Request one = make_request({prompt[0]}, 2);
+  one.sampling.prompt_logprobs = 0;
+  EngineCore core(*m.model, small_options());
+  EXPECT_TRUE(run_core(core, {one})[0].prompt_logprobs.empty());
+  one.sampling.prompt_logprobs = 21;
+  try {
+    core.validate(one);
+    FAIL() << "prompt_logprobs 21 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("prompt_logprobs"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace rill

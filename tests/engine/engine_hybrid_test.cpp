@@ -132,6 +132,53 @@ TEST(HybridEnginePrefix, PreemptionUnderTightBudgetsKeepsOutputs) {
   expect_no_state_held(core);
 }
 
+// Prompt logprobs on a hybrid model: the same scores (and tokens) as one-step runs alone when the
+// prompts run in chunks cut at snapshot boundaries and by a small scoring budget, under preemption,
+// and again once their prefixes are cached (a scoring request restores no snapshot below its first
+// unscored token).
+TEST(HybridEnginePrefix, PromptLogprobsUnderChunksPreemptionAndCachedPrefixes) {
+  Loaded m = load_fixture(kFixtures + "qwen35-tiny");
+  std::vector<Request> requests = mixed_requests(10, kVocab, 23, 100);
+  for (size_t i = 0; i < requests.size(); i += 2) requests[i].sampling.prompt_logprobs = 1;
+  const std::vector<RequestResult> alone = run_alone(*m.model, requests);
+  auto expect_same_scores = [&](const std::vector<RequestResult>& got, const std::string& what) {
+    expect_same_tokens(got, alone, what);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const size_t want = i % 2 == 0 ? requests[i].prompt.size() - 1 : 0;
+      ASSERT_EQ(got[i].prompt_logprobs.size(), want) << what << ": request " << i;
+      ASSERT_EQ(alone[i].prompt_logprobs.size(), want) << what << ": request " << i;
+      for (size_t t = 0; t < want; ++t) {
+        EXPECT_NEAR(got[i].prompt_logprobs[t].logprob, alone[i].prompt_logprobs[t].logprob, 2e-4)
+            << what << ": request " << i << ", prompt token " << t + 1;
+        // (Chunked and one-step prefill agree to f32 rounding here, not bit for bit: DeltaRuleForm.)
+        const auto& a = got[i].prompt_logprobs[t].top_logprobs;
+        const auto& b = alone[i].prompt_logprobs[t].top_logprobs;
+        ASSERT_EQ(a.size(), 1u) << what;
+        ASSERT_EQ(b.size(), 1u) << what;
+        EXPECT_EQ(a[0].first, b[0].first) << what << ": request " << i << ", prompt token " << t + 1;
+        EXPECT_NEAR(a[0].second, b[0].second, 2e-4) << what << ": request " << i << ", prompt token " << t + 1;
+      }
+    }
+  };
+  EngineOptions o = hybrid_options(2);
+  const size_t block_bytes = m.model->kv_spec().bytes_per_block(16);
+  o.state_snapshot_bytes = 4 * m.model->state_bytes_per_sequence();
+  o.kv_memory_bytes = 12 * block_bytes + o.state_snapshot_bytes;  // 12 blocks: 192 tokens
+  o.max_state_slots = 3;
+  o.max_num_batched_tokens = 48;
+  o.max_scored_tokens = 20;
+  {
+    EngineCore core(*m.model, o);
+    expect_same_scores(run_core(core, requests), "tight budgets");
+    EXPECT_GT(core.stats().num_preemptions, 0);
+    expect_no_state_held(core);
+  }
+  EngineCore core(*m.model, hybrid_options());
+  expect_same_scores(run_core(core, requests), "first pass");
+  expect_same_scores(run_core(core, requests), "cached prefixes");
+  expect_no_state_held(core);
+}
+
 TEST(HybridEnginePrefix, CancelMidPrefillAndMidDecodeFreesSlotsAndBlocks) {
   Loaded m = load_fixture(kFixtures + "qwen35-tiny");
   std::mt19937 rng(4);

@@ -11,6 +11,7 @@
 #include <map>
 #include <numeric>
 
+#include "core/error.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "kernels/kernels.h"
@@ -165,6 +166,44 @@ TEST_F(SampleOp, LogprobsAreLogSoftmaxOfRawLogits) {
     EXPECT_NEAR(logprobs_[size_t(1 + j)], logprob(want[size_t(j)]), 1e-5) << j;
   }
   EXPECT_EQ(top_ids_[5], -1);
+}
+
+// A scored row (SamplingRowParams::score_token) draws nothing: its token is the scored one and its
+// logprob that token's raw log-softmax, whatever penalties, bias and temperature the row carries;
+// the top alternatives are the same as a drawing row's.
+TEST_F(SampleOp, ScoredTokenReportsItsRawLogprob) {
+  SamplingRowParams p;
+  p.temperature = 0.7f;
+  p.top_k = 2;
+  p.repetition_penalty = 3.f;
+  p.num_top_logprobs = 3;
+  p.logprobs = 1;
+  p.adjust_end = 1;
+  std::vector<SamplingRowParams> rows;
+  for (int32_t t : {7, 0, 4}) {  // the least likely token, the most likely, one in between
+    SamplingRowParams q = p;
+    q.score_token = t;
+    rows.push_back(q);
+  }
+  run(kLogits, int64_t(kLogits.size()), rows, {SamplingAdjust{7, 3, 1, 50.f}});
+  double m = *std::max_element(kLogits.begin(), kLogits.end()), z = 0;
+  for (float v : kLogits) z += std::exp(double(v) - m);
+  auto logprob = [&](int32_t t) { return double(kLogits[size_t(t)]) - m - std::log(z); };
+  for (size_t r = 0; r < rows.size(); ++r) {
+    EXPECT_EQ(tokens_[r], rows[r].score_token) << r;
+    EXPECT_NEAR(logprobs_[r * (1 + kMaxTopLogprobs)], logprob(rows[r].score_token), 1e-5) << r;
+    const std::vector<int32_t> want{0, 1, 2};
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(top_ids_[r * kMaxTopLogprobs + size_t(j)], want[size_t(j)]) << r << " " << j;
+  }
+  // A token outside the vocabulary is refused, naming the field.
+  SamplingRowParams bad = p;
+  bad.score_token = int32_t(kLogits.size());
+  try {
+    run(kLogits, int64_t(kLogits.size()), {bad}, {SamplingAdjust{7, 3, 1, 50.f}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("score_token"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(SampleOp, TemperatureOnly) {

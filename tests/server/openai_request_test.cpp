@@ -136,16 +136,27 @@ TEST_F(OpenAIRequestTest, CompletionPrompts) {
   EXPECT_EQ(r.top_logprobs, 2);
   r = parse_completion_request(ojson::parse(R"({"prompt":[1,2,3],"max_tokens":5,"echo":true})"), info_);
   EXPECT_TRUE(r.echo && !r.logprobs);
-  // The prompt tokens' logprobs are not computed: echo with logprobs is a 400 naming 'echo', whatever 'logprobs' asks.
-  for (const char* body : {R"({"prompt":[1,2,3],"max_tokens":5,"logprobs":2,"echo":true})",
-                           R"({"prompt":"x","max_tokens":1,"logprobs":0,"echo":true})"}) {
-    try {
-      parse_completion_request(ojson::parse(body), info_);
-      ADD_FAILURE() << body;
-    } catch (const ApiError& e) {
-      EXPECT_EQ(e.status(), 400);
-      EXPECT_EQ(e.param(), "echo");
-    }
+  EXPECT_EQ(r.request.sampling.prompt_logprobs, -1);
+  // Echo with logprobs scores the prompt, with as many alternatives as the generated tokens get.
+  r = parse_completion_request(ojson::parse(R"({"prompt":[1,2,3],"max_tokens":5,"logprobs":2,"echo":true})"), info_);
+  EXPECT_TRUE(r.echo && r.logprobs);
+  EXPECT_EQ(r.request.sampling.prompt_logprobs, 2);
+  r = parse_completion_request(ojson::parse(R"({"prompt":"x","max_tokens":1,"logprobs":0,"echo":true})"), info_);
+  EXPECT_EQ(r.request.sampling.prompt_logprobs, 0);
+  EXPECT_FALSE(r.score_only);
+  // max_tokens 0 with echo: the prompt alone (the engine draws one token the answer leaves out).
+  r = parse_completion_request(ojson::parse(R"({"prompt":[1,2,3],"max_tokens":0,"logprobs":1,"echo":true})"), info_);
+  EXPECT_TRUE(r.score_only);
+  EXPECT_EQ(r.request.max_tokens, 1);
+  EXPECT_EQ(r.request.sampling.prompt_logprobs, 1);
+  // Without echo it would return nothing: a 400 naming max_tokens.
+  try {
+    parse_completion_request(ojson::parse(R"({"prompt":[1,2,3],"max_tokens":0})"), info_);
+    ADD_FAILURE() << "max_tokens 0 without echo was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "max_tokens");
+    EXPECT_NE(std::string(e.what()).find("echo"), std::string::npos) << e.what();
   }
 }
 

@@ -33,6 +33,7 @@ class ScriptedEngine : public EngineApi {
   struct Script {
     std::vector<int32_t> tokens;
     FinishReason finish = FinishReason::stop;  ///< on the last token
+    std::vector<PromptLogprob> prompt_logprobs;  ///< sent with the first token
   };
   std::deque<Script> scripts;
   std::vector<Request> submitted;
@@ -68,6 +69,7 @@ class ScriptedEngine : public EngineApi {
     e.prompt_tokens = int32_t(submitted.back().prompt.size());
     e.ttft_s = 0.1;
     e.itl_s = next_ == 0 ? 0 : itl_s;
+    if (next_ == 0) e.prompt_logprobs = script_.prompt_logprobs;
     if (++next_ == script_.tokens.size()) {
       e.finish = script_.finish;
       e.request_done = true;
@@ -525,6 +527,95 @@ TEST_F(ServiceTest, AnthropicThinkingBlocks) {
     EXPECT_EQ(r.status, 400) << bad;
     EXPECT_NE(r.body.find("thinking"), std::string::npos) << r.body;
   }
+}
+
+// /v1/completions with echo and logprobs: the prompt tokens' logprobs (the engine's prompt scoring,
+// SamplingParams::prompt_logprobs = logprobs) come before the generated tokens' in one set of arrays,
+// the first prompt token's null; streamed, the echoed prompt's chunk carries them.
+TEST_F(ServiceTest, CompletionsEchoWithLogprobsScoresThePrompt) {
+  start("qwen3");
+  const std::vector<int32_t> prompt = tokenizer_->encode("The cat sat");
+  ASSERT_GE(prompt.size(), 3u);
+  auto scripted = [&] {
+    script(" on", false);
+    ScriptedEngine::Script& s = engine_.scripts.back();
+    for (size_t i = 1; i < prompt.size(); ++i)
+      s.prompt_logprobs.push_back({-float(i), {{int32_t(100 + i), -0.5f}, {int32_t(200 + i), -1.5f}}});
+  };
+  auto check_prompt_part = [&](const ojson& lp, const std::string& what) {
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      EXPECT_EQ(lp["tokens"][i], tokenizer_->decode(std::vector<int32_t>{prompt[i]})) << what;
+      if (i == 0) {
+        EXPECT_TRUE(lp["token_logprobs"][0].is_null()) << what;
+        EXPECT_TRUE(lp["top_logprobs"][0].is_null()) << what;
+        EXPECT_EQ(lp["text_offset"][0], 0) << what;
+        continue;
+      }
+      EXPECT_EQ(lp["token_logprobs"][i], -float(i)) << what;
+      ASSERT_EQ(lp["top_logprobs"][i].size(), 2u) << what;  // logprobs: 2 alternatives
+      EXPECT_EQ(lp["top_logprobs"][i][tokenizer_->decode(std::vector<int32_t>{int32_t(100 + i)})], -0.5f) << what;
+    }
+  };
+  const ojson body = {{"model", "tiny"}, {"prompt", "The cat sat"}, {"max_tokens", 1}, {"echo", true}, {"logprobs", 2}};
+  scripted();
+  Reply r = call("/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(engine_.submitted.back().sampling.prompt_logprobs, 2);
+  EXPECT_TRUE(engine_.submitted.back().sampling.logprobs);
+  ojson j = ojson::parse(r.body);
+  const ojson& lp = j["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), prompt.size() + 1) << lp.dump();
+  EXPECT_EQ(lp["token_logprobs"].size(), prompt.size() + 1);
+  EXPECT_EQ(lp["text_offset"].size(), prompt.size() + 1);
+  check_prompt_part(lp, "final body");
+  EXPECT_EQ(lp["tokens"][prompt.size()], " on");
+  EXPECT_EQ(lp["text_offset"][prompt.size()], std::string("The cat sat").size());
+  EXPECT_EQ(j["choices"][0]["text"], "The cat sat on");
+
+  scripted();
+  ojson sbody = body;
+  sbody["stream"] = true;
+  r = call("/v1/completions", sbody);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto events = sse_events(r.body);
+  ASSERT_GE(events.size(), 3u) << r.body;
+  const ojson& first = events[0].second["choices"][0];
+  EXPECT_EQ(first["text"], "The cat sat");
+  ASSERT_TRUE(first["logprobs"].is_object()) << r.body;
+  ASSERT_EQ(first["logprobs"]["tokens"].size(), prompt.size());
+  check_prompt_part(first["logprobs"], "stream");
+  const ojson& second = events[1].second["choices"][0];
+  EXPECT_EQ(second["text"], " on");
+  EXPECT_EQ(second["logprobs"]["tokens"], ojson::array({" on"}));
+
+  // max_tokens 0 (with echo): the prompt and its scores alone; the engine's one drawn token is left out.
+  scripted();
+  ojson zero = body;
+  zero["max_tokens"] = 0;
+  r = call("/v1/completions", zero);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(engine_.submitted.back().max_tokens, 1);
+  j = ojson::parse(r.body);
+  EXPECT_EQ(j["choices"][0]["text"], "The cat sat");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(), prompt.size());
+  check_prompt_part(j["choices"][0]["logprobs"], "max_tokens 0");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(j["usage"]["total_tokens"], prompt.size());
+  scripted();
+  zero["stream"] = true;
+  r = call("/v1/completions", zero);
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string streamed;
+  for (const auto& [name, data] : sse_events(r.body))
+    if (data.is_object()) streamed += data["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(streamed, "The cat sat");
+
+  // Without echo nothing is scored.
+  script(" on", false);
+  const ojson plain = {{"model", "tiny"}, {"prompt", "The cat sat"}, {"max_tokens", 1}, {"logprobs", 2}};
+  ASSERT_EQ(call("/v1/completions", plain).status, 200);
+  EXPECT_EQ(engine_.submitted.back().sampling.prompt_logprobs, -1);
 }
 
 TEST_F(ServiceTest, QueueFullIs429AndDrainingIs503) {

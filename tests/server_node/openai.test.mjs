@@ -1,5 +1,5 @@
 // tests/server_node/openai.test.mjs — the official `openai` npm client against a live rill serve:
-// models, chat and completions (streaming and not), usage, n > 1, stop strings, logprobs, error
+// models, chat and completions (streaming and not), usage, n > 1, stop strings, logprobs (echo's prompt scores too), error
 // types (400/401/404/413/429/503), the API key, tokenize/detokenize, tools (the prompt is exactly the
 // template's render), /metrics histograms and a graceful SIGTERM that answers new work with 503.
 import { test, before, after } from 'node:test';
@@ -122,6 +122,42 @@ test('logprobs and top_logprobs', async () => {
   const c = await client.completions.create({ ...greedy, max_tokens: 4, prompt: 'Hi', logprobs: 2 });
   assert.equal(c.choices[0].logprobs.tokens.length, 4);
   assert.equal(Object.keys(c.choices[0].logprobs.top_logprobs[0]).length, 2);
+});
+
+test('echo with logprobs scores the prompt, as evaluation harnesses ask for it', async () => {
+  // lm-evaluation-harness's loglikelihood request: echo, logprobs 1, max_tokens 1.
+  const prompt = 'The weather today is';
+  const r = await client.completions.create({ model: 'tiny', temperature: 0, prompt, echo: true, logprobs: 1, max_tokens: 1 });
+  const lp = r.choices[0].logprobs;
+  const n = r.usage.prompt_tokens;
+  assert.equal(lp.tokens.length, n + 1);
+  assert.equal(lp.tokens.slice(0, n).join(''), prompt);
+  assert.equal(r.choices[0].text.slice(0, prompt.length), prompt);
+  assert.equal(lp.token_logprobs[0], null);
+  assert.equal(lp.top_logprobs[0], null);
+  assert.deepEqual(lp.text_offset.slice(0, 2), [0, lp.tokens[0].length]);
+  for (let i = 1; i <= n; ++i) {
+    assert.ok(lp.token_logprobs[i] < 0, `token ${i}: ${lp.token_logprobs[i]}`);
+    const top = Object.values(lp.top_logprobs[i]);
+    assert.equal(top.length, 1);
+    assert.ok(top[0] >= lp.token_logprobs[i] - 1e-6, `token ${i}: the best alternative is at least as likely`);
+  }
+  // The last prompt token's score equals the generated token's logprob of a run on the prompt before it.
+  const ids = (await post('/tokenize', { prompt })).body.tokens;
+  assert.equal(ids.length, n);
+  const head = await client.completions.create({ model: 'tiny', temperature: 0, prompt: ids.slice(0, n - 1), max_tokens: 1, logprobs: 1 });
+  const [[best, bestLogprob]] = Object.entries(head.choices[0].logprobs.top_logprobs[0]);
+  assert.deepEqual(Object.keys(lp.top_logprobs[n - 1]), [best]);
+  assert.ok(Math.abs(lp.top_logprobs[n - 1][best] - bestLogprob) < 1e-4, `${lp.top_logprobs[n - 1][best]} vs ${bestLogprob}`);
+  // max_tokens 0: the prompt and the same scores alone; streamed, the echoed chunk carries them.
+  const zero = await client.completions.create({ model: 'tiny', prompt, echo: true, logprobs: 1, max_tokens: 0 });
+  assert.equal(zero.choices[0].text, prompt);
+  assert.deepEqual(zero.choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, n));
+  assert.equal(zero.usage.completion_tokens, 0);
+  const chunks = [];
+  for await (const c of await client.completions.create({ model: 'tiny', prompt, echo: true, logprobs: 1, max_tokens: 0, stream: true })) chunks.push(c);
+  assert.equal(chunks[0].choices[0].text, prompt);
+  assert.deepEqual(chunks[0].choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, n));
 });
 
 test('tools: definitions, an assistant tool call and its result are accepted and reach the prompt', async () => {

@@ -153,6 +153,7 @@ void CpuKernels::sample(const SampleArgs& a) {
                 "[{}] adjust range [{}, {}) outside [0, {})", op, p.adjust_begin, p.adjust_end, E);
     RILL_ENSURE(p.num_top_logprobs >= 0 && p.num_top_logprobs <= kMaxTopLogprobs,
                 "[{}] num_top_logprobs {} outside [0, {}]", op, p.num_top_logprobs, kMaxTopLogprobs);
+    RILL_ENSURE(p.score_token < V, "[{}] score_token {} outside the vocabulary of {}", op, p.score_token, V);
   }
   ThreadPool::global().parallel_for(R, 1, [&](int64_t r0, int64_t r1) {
     thread_local RowScratch scratch;
@@ -181,6 +182,11 @@ void CpuKernels::sample(const SampleArgs& a) {
             top[j] = -1;
           }
         }
+      }
+      if (p.score_token >= 0) {  // a scored token: no draw, its raw logprob (above) is the result
+        a.tokens.data_as<int32_t>()[r] = p.score_token;
+        if (p.logprobs) lp[0] = load(raw, a.logits.dtype(), p.score_token) - lse;
+        continue;
       }
       // A pending draw counts as one more output token: its entry's count + 1, or an entry of its own.
       const int32_t t = p.pending >= 0 ? pending[p.pending] : -1;

@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ 
   float* lp = logprobs + r * (1 + kMaxTopLogprobs);
   int32_t* top = top_ids + r * kMaxTopLogprobs;
   const bool has_pending = p.pending >= 0 && p.pending < num_pending;
-  if (!(p.temperature > 0.f) && !p.logprobs && p.adjust_begin >= p.adjust_end && !has_pending) {
+  if (!(p.temperature > 0.f) && !p.logprobs && p.adjust_begin >= p.adjust_end && !has_pending && p.score_token < 0) {
     // Plain greedy: the argmax of the raw row (what the general path computes on its copy).
     const int32_t chosen = raw_argmax(raw, V, s);
     if (threadIdx.x == 0) tokens[r] = chosen;
@@ -204,6 +204,13 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const T* __restrict__ 
     }
   }
   __syncthreads();
+  if (p.score_token >= 0) {  // a scored token: no draw, its raw logprob (above) is the result
+    if (threadIdx.x == 0) {
+      tokens[r] = p.score_token;
+      if (p.logprobs) lp[0] = load(raw, p.score_token) - lse;
+    }
+    return;
+  }
   // Penalties and bias (tokens are unique within a row: no two threads touch one entry). A pending
   // draw counts as one more output token: its entry's count + 1, or an entry of its own.
   const int32_t t = has_pending ? pending[p.pending] : -1;
@@ -315,7 +322,7 @@ void CudaKernels::sample(const SampleArgs& a) {
           "[sample] logprobs must be f32 [R, 21]");
   require(a.top_ids.dtype() == DType::i32 && a.top_ids.numel() >= R * kMaxTopLogprobs, "[sample] top_ids must be i32 [R, 20]");
   require(R <= INT32_MAX && V <= INT32_MAX, "[sample] too many rows or columns");
-  // Row ranges (logit_row, adjust range, top-N) are trusted: the engine's Sampler builds them.
+  // Row ranges (logit_row, adjust range, top-N, score_token) are trusted: the engine's Sampler builds them.
   const auto* params = static_cast<const SamplingRowParams*>(a.params.data());
   const auto* adjust = static_cast<const SamplingAdjust*>(a.adjust.defined() ? a.adjust.data() : nullptr);
   const bool has_pending = a.pending_tokens.defined() && a.pending_tokens.numel() > 0;
