@@ -198,11 +198,7 @@ TEST(CudaSampler, ScoredTokensEqualTheCpuOpAndLogSoftmax) {
     const SamplingRowParams& p = rows[size_t(r)];
     EXPECT_EQ(g.tokens[size_t(r)], p.score_token) << r;
     const float* x = logits.data() + size_t(p.logit_row) * size_t(V);
-    double m = -INFINITY, z = 0;
-    for (int64_t i = 0; i < V; ++i) m = std::max(m, double(x[i]));
-    for (int64_t i = 0; i < V; ++i) z += std::exp(double(x[i]) - m);
-    const double want = double(x[p.score_token]) - m - std::log(z);
-    EXPECT_NEAR(g.logprobs[size_t(r) * (1 + kMaxTopLogprobs)], want, 2e-4) << r;
+    EXPECT_NEAR(g.logprobs[size_t(r) * (1 + kMaxTopLogprobs)], log_softmax_at(x, V, p.score_token), 2e-4) << r;
   }
 }
 
@@ -351,10 +347,7 @@ TEST(CudaEngine, PromptLogprobsAreTheLogSoftmaxOfThePrefixLogits) {
     ASSERT_EQ(got.prompt_logprobs.size(), prompt.size() - 1) << what;
     for (size_t t = 1; t < prompt.size(); ++t) {
       const float* x = logits.data() + (t - 1) * size_t(V);
-      double mx = -INFINITY, z = 0;
-      for (int32_t i = 0; i < V; ++i) mx = std::max(mx, double(x[i]));
-      for (int32_t i = 0; i < V; ++i) z += std::exp(double(x[i]) - mx);
-      EXPECT_NEAR(got.prompt_logprobs[t - 1].logprob, double(x[prompt[t]]) - mx - std::log(z), tolerance)
+      EXPECT_NEAR(got.prompt_logprobs[t - 1].logprob, log_softmax_at(x, V, prompt[t]), tolerance)
           << what << ": prompt token " << t;
       ASSERT_EQ(got.prompt_logprobs[t - 1].top_logprobs.size(), 3u) << what;
     }

@@ -193,15 +193,12 @@ TEST(EngineCoreTest, PromptLogprobsAreTheLogSoftmaxOfThePrefixLogits) {
     ASSERT_EQ(got.prompt_logprobs.size(), prompt.size() - 1) << what;
     for (size_t t = 1; t < prompt.size(); ++t) {
       const float* x = logits.data() + (t - 1) * size_t(V);
-      double mx = -INFINITY, z = 0;
-      for (int32_t i = 0; i < V; ++i) mx = std::max(mx, double(x[i]));
-      for (int32_t i = 0; i < V; ++i) z += std::exp(double(x[i]) - mx);
       const PromptLogprob& lp = got.prompt_logprobs[t - 1];
-      ASSERT_NEAR(lp.logprob, double(x[prompt[t]]) - mx - std::log(z), 1e-4) << what << ": prompt token " << t;
+      ASSERT_NEAR(lp.logprob, log_softmax_at(x, V, prompt[t]), 1e-4) << what << ": prompt token " << t;
       ASSERT_EQ(lp.top_logprobs.size(), 2u) << what;
       const int32_t best = int32_t(std::max_element(x, x + V) - x);
       EXPECT_EQ(lp.top_logprobs[0].first, best) << what << ": prompt token " << t;
-      EXPECT_NEAR(lp.top_logprobs[0].second, double(x[best]) - mx - std::log(z), 1e-4) << what;
+      EXPECT_NEAR(lp.top_logprobs[0].second, log_softmax_at(x, V, best), 1e-4) << what;
       EXPECT_GE(lp.top_logprobs[0].second, lp.top_logprobs[1].second) << what;
     }
   };

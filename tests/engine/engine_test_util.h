@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -116,6 +118,14 @@ inline Request make_request(std::vector<int32_t> prompt, int32_t max_tokens, flo
   r.sampling.temperature = temperature;
   r.sampling.seed = seed;
   return r;
+}
+
+/// log_softmax(x)[t] of a row of V logits, in double (the reference for logprobs).
+inline double log_softmax_at(const float* x, int64_t V, int32_t t) {
+  double mx = -INFINITY, z = 0;
+  for (int64_t i = 0; i < V; ++i) mx = std::max(mx, double(x[i]));
+  for (int64_t i = 0; i < V; ++i) z += std::exp(double(x[i]) - mx);
+  return double(x[t]) - mx - std::log(z);
 }
 
 inline std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n, int32_t vocab) {
