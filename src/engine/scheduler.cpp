@@ -124,7 +124,7 @@ bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
   // Reuse cached full blocks, but always compute at least the last token (its logits are needed),
   // and every position whose logits score a prompt token not yet scored.
   const uint64_t ns = seq->request->ns_key;
-  const int32_t reusable = std::min(seq->length(), seq->prompt_scored) - 1;
+  const int32_t reusable = seq->scoring() ? seq->prompt_scored - 1 : seq->length() - 1;
   int32_t cached = kv_.match_prefix(seq->tokens, reusable, ns, seq->table);
   const StateSnapshot* snapshot = nullptr;
   if (states_.enabled()) {
