@@ -176,8 +176,9 @@ OpenAIRequest parse_messages_request(const ojson& body, const ModelInfo& model, 
   apply_tool_choice(field(body, "tool_choice"), tools, model, r);
   // thinking {type: enabled, budget_tokens} | {type: disabled}: the chat template's enable_thinking (Qwen3-style
   // templates; others ignore it). Absent, the template's default holds, as on /v1/chat/completions. With a
-  // reasoning parser on (--reasoning-parser), the thinking comes back as a thinking block. budget_tokens is
-  // checked as Anthropic's API checks it but not enforced: max_tokens bounds thinking and answer together.
+  // reasoning parser on (--reasoning-parser), the thinking comes back as a thinking block and budget_tokens
+  // caps it: after that many tokens without "</think>" the thinking is closed and the answer generated
+  // (AnthropicJob). Without a parser the server cannot tell thinking from answer: max_tokens alone bounds both.
   ojson kwargs = ojson::object();
   if (const ojson* th = field(body, "thinking")) {
     if (!th->is_object()) bad_request("thinking", "thinking: must be an object, got {}", type_name(*th));
@@ -189,6 +190,7 @@ OpenAIRequest parse_messages_request(const ojson& body, const ModelInfo& model, 
         bad_request("thinking.budget_tokens", "thinking.budget_tokens: must be less than max_tokens ({}), got {}", *max,
                     *budget);
       kwargs["enable_thinking"] = true;
+      r.thinking_budget = int32_t(*budget);
     } else if (type == "disabled") {
       kwargs["enable_thinking"] = false;
     } else {
@@ -235,6 +237,10 @@ AnthropicJob::AnthropicJob(EngineApi& engine, const text::Tokenizer& tokenizer, 
       parser_(req_.tool_format),
       id_(std::move(id)) {
   if (!req_.forced_prefix.empty()) pending_ += parser_.push(req_.forced_prefix).content;
+  // The thinking's end as Qwen3's template writes it after a thought ("</think>" is one special token there).
+  if (req_.split_reasoning && req_.thinking_budget > 0)
+    gen_.set_thinking_budget({req_.thinking_budget, "</think>",
+                              tokenizer.encode("\n</think>\n\n", text::EncodeOptions{false, true}), req_.request});
 }
 
 ojson AnthropicJob::message_shell() const {

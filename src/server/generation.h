@@ -39,6 +39,19 @@ class Generation {
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
 
+  /// A hard cap on a reasoning model's thinking (Anthropic's thinking.budget_tokens), for a request
+  /// of one sequence: once `budget` tokens have come without `end_tag` in their text, the engine
+  /// request is cancelled and continued — `request` (the one submitted) with those tokens and
+  /// `close` (the end tag's ids, e.g. "\n</think>\n\n") appended to its prompt and max_tokens less
+  /// all of them. The close tokens' text passes on as generated text and counts as completion tokens;
+  /// the prefix cache makes the continuation's prefill the close tokens alone.
+  struct ThinkingBudget {
+    int32_t budget = 0;
+    std::string end_tag;
+    std::vector<int32_t> close;
+    Request request;
+  };
+  void set_thinking_budget(ThinkingBudget budget);
   /// Takes every queued event; returns the deltas (at most one per sequence per call).
   std::vector<SequenceDelta> poll();
   /// All sequences finished (and the engine request ended or was cancelled).
@@ -73,6 +86,13 @@ class Generation {
   std::string error_;
   std::vector<PromptLogprob> prompt_logprobs_;
   bool first_token_seen_ = false;
+  // Thinking budget (set_thinking_budget): the tokens so far and a tail of their text (for the tag).
+  std::optional<ThinkingBudget> budget_;
+  std::vector<int32_t> ids_;
+  std::string thought_tail_;
+  bool continued_ = false;  // the budget was reached: handle_ is the continuation
+  /// Cancels the request at the budget and submits its continuation; false when it ends instead.
+  bool continue_past_budget(Seq& s, SequenceDelta& d);
 };
 
 }  // namespace rill::server

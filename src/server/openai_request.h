@@ -46,6 +46,9 @@ struct OpenAIRequest {
   /// tool-call parser sees it before the generated text.
   std::string forced_prefix;
   bool split_reasoning = false;  ///< chat: text before </think> goes to reasoning_content
+  /// Anthropic thinking.budget_tokens (0: none): with split_reasoning, thinking is closed after this
+  /// many tokens (Generation::set_thinking_budget).
+  int32_t thinking_budget = 0;
   std::string prompt_text;    ///< completions: the prompt as text (for echo)
 };
 

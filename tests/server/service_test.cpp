@@ -618,6 +618,72 @@ TEST_F(ServiceTest, CompletionsEchoWithLogprobsScoresThePrompt) {
   EXPECT_EQ(engine_.submitted.back().sampling.prompt_logprobs, -1);
 }
 
+// thinking.budget_tokens with a reasoning parser: a thought longer than the budget is cut after
+// budget_tokens tokens — the request is cancelled and continued with those tokens and "\n</think>\n\n"
+// appended to its prompt (max_tokens less all of them) — and the answer comes from the continuation;
+// a thought within its budget runs as one request.
+TEST_F(ServiceTest, AnthropicThinkingBudgetClosesTheThinking) {
+  start("qwen3", "", /*reasoning=*/true);
+  std::string thought = "<think>\n";
+  for (int i = 0; i < 1100; ++i) thought += " step";
+  script(thought, false);  // would think past the budget (and end at max_tokens)
+  script("The answer.");
+  ojson body = messages_body(false);
+  body["max_tokens"] = 2000;
+  body["thinking"] = {{"type", "enabled"}, {"budget_tokens", 1024}};
+  Reply r = call("/v1/messages", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(engine_.submitted.size(), 2u);
+  EXPECT_EQ(engine_.cancels, 1);
+  const std::vector<int32_t> close = tokenizer_->encode("\n</think>\n\n", text::EncodeOptions{false, true});
+  const std::vector<int32_t> thought_ids = tokenizer_->encode(thought, text::EncodeOptions{false, true});
+  std::vector<int32_t> want = engine_.submitted[0].prompt;
+  want.insert(want.end(), thought_ids.begin(), thought_ids.begin() + 1024);
+  want.insert(want.end(), close.begin(), close.end());
+  EXPECT_EQ(engine_.submitted[1].prompt, want);
+  EXPECT_EQ(engine_.submitted[1].max_tokens, 2000 - 1024 - int32_t(close.size()));
+  ojson m = ojson::parse(r.body);
+  ASSERT_EQ(m["content"].size(), 2u) << r.body;
+  EXPECT_EQ(m["content"][0]["type"], "thinking");
+  const std::string thinking = m["content"][0]["thinking"];
+  size_t steps = 0;
+  for (size_t at = thinking.find(" step"); at != std::string::npos; at = thinking.find(" step", at + 1)) ++steps;
+  EXPECT_EQ(steps, 1024u - (thought_ids.size() - 1100));  // the budget's tokens less the opening's
+  EXPECT_EQ(m["content"][1], (ojson{{"type", "text"}, {"text", "The answer."}}));
+  EXPECT_EQ(m["stop_reason"], "end_turn");
+  const int32_t answer = int32_t(tokenizer_->encode("The answer.", text::EncodeOptions{false, true}).size()) + 1;
+  EXPECT_EQ(m["usage"]["output_tokens"], 1024 + int32_t(close.size()) + answer);
+  EXPECT_EQ(m["usage"]["input_tokens"], engine_.submitted[0].prompt.size());
+
+  // Streamed: the thinking block's deltas stop at the cut, then the answer's text block.
+  script(thought, false);
+  script("The answer.");
+  ojson sbody = body;
+  sbody["stream"] = true;
+  r = call("/v1/messages", sbody);
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::vector<std::string> starts;
+  std::string streamed_thinking, streamed_text;
+  for (auto& [name, data] : sse_events(r.body)) {
+    if (name == "content_block_start") starts.push_back(data["content_block"]["type"]);
+    if (name != "content_block_delta") continue;
+    if (data["delta"]["type"] == "thinking_delta") streamed_thinking += data["delta"]["thinking"].get<std::string>();
+    if (data["delta"]["type"] == "text_delta") streamed_text += data["delta"]["text"].get<std::string>();
+  }
+  EXPECT_EQ(starts, (std::vector<std::string>{"thinking", "text"})) << r.body;
+  EXPECT_EQ(streamed_thinking, thinking);
+  EXPECT_EQ(streamed_text, "The answer.");
+
+  // Within the budget: one request, no cut.
+  engine_.submitted.clear();
+  script("<think>\nShort.\n</think>\n\nDone.");
+  r = call("/v1/messages", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(engine_.submitted.size(), 1u);
+  m = ojson::parse(r.body);
+  EXPECT_EQ(m["content"][1]["text"], "Done.");
+}
+
 TEST_F(ServiceTest, QueueFullIs429AndDrainingIs503) {
   start("qwen3");
   engine_.refuse = RejectReason::queue_full;

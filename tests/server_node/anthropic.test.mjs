@@ -1,7 +1,7 @@
 // tests/server_node/anthropic.test.mjs — the official `@anthropic-ai/sdk` client against a live
 // rill serve: messages (streaming and not, the exact event order), system prompts, stop
 // sequences, count_tokens, tools (tool_use/tool_result history whose prompt is exactly the chat
-// template's render, tool_choice) and typed errors.
+// template's render, tool_choice), thinking.budget_tokens cutting a long thought, and typed errors.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
@@ -142,6 +142,30 @@ test('an oversize body is 413 with an Anthropic error body', async () => {
       assert.equal(e.error.error.type, 'request_too_large');
       return true;
     });
+  } finally {
+    await s.stop();
+  }
+});
+
+test('thinking.budget_tokens cuts a thought that runs past it; the answer follows in a text block', async () => {
+  const s = await startServer(['--reasoning-parser', 'qwen3', '--max-model-len', '2048']);
+  try {
+    const c = new Anthropic({ baseURL: s.url, apiKey: 'unused', maxRetries: 0 });
+    // The random model never closes its thought: cut at 1,024 tokens, then the answer runs to max_tokens.
+    const req = { ...base, max_tokens: 1100, thinking: { type: 'enabled', budget_tokens: 1024 } };
+    const m = await c.messages.create(req);
+    assert.deepEqual(m.content.map((b) => b.type), ['thinking', 'text']);
+    assert.ok(m.content[0].thinking.length > 0);
+    assert.ok(m.content[1].text.length > 0);
+    assert.equal(m.stop_reason, 'max_tokens');
+    assert.equal(m.usage.output_tokens, 1100);
+    assert.match(s.logs(), /thinking budget/, 'the cut is logged');
+    const events = [];
+    for await (const e of await c.messages.create({ ...req, stream: true })) events.push(e);
+    const starts = events.filter((e) => e.type === 'content_block_start').map((e) => e.content_block.type);
+    assert.deepEqual(starts, ['thinking', 'text']);
+    const text = events.filter((e) => e.type === 'content_block_delta' && e.delta.type === 'text_delta').map((e) => e.delta.text).join('');
+    assert.equal(text, m.content[1].text, 'greedy: the streamed answer is the same');
   } finally {
     await s.stop();
   }

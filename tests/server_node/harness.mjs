@@ -31,8 +31,10 @@ export function fixtureModel() {
 
 /** Starts `rill serve` on a free port; resolves { url, proc, stop(), logs() } once it is ready. */
 export async function startServer(extraArgs = []) {
+  // A default the caller names again (e.g. --max-model-len) gives way to the caller's value.
+  const defaults = [['--kv-memory', String(64 << 20)], ['--max-model-len', '512']].filter(([flag]) => !extraArgs.includes(flag));
   const args = ['serve', '--model', fixtureModel(), '--port', '0', '--device', 'cpu', '--served-model-name', 'tiny',
-    '--kv-memory', String(64 << 20), '--max-model-len', '512', ...extraArgs];
+    ...defaults.flat(), ...extraArgs];
   const proc = spawn(rill, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   const ready = new Promise((resolve, reject) => {
