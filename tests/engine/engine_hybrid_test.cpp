@@ -22,6 +22,17 @@ EngineOptions hybrid_options(int32_t interval = 2) {
   return o;
 }
 
+// 12 KV blocks (192 tokens), 3 state slots, 4 snapshots, chunks of 48 tokens: sequences get preempted.
+EngineOptions tight_hybrid_options(Model& model) {
+  EngineOptions o = hybrid_options(2);
+  const size_t block_bytes = model.kv_spec().bytes_per_block(16);
+  o.state_snapshot_bytes = 4 * model.state_bytes_per_sequence();
+  o.kv_memory_bytes = 12 * block_bytes + o.state_snapshot_bytes;
+  o.max_state_slots = 3;
+  o.max_num_batched_tokens = 48;
+  return o;
+}
+
 void expect_no_state_held(EngineCore& core) {
   EXPECT_EQ(core.state_pool().num_free(), core.state_pool().num_slots()) << "state slots leaked";
   EXPECT_EQ(core.kv_cache().pool().num_used(), 0) << "blocks leaked";
@@ -117,12 +128,7 @@ TEST(HybridEnginePrefix, PreemptionUnderTightBudgetsKeepsOutputs) {
   Loaded m = load_fixture(kFixtures + "qwen35-tiny");
   const std::vector<Request> requests = mixed_requests(10, kVocab, 21, 100);
   const std::vector<RequestResult> alone = run_alone(*m.model, requests);
-  EngineOptions o = hybrid_options(2);
-  const size_t block_bytes = m.model->kv_spec().bytes_per_block(16);
-  o.state_snapshot_bytes = 4 * m.model->state_bytes_per_sequence();
-  o.kv_memory_bytes = 12 * block_bytes + o.state_snapshot_bytes;  // 12 blocks: 192 tokens
-  o.max_state_slots = 3;
-  o.max_num_batched_tokens = 48;
+  EngineOptions o = tight_hybrid_options(*m.model);
   EngineCore core(*m.model, o);
   EXPECT_EQ(core.kv_cache().num_blocks(), 12);
   EXPECT_EQ(core.state_pool().num_slots(), 3);
@@ -160,12 +166,7 @@ TEST(HybridEnginePrefix, PromptLogprobsUnderChunksPreemptionAndCachedPrefixes) {
       }
     }
   };
-  EngineOptions o = hybrid_options(2);
-  const size_t block_bytes = m.model->kv_spec().bytes_per_block(16);
-  o.state_snapshot_bytes = 4 * m.model->state_bytes_per_sequence();
-  o.kv_memory_bytes = 12 * block_bytes + o.state_snapshot_bytes;  // 12 blocks: 192 tokens
-  o.max_state_slots = 3;
-  o.max_num_batched_tokens = 48;
+  EngineOptions o = tight_hybrid_options(*m.model);
   o.max_scored_tokens = 20;
   {
     EngineCore core(*m.model, o);
