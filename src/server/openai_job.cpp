@@ -7,20 +7,34 @@
 
 namespace rill::server {
 
-OpenAIJob::OpenAIJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
-                     std::string id, int64_t created, ServerMetrics* metrics)
+OpenAIJob::OpenAIJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request,
+                     std::vector<RequestHandle> handles, std::string id, int64_t created, ServerMetrics* metrics)
     : tokenizer_(tokenizer),
       req_(std::move(request)),
-      gen_(engine, tokenizer, std::move(handle), req_.request.sampling.n, req_.stop, req_.logprobs, metrics),
       id_(std::move(id)),
       created_(created),
-      choices_(size_t(req_.request.sampling.n)) {
-  for (Choice& c : choices_) {
+      choices_(handles.size() * size_t(req_.request.sampling.n)) {
+  for (RequestHandle& h : handles)
+    gens_.push_back(std::make_unique<Generation>(engine, tokenizer, std::move(h), req_.request.sampling.n, req_.stop,
+                                                 req_.logprobs, metrics));
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
     c.parser = text::ToolCallParser(req_.tool_format);
     if (!req_.forced_prefix.empty()) c.parser.push(req_.forced_prefix);  // held inside the parser: no output yet
+    if (req_.echo) c.text = prompt_text(i / size_t(req_.request.sampling.n));
   }
-  if (req_.echo)
-    for (Choice& c : choices_) c.text = req_.prompt_text;
+}
+
+bool OpenAIJob::all_done() const {
+  for (const auto& g : gens_)
+    if (!g->done()) return false;
+  return true;
+}
+
+std::string OpenAIJob::first_error() const {
+  for (const auto& g : gens_)
+    if (!g->error().empty()) return g->error();
+  return "";
 }
 
 ojson OpenAIJob::chunk_base() const {
@@ -34,12 +48,17 @@ ojson OpenAIJob::chunk_base() const {
 }
 
 ojson OpenAIJob::usage() const {
+  int32_t prompt = 0, completion = 0, cached = 0;
+  for (const auto& g : gens_) {
+    prompt += g->prompt_tokens();
+    completion += req_.score_only ? 0 : g->completion_tokens();
+    cached += g->cached_tokens();
+  }
   ojson u;
-  u["prompt_tokens"] = gen_.prompt_tokens();
-  const int32_t completion = req_.score_only ? 0 : gen_.completion_tokens();
+  u["prompt_tokens"] = prompt;
   u["completion_tokens"] = completion;
-  u["total_tokens"] = gen_.prompt_tokens() + completion;
-  u["prompt_tokens_details"] = {{"cached_tokens", gen_.cached_tokens()}};
+  u["total_tokens"] = prompt + completion;
+  u["prompt_tokens_details"] = {{"cached_tokens", cached}};
   return u;
 }
 
@@ -81,11 +100,11 @@ ojson OpenAIJob::logprob_entries(const std::vector<TokenLogprob>& lps, size_t te
   return j;
 }
 
-ojson OpenAIJob::prompt_logprob_entries() const {
+ojson OpenAIJob::prompt_logprob_entries(size_t k) const {
   ojson j = {{"tokens", ojson::array()}, {"token_logprobs", ojson::array()}, {"top_logprobs", ojson::array()},
              {"text_offset", ojson::array()}};
-  const std::vector<int32_t>& prompt = req_.request.prompt;
-  const std::vector<PromptLogprob>& scores = gen_.prompt_logprobs();
+  const std::vector<int32_t>& prompt = this->prompt(k);
+  const std::vector<PromptLogprob>& scores = gens_[k]->prompt_logprobs();
   size_t text_offset = 0;
   for (size_t i = 0; i < prompt.size(); ++i) {
     const std::string tok = tokenizer_.decode(std::vector<int32_t>{prompt[i]});
@@ -116,7 +135,15 @@ static void append_entries(ojson& a, const ojson& b) {
 }
 
 bool OpenAIJob::poll(std::string& out) {
-  std::vector<SequenceDelta> deltas = gen_.poll();
+  std::vector<SequenceDelta> deltas;
+  bool scored = true;  // every prompt's scores are in (echo with logprobs)
+  for (size_t k = 0; k < gens_.size(); ++k) {
+    for (SequenceDelta& d : gens_[k]->poll()) {
+      d.sequence += int32_t(k) * req_.request.sampling.n;
+      deltas.push_back(std::move(d));
+    }
+    scored = scored && gens_[k]->prompt_scored();
+  }
   if (req_.score_only)  // max_tokens 0: the one drawn token is not part of the answer
     for (SequenceDelta& d : deltas) {
       d.text.clear();
@@ -125,7 +152,7 @@ bool OpenAIJob::poll(std::string& out) {
     }
   // With echo and logprobs the echoed prompt's chunk carries its tokens' logprobs, which come with the
   // first token.
-  if (req_.stream && !started_ && (!echo_scores() || gen_.prompt_scored())) {
+  if (req_.stream && !started_ && (!echo_scores() || scored)) {
     started_ = true;
     for (size_t i = 0; i < choices_.size(); ++i) {
       ojson c = chunk_base();
@@ -134,8 +161,9 @@ bool OpenAIJob::poll(std::string& out) {
         choice["delta"] = {{"role", "assistant"}, {"content", ""}};
         choice["logprobs"] = nullptr;
       } else {
-        choice["text"] = req_.echo ? req_.prompt_text : "";
-        choice["logprobs"] = echo_scores() ? prompt_logprob_entries() : ojson(nullptr);
+        const size_t k = i / size_t(req_.request.sampling.n);
+        choice["text"] = req_.echo ? prompt_text(k) : "";
+        choice["logprobs"] = echo_scores() ? prompt_logprob_entries(k) : ojson(nullptr);
       }
       choice["finish_reason"] = nullptr;
       c["choices"] = ojson::array({choice});
@@ -208,13 +236,13 @@ bool OpenAIJob::poll(std::string& out) {
     if (req_.include_usage) c["usage"] = nullptr;
     out += sse_data(c.dump(-1, ' ', false, ojson::error_handler_t::replace));
   }
-  if (!gen_.done()) return false;
+  if (!all_done()) return false;
   if (!req_.stream) {
     out = final_body();
     return true;
   }
-  if (!gen_.error().empty()) {
-    out += sse_data(ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
+  if (const std::string error = first_error(); !error.empty()) {
+    out += sse_data(ojson{{"error", {{"message", error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace));
   } else if (req_.include_usage) {
     ojson c = chunk_base();
     c["choices"] = ojson::array();
@@ -233,9 +261,9 @@ ojson OpenAIJob::tool_call_json(const text::ToolCall& call, size_t index) {
 }
 
 std::string OpenAIJob::final_body() {
-  if (!gen_.error().empty()) {
+  if (const std::string error = first_error(); !error.empty()) {
     status_ = 500;
-    return ojson{{"error", {{"message", gen_.error()}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace);
+    return ojson{{"error", {{"message", error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}.dump(-1, ' ', false, ojson::error_handler_t::replace);
   }
   ojson j;
   j["id"] = id_;
@@ -257,9 +285,10 @@ std::string OpenAIJob::final_body() {
       c["logprobs"] = req_.logprobs ? ojson{{"content", logprob_entries(ch.raw, 0)}} : ojson(nullptr);
     } else {
       c["text"] = ch.text;
-      c["logprobs"] = req_.logprobs ? logprob_entries(ch.raw, req_.echo ? req_.prompt_text.size() : 0) : ojson(nullptr);
+      const size_t k = i / size_t(req_.request.sampling.n);
+      c["logprobs"] = req_.logprobs ? logprob_entries(ch.raw, req_.echo ? prompt_text(k).size() : 0) : ojson(nullptr);
       if (echo_scores()) {
-        ojson all = prompt_logprob_entries();
+        ojson all = prompt_logprob_entries(k);
         append_entries(all, c["logprobs"]);
         c["logprobs"] = std::move(all);
       }

@@ -18,10 +18,13 @@ namespace rill::server {
 
 class OpenAIJob : public StreamJob {
  public:
-  OpenAIJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request, RequestHandle handle,
-            std::string id, int64_t created, ServerMetrics* metrics = nullptr);
+  /// `handles`: one engine request per prompt (OpenAIRequest::more_prompts after the first), in order.
+  OpenAIJob(EngineApi& engine, const text::Tokenizer& tokenizer, OpenAIRequest request,
+            std::vector<RequestHandle> handles, std::string id, int64_t created, ServerMetrics* metrics = nullptr);
   bool poll(std::string& out) override;
-  void cancel() override { gen_.cancel(); }
+  void cancel() override {
+    for (auto& g : gens_) g->cancel();
+  }
   int status() const override { return status_; }
 
  private:
@@ -37,9 +40,13 @@ class OpenAIJob : public StreamJob {
   };
   ojson chunk_base() const;
   ojson logprob_entries(const std::vector<TokenLogprob>& lps, size_t text_offset) const;
-  /// Completions with echo and logprobs: the prompt tokens' entries (the first token's logprob and
+  /// Completions with echo and logprobs: prompt k's tokens' entries (the first token's logprob and
   /// alternatives null, as OpenAI gives them), text offsets from 0.
-  ojson prompt_logprob_entries() const;
+  ojson prompt_logprob_entries(size_t k) const;
+  const std::vector<int32_t>& prompt(size_t k) const { return k == 0 ? req_.request.prompt : req_.more_prompts[k - 1]; }
+  const std::string& prompt_text(size_t k) const { return k == 0 ? req_.prompt_text : req_.more_prompt_texts[k - 1]; }
+  bool all_done() const;
+  std::string first_error() const;
   bool echo_scores() const { return !req_.chat && req_.echo && req_.logprobs; }
   ojson usage() const;
   std::string final_body();
@@ -47,7 +54,7 @@ class OpenAIJob : public StreamJob {
 
   const text::Tokenizer& tokenizer_;
   OpenAIRequest req_;
-  Generation gen_;
+  std::vector<std::unique_ptr<Generation>> gens_;  // one a prompt; choice k · n + i is prompt k's sequence i
   std::string id_;
   int64_t created_;
   std::vector<Choice> choices_;

@@ -261,6 +261,25 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model) {
   return r;
 }
 
+// The prompts after the first against the context, as finish_lengths checked the first: max_tokens
+// given must fit beside each; left out (OpenAI's default of 16), it is cut to fit the longest.
+static void check_more_prompts(const ojson& body, const ModelInfo& model, OpenAIRequest& r) {
+  for (size_t k = 0; k < r.more_prompts.size(); ++k) {
+    const int64_t len = int64_t(r.more_prompts[k].size());
+    if (len >= model.max_model_len)
+      bad_request("prompt", "This model's maximum context length is {} tokens, but prompt[{}] has {} tokens",
+                  model.max_model_len, k + 1, len);
+    if (len + r.request.max_tokens > model.max_model_len) {
+      if (field(body, "max_tokens"))
+        bad_request("max_tokens",
+                    "This model's maximum context length is {} tokens; prompt[{}] has {} tokens and {} were "
+                    "requested for the completion",
+                    model.max_model_len, k + 1, len, r.request.max_tokens);
+      r.request.max_tokens = int32_t(model.max_model_len - len);
+    }
+  }
+}
+
 OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model) {
   OpenAIRequest r;
   r.chat = false;
@@ -268,28 +287,51 @@ OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model
   r.request.session_id = parse_session_id(body);
   const ojson* p = field(body, "prompt");
   if (!p) bad_request("prompt", "'prompt' is required");
-  const ojson* prompt = p;
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) prompt = &(*p)[0];
-  if (prompt->is_string()) {
-    if (!model.tokenizer) bad_request("prompt", "the served model has no tokenizer; give 'prompt' as token ids");
-    r.prompt_text = prompt->get<std::string>();
-    r.request.prompt = model.tokenizer->encode(r.prompt_text);
-  } else if (prompt->is_array()) {
-    for (size_t i = 0; i < prompt->size(); ++i) {
-      const ojson& t = (*prompt)[i];
-      if (!t.is_number_integer()) {
-        if (t.is_string()) bad_request("prompt", "a list of several prompts is not supported; send one prompt per request");
-        bad_request("prompt", "'prompt[{}]' must be a token id, got {}", i, type_name(t));
-      }
-      // An unsigned past INT64_MAX reads as a negative int64; either way the message quotes the id as written.
-      const int64_t id = t.is_number_unsigned() && t.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : t.get<int64_t>();
-      if (id < 0 || id >= model.vocab_size)
-        bad_request("prompt", "'prompt[{}]' = {} is not a token id in [0, {})", i, t.dump(), model.vocab_size);
-      r.request.prompt.push_back(int32_t(id));
-    }
-    if (model.tokenizer) r.prompt_text = model.tokenizer->decode(r.request.prompt);
+  // One prompt (a string or an array of token ids), or a list of them (strings or arrays of ids): each is
+  // an engine request of its own, its choices numbered after the previous prompt's.
+  std::vector<const ojson*> prompts;
+  if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    if (p->size() > size_t(kMaxPrompts))
+      bad_request("prompt", "'prompt' holds {} prompts; at most {} a request", p->size(), kMaxPrompts);
+    for (const ojson& one : *p) prompts.push_back(&one);
   } else {
-    bad_request("prompt", "'prompt' must be a string or an array of token ids, got {}", type_name(*prompt));
+    prompts.push_back(p);
+  }
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    const ojson& prompt = *prompts[k];
+    const std::string where = p != &prompt ? fmt::format("prompt[{}]", k) : "prompt";
+    std::vector<int32_t> ids;
+    std::string text;
+    if (prompt.is_string()) {
+      if (!model.tokenizer) bad_request("prompt", "the served model has no tokenizer; give 'prompt' as token ids");
+      text = prompt.get<std::string>();
+      ids = model.tokenizer->encode(text);
+    } else if (prompt.is_array()) {
+      for (size_t i = 0; i < prompt.size(); ++i) {
+        const ojson& t = prompt[i];
+        if (!t.is_number_integer()) {
+          if (p == &prompt && (t.is_string() || t.is_array()))
+            bad_request("prompt", "'prompt' mixes prompts and token ids; give a list of prompts or one list of ids");
+          bad_request("prompt", "'{}[{}]' must be a token id, got {}", where, i, type_name(t));
+        }
+        // An unsigned past INT64_MAX reads as a negative int64; either way the message quotes the id as written.
+        const int64_t id = t.is_number_unsigned() && t.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : t.get<int64_t>();
+        if (id < 0 || id >= model.vocab_size)
+          bad_request("prompt", "'{}[{}]' = {} is not a token id in [0, {})", where, i, t.dump(), model.vocab_size);
+        ids.push_back(int32_t(id));
+      }
+      if (model.tokenizer) text = model.tokenizer->decode(ids);
+    } else {
+      bad_request("prompt", "'{}' must be a string or an array of token ids, got {}", where, type_name(prompt));
+    }
+    if (ids.empty()) bad_request("prompt", "'{}' is empty", where);
+    if (k == 0) {
+      r.request.prompt = std::move(ids);
+      r.prompt_text = std::move(text);
+    } else {
+      r.more_prompts.push_back(std::move(ids));
+      r.more_prompt_texts.push_back(std::move(text));
+    }
   }
   if (field(body, "suffix")) bad_request("suffix", "'suffix' is not supported");
   get_int(body, "best_of", 1, 1);  // only the default is supported
@@ -314,10 +356,12 @@ OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model
     ojson one = body;
     one["max_tokens"] = 1;
     finish_lengths(one, model, r, "max_tokens");
+    check_more_prompts(one, model, r);
     return r;
   }
   finish_lengths(body, model, r, "max_tokens");
   if (!field(body, "max_tokens")) r.request.max_tokens = std::min(r.request.max_tokens, 16);  // OpenAI's default
+  check_more_prompts(body, model, r);
   return r;
 }
 

@@ -50,6 +50,11 @@ struct OpenAIRequest {
   /// many tokens (Generation::set_thinking_budget).
   int32_t thinking_budget = 0;
   std::string prompt_text;    ///< completions: the prompt as text (for echo)
+  /// completions with a list of prompts: the prompts after the first (`request` holds the first) and
+  /// their texts. Each is an engine request with `request`'s controls; prompt k's choices are numbered
+  /// k · n + i.
+  std::vector<std::vector<int32_t>> more_prompts;
+  std::vector<std::string> more_prompt_texts;
 };
 
 OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model);
@@ -57,6 +62,8 @@ OpenAIRequest parse_chat_request(const ojson& body, const ModelInfo& model);
 /// id whose last prompt boundary the engine keeps pinned in the prefix cache. Empty when absent or
 /// null; a 400 naming `session_id` when it is not a string or is longer than 256 bytes.
 std::string parse_session_id(const ojson& body);
+/// Most prompts one /v1/completions request may list.
+constexpr int32_t kMaxPrompts = 256;
 OpenAIRequest parse_completion_request(const ojson& body, const ModelInfo& model);
 
 /// The chat messages normalized for the template: content parts joined to a string; roles checked.

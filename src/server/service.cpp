@@ -233,12 +233,24 @@ HandlerResult Service::generate(const HttpRequest& request, bool chat) {
   const text::Tokenizer& tok = need_tokenizer(chat ? "/v1/chat/completions" : "/v1/completions");
   ojson body = parse_body(request.body);
   OpenAIRequest req = chat ? parse_chat_request(body, info_) : parse_completion_request(body, info_);
-  Submission s = submit(req.request, chat ? "messages" : "prompt");
+  // One engine request a prompt (a completions list of prompts); a refusal of any cancels those before it.
+  std::vector<RequestHandle> handles{submit(req.request, chat ? "messages" : "prompt").handle};
+  try {
+    Request more = req.request;
+    for (std::vector<int32_t>& p : req.more_prompts) {
+      more.prompt = p;
+      handles.push_back(submit(more, "prompt").handle);
+    }
+  } catch (...) {
+    for (const RequestHandle& h : handles) engine_.cancel(h);
+    throw;
+  }
   const uint64_t n = next_id_.fetch_add(1);
   std::string id = fmt::format("{}-{:x}{:08x}", chat ? "chatcmpl" : "cmpl", created_, n);
   HandlerResult result;
   result.sse = req.stream;
-  result.job = std::make_shared<OpenAIJob>(engine_, tok, std::move(req), s.handle, std::move(id), unix_now(), &metrics_);
+  result.job = std::make_shared<OpenAIJob>(engine_, tok, std::move(req), std::move(handles), std::move(id), unix_now(),
+                                           &metrics_);
   return result;
 }
 

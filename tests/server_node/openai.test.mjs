@@ -1,5 +1,5 @@
 // tests/server_node/openai.test.mjs — the official `openai` npm client against a live rill serve:
-// models, chat and completions (streaming and not), usage, n > 1, stop strings, logprobs (echo's prompt scores too), error
+// models, chat and completions (streaming and not), usage, n > 1, stop strings, logprobs (echo's prompt scores too), lists of prompts, error
 // types (400/401/404/413/429/503), the API key, tokenize/detokenize, tools (the prompt is exactly the
 // template's render), /metrics histograms and a graceful SIGTERM that answers new work with 503.
 import { test, before, after } from 'node:test';
@@ -158,6 +158,25 @@ test('echo with logprobs scores the prompt, as evaluation harnesses ask for it',
   for await (const c of await client.completions.create({ model: 'tiny', prompt, echo: true, logprobs: 1, max_tokens: 0, stream: true })) chunks.push(c);
   assert.equal(chunks[0].choices[0].text, prompt);
   assert.deepEqual(chunks[0].choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, n));
+});
+
+test('a list of prompts gives each its choices, equal to the prompts sent alone', async () => {
+  const prompts = ['Once upon a time', 'The weather today is'];
+  const both = await client.completions.create({ ...greedy, max_tokens: 8, prompt: prompts, n: 2 });
+  assert.deepEqual(both.choices.map((c) => c.index), [0, 1, 2, 3]);
+  let promptTokens = 0;
+  for (const [k, prompt] of prompts.entries()) {
+    const alone = await client.completions.create({ ...greedy, max_tokens: 8, prompt });
+    assert.equal(both.choices[2 * k].text, alone.choices[0].text, `prompt ${k}`);
+    assert.equal(both.choices[2 * k + 1].text, alone.choices[0].text, `prompt ${k}, second sequence (greedy)`);
+    promptTokens += alone.usage.prompt_tokens;
+  }
+  assert.equal(both.usage.prompt_tokens, promptTokens);
+  // Scoring several texts in one request (echo, logprobs, max_tokens 0), as harnesses batch them.
+  const scored = await client.completions.create({ model: 'tiny', prompt: prompts, echo: true, logprobs: 0, max_tokens: 0 });
+  const one = await client.completions.create({ model: 'tiny', prompt: prompts[1], echo: true, logprobs: 0, max_tokens: 0 });
+  assert.deepEqual(scored.choices[1].logprobs.token_logprobs, one.choices[0].logprobs.token_logprobs);
+  assert.equal(scored.choices[0].text, prompts[0]);
 });
 
 test('tools: definitions, an assistant tool call and its result are accepted and reach the prompt', async () => {
