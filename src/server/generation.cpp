@@ -28,7 +28,7 @@ void Generation::set_thinking_budget(ThinkingBudget budget) {
 bool Generation::continue_past_budget(Seq& s, SequenceDelta& d) {
   ThinkingBudget b = std::move(*budget_);
   budget_.reset();
-  logger().info("server: request {}: thinking budget of {} tokens reached; the thought is closed and the answer continues",
+  logger().info("server: request {}: thinking budget of {} tokens reached; the thought is closed, the answer follows",
                 handle_->id(), b.budget);
   engine_.cancel(handle_);
   continued_ = true;

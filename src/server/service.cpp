@@ -237,7 +237,7 @@ HandlerResult Service::generate(const HttpRequest& request, bool chat) {
   std::vector<RequestHandle> handles{submit(req.request, chat ? "messages" : "prompt").handle};
   try {
     Request more = req.request;
-    for (std::vector<int32_t>& p : req.more_prompts) {
+    for (const std::vector<int32_t>& p : req.more_prompts) {
       more.prompt = p;
       handles.push_back(submit(more, "prompt").handle);
     }
