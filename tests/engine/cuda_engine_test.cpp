@@ -192,8 +192,9 @@ TEST(CudaSampler, ScoredTokensEqualTheCpuOpAndLogSoftmax) {
   EXPECT_EQ(g.tokens, c.tokens);
   EXPECT_EQ(g.top_ids, c.top_ids);
   for (size_t i = 0; i < g.logprobs.size(); ++i)
-    if (std::isfinite(c.logprobs[i]) || std::isfinite(g.logprobs[i]))
+    if (std::isfinite(c.logprobs[i]) || std::isfinite(g.logprobs[i])) {
       EXPECT_NEAR(g.logprobs[i], c.logprobs[i], 2e-4) << i;
+    }
   for (int r = 0; r < 7; ++r) {
     const SamplingRowParams& p = rows[size_t(r)];
     EXPECT_EQ(g.tokens[size_t(r)], p.score_token) << r;
