@@ -481,7 +481,9 @@ TEST_F(ServiceTest, AnthropicThinkingBlocks) {
       EXPECT_EQ(data["index"], starts.size());
       starts.push_back(data["content_block"]["type"]);
     }
-    if (name == "content_block_stop") EXPECT_EQ(data["index"], stops++);
+    if (name == "content_block_stop") {
+      EXPECT_EQ(data["index"], stops++);
+    }
     if (name != "content_block_delta") continue;
     if (data["index"] == 0) {
       EXPECT_EQ(data["delta"]["type"], "thinking_delta");
