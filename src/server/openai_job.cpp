@@ -101,30 +101,16 @@ ojson OpenAIJob::logprob_entries(const std::vector<TokenLogprob>& lps, size_t te
 }
 
 ojson OpenAIJob::prompt_logprob_entries(size_t k) const {
-  ojson j = {{"tokens", ojson::array()}, {"token_logprobs", ojson::array()}, {"top_logprobs", ojson::array()},
-             {"text_offset", ojson::array()}};
+  // The generated tokens' shape over the prompt, then null where a token has no score (the first: no context).
   const std::vector<int32_t>& prompt = this->prompt(k);
   const std::vector<PromptLogprob>& scores = gens_[k]->prompt_logprobs();
-  size_t text_offset = 0;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    const std::string tok = tokenizer_.decode(std::vector<int32_t>{prompt[i]});
-    j["tokens"].push_back(tok);
-    if (i == 0 || i > scores.size()) {  // the first token has no context to be scored under
-      j["token_logprobs"].push_back(nullptr);
-      j["top_logprobs"].push_back(nullptr);
-    } else {
-      const PromptLogprob& lp = scores[i - 1];
-      j["token_logprobs"].push_back(lp.logprob);
-      ojson top = ojson::object();
-      for (int32_t k = 0; k < req_.top_logprobs && size_t(k) < lp.top_logprobs.size(); ++k) {
-        const auto& [id, logprob] = lp.top_logprobs[size_t(k)];
-        top[tokenizer_.decode(std::vector<int32_t>{id})] = logprob;
-      }
-      j["top_logprobs"].push_back(top);
-    }
-    j["text_offset"].push_back(text_offset);
-    text_offset += tok.size();
-  }
+  std::vector<TokenLogprob> lps;
+  for (size_t i = 0; i < prompt.size(); ++i)
+    lps.push_back(i == 0 || i > scores.size() ? TokenLogprob{prompt[i], 0.f, {}}
+                                              : TokenLogprob{prompt[i], scores[i - 1].logprob, scores[i - 1].top_logprobs});
+  ojson j = logprob_entries(lps, 0);
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (i == 0 || i > scores.size()) j["token_logprobs"][i] = j["top_logprobs"][i] = nullptr;
   return j;
 }
 
