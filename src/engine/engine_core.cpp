@@ -55,6 +55,21 @@ void warm_up(Model& model, const EngineOptions& o, int32_t state_slots) {
   for (int32_t r = 0; r < (state_slots > 0 ? rows : 0); ++r) model.release_state(r);
 }
 
+int32_t model_len(const Model& model, const EngineOptions& o) {
+  const int32_t len = o.max_model_len > 0 ? o.max_model_len : int32_t(model.config().max_position_embeddings);
+  return len > 0 ? len : INT32_MAX / 2;
+}
+
+// The draft source of speculative decoding, or null where it is off.
+std::shared_ptr<DraftSource> draft_source_for(Model& model, const EngineOptions& o) {
+  RILL_ENSURE(o.speculative_tokens >= 0 && o.speculative_tokens <= 32, "speculative_tokens: must be in [0, 32], got {}",
+              o.speculative_tokens);
+  RILL_ENSURE(o.speculative_max_running >= 1, "speculative_max_running: must be >= 1, got {}",
+              o.speculative_max_running);
+  if (o.speculative_tokens == 0) return nullptr;
+  return o.draft_source ? o.draft_source : std::make_shared<NgramDraftSource>(o.ngram);
+}
+
 int32_t state_slots_for(Model& model, const EngineOptions& o) {
   if (model.state_bytes_per_sequence() == 0) return 0;
   return o.max_state_slots > 0 ? o.max_state_slots : o.max_num_seqs;
@@ -117,21 +132,22 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                                     options.prefix_caching)),
       snapshots_(model.kernels(), state_pool_.bytes_per_slot(), memory_.snapshot_bytes),
       sessions_(*kv_, snapshots_, state_pool_.enabled(), options.max_sessions, options.session_pinned_fraction),
+      drafts_(draft_source_for(model, options)),
       scheduler_(*kv_, state_pool_, snapshots_,
                  SchedulerOptions{options.max_num_seqs, options.max_num_batched_tokens,
                                   std::max(1, kv_->num_blocks() / 100),
                                   options.snapshot_interval_blocks > 0
                                       ? options.snapshot_interval_blocks
                                       : std::max(1, options.max_num_batched_tokens / options.block_size),
-                                  options.max_scored_tokens},
+                                  options.max_scored_tokens, drafts_.get(), options.speculative_tokens,
+                                  options.speculative_max_running, model_len(model, options)},
                  &sessions_),
       executor_(model, *kv_, state_pool_.enabled()),
-      overlap_(options.overlap_steps != EngineOptions::Overlap::off && model.accepts_token_source() &&
+      overlap_(!drafts_ && options.overlap_steps != EngineOptions::Overlap::off && model.accepts_token_source() &&
                (options.overlap_steps == EngineOptions::Overlap::on ||
                 (model.kernels().device() != Device::cpu && !model.forward_waits_for_device()))) {
   const ModelConfig& c = model.config();
-  max_model_len_ = options.max_model_len > 0 ? options.max_model_len : int32_t(c.max_position_embeddings);
-  if (max_model_len_ <= 0) max_model_len_ = INT32_MAX / 2;
+  max_model_len_ = model_len(model, options);
   vocab_size_ = c.vocab_size;
   const KvSpec spec = model.kv_spec();
   const std::string identity =
@@ -147,9 +163,17 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                 options.prefix_caching ? "on" : "off",
                 overlap_                  ? "overlapped (each launched before the previous one's ids are read)"
                 : options.overlap_steps == EngineOptions::Overlap::off ? "one at a time"
+                : drafts_ ? "one at a time (speculative decoding drafts from each step's tokens)"
                 : !model.accepts_token_source() ? "one at a time (this model reads its ids from the host)"
                 : model.forward_waits_for_device() ? "one at a time (this model's forward waits for the device)"
                                                    : "one at a time (the CPU computes a step as it is launched)");
+  if (drafts_)
+    logger().info("engine: speculative decoding: up to {} drafted tokens a row ({}), while at most {} sequences run",
+                  options.speculative_tokens,
+                  options.draft_source ? "the embedder's draft source"
+                                       : fmt::format("n-gram lookup in the context, {}-{} tokens", options.ngram.min_n,
+                                                     options.ngram.max_n),
+                  options.speculative_max_running);
   if (state_pool_.enabled())
     logger().info(
         "engine: hybrid model: {} state slots of {:.2f} MiB; prefix-cache state snapshots: {} of at most {} "
@@ -325,7 +349,8 @@ bool EngineCore::step() {
 
 bool EngineCore::may_overlap(const InFlight& f) const {
   for (const ScheduledRow& row : f.plan.rows)
-    if (row.sample && row.seq->status != SequenceStatus::finished && row.seq->awaiting_fork) return false;
+    if (row.sample && row.seq->status != SequenceStatus::finished && (row.seq->awaiting_fork || row.seq->num_drafts > 0))
+      return false;
   return true;
 }
 
@@ -378,11 +403,14 @@ void EngineCore::advance(const StepPlan& plan, const StepResult& result) {
     if (seq.status == SequenceStatus::finished) continue;  // a stop drawn in the step before; row wasted
     // Its prompt tokens' scores are launched (commit_draws takes them with the draws).
     if (const auto [lo, hi] = seq.scored_targets(row.start, row.num_tokens); lo < hi) seq.prompt_scored = hi;
-    seq.num_computed += row.num_tokens;
+    // A verifying row's drafts count as computed only once accepted (commit_drafts).
+    seq.num_computed += row.num_tokens - seq.num_drafts;
     counters_.computed_tokens += row.num_tokens;
     kv_->commit(seq.table, seq.tokens, seq.num_computed, seq.request->ns_key);
-    if (scheduler_.is_snapshot_boundary(seq, seq.num_computed)) save_snapshot(seq);
-    if (!row.sample || seq.awaiting_fork) continue;  // a fork is made on the host when its draws are read
+    // (A verifying row's state is past num_computed; the scheduler ends its drafts before a boundary.)
+    if (seq.num_drafts == 0 && scheduler_.is_snapshot_boundary(seq, seq.num_computed)) save_snapshot(seq);
+    // A fork is made on the host when its draws are read; so are a verifying row's draws kept.
+    if (!row.sample || seq.awaiting_fork || seq.num_drafts > 0) continue;
     // The draw goes at the end as a pending token, so the next step can feed it from the device —
     // unless it is the sequence's last by length: then the sequence has no row until it is read.
     seq.pending_draw = result.first[i];
@@ -417,10 +445,52 @@ void EngineCore::commit_draws(const StepPlan& plan, StepResult& result) {
       seq.fork_slots.clear();
       emit(seq, result.tokens[size_t(first)], now);
       for (int32_t d = 1; d < n; ++d) emit(*children[size_t(d - 1)], result.tokens[size_t(first + d)], now);
+    } else if (seq.num_drafts > 0) {
+      commit_drafts(seq, result.tokens, first, now);
     } else {
       emit(seq, result.tokens[size_t(first)], now);
     }
   }
+}
+
+void EngineCore::commit_drafts(Sequence& seq, const std::vector<SampledToken>& draws, int32_t first,
+                               Clock::time_point now) {
+  const int32_t drafts = seq.num_drafts;
+  const size_t base = seq.tokens.size() - size_t(drafts);
+  RILL_CHECK(seq.num_computed == int32_t(base), "sequence {}: {} computed tokens before {} drafts at {}", seq.id,
+             seq.num_computed, drafts, base);
+  drafted_.assign(seq.tokens.begin() + std::ptrdiff_t(base), seq.tokens.end());
+  seq.tokens.resize(base);
+  seq.num_drafts = 0;
+  counters_.spec_drafted_tokens += drafts;
+  ++counters_.spec_verify_rows;
+  // Draw j was made after the drafts before it: it is the sequence's next token while they all
+  // matched. A draw equal to its draft keeps that draft's K/V (position base + j) as computed.
+  int32_t accepted = 0;
+  for (int32_t j = 0; j <= drafts; ++j) {
+    const SampledToken& drawn = draws[size_t(first + j)];
+    emit(seq, drawn, now);
+    if (seq.status == SequenceStatus::finished) return;  // a stop, or max_tokens: blocks and slots are freed
+    if (j == drafts || drawn.token != drafted_[size_t(j)]) break;
+    ++seq.num_computed;
+    ++accepted;
+    ++counters_.spec_accepted_tokens;
+  }
+  if (seq.spec_slot >= 0) {
+    // A hybrid model's state has consumed every draft. Kept whole, it is the state after the
+    // computed tokens; otherwise the state from before the row comes back, and the last token and
+    // the kept drafts are computed again by the next row (their K/V is rewritten with the same bits).
+    if (accepted < drafts) {
+      state_pool_.copy(seq.spec_slot, seq.slot);
+      seq.num_computed = int32_t(base) - 1;
+    }
+    state_pool_.release(seq.spec_slot);
+    seq.spec_slot = -1;
+    if (accepted == drafts && scheduler_.is_snapshot_boundary(seq, seq.num_computed)) save_snapshot(seq);
+  }
+  // The rejected drafts' K/V lies past num_computed; the blocks past the sequence's length go back.
+  kv_->commit(seq.table, seq.tokens, seq.num_computed, seq.request->ns_key);
+  kv_->truncate(seq.table, kv_->blocks_for_tokens(seq.length()));
 }
 
 void EngineCore::emit(Sequence& seq, const SampledToken& drawn, Clock::time_point now) {
@@ -547,6 +617,7 @@ void EngineCore::check_invariants() const {
       if (seq->status == SequenceStatus::running && state_pool_.enabled())
         RILL_CHECK(seq->slot >= 0, "running sequence {} of a hybrid model holds no state slot", seq->id);
       if (seq->slot >= 0) slots.push_back(seq->slot);
+      if (seq->spec_slot >= 0) slots.push_back(seq->spec_slot);
       slots.insert(slots.end(), seq->fork_slots.begin(), seq->fork_slots.end());
       RILL_CHECK(seq->num_computed < seq->length() || seq->pending_draw >= 0, "live sequence {} has nothing to compute",
                  seq->id);

@@ -17,6 +17,19 @@
 // (a step's state writes and snapshot copies are queued before the next step); models whose
 // forward waits for the device (host MoE routing) do not, unless asked. Outputs are the same bits
 // either way: the same rows see the same ids and positions.
+//
+// Speculative decoding (EngineOptions::speculative_tokens): the scheduler puts a draft source's
+// guesses after a decode row's last token (Sequence::num_drafts), the row's forward computes every
+// position, and the sampler draws at each one exactly as the one-token step of that position would
+// (the same logits, since the kernels do not depend on a row's length or batch; the same noise key,
+// the output index; the penalties counting the drafts before it). The drafts are kept up to the first
+// that differs from its draw, that draw is kept too, and the rest is rolled back: their tokens are
+// dropped, num_computed stops after the last kept draft (the K/V written past it is overwritten by
+// later steps before anything reads it, and no block holding it is offered to the prefix cache), and
+// blocks past the sequence's length go back to the pool. So the tokens, logprobs and finish reasons
+// are those of decoding without drafts, bit for bit; a step makes 1 to 1 + drafts tokens a sequence.
+// A step with drafts is read right after its launch (the next drafts need its tokens), so while
+// speculation is on, steps do not overlap.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +45,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "engine/session.h"
+#include "engine/spec/ngram.h"
 #include "engine/state_pool.h"
 #include "model/model.h"
 
@@ -78,6 +92,15 @@ struct EngineOptions {
   int32_t max_sessions = 64;
   /// Share of the KV blocks that session pins may hold; the pool unpins before it preempts.
   double session_pinned_fraction = 0.5;
+  // ---- Speculative decoding (engine/spec/; see EngineCore). Models without recurrent state only.
+  /// Tokens drafted for a decode row at most; 0: off.
+  int32_t speculative_tokens = 0;
+  /// No drafts while more sequences than this run.
+  int32_t speculative_max_running = 32;
+  /// The n-gram lookup that drafts when draft_source is null.
+  NgramOptions ngram;
+  /// Another draft source (tests, embedders); null: NgramDraftSource(ngram).
+  std::shared_ptr<DraftSource> draft_source;
 };
 
 /// How the engine's cache memory is split: KV blocks, and bytes for state snapshots.
@@ -137,6 +160,9 @@ class EngineCore {
   void settle();
   void commit_draws(const StepPlan& plan, StepResult& result);
   void emit(Sequence& seq, const SampledToken& drawn, Clock::time_point now);
+  /// A verifying row's draws (draws[first, first + drafts]): keeps the drafts up to the first that
+  /// differs from its draw, emits the draws, rolls the rest back.
+  void commit_drafts(Sequence& seq, const std::vector<SampledToken>& draws, int32_t first, Clock::time_point now);
   void finish_sequence(Sequence& seq, FinishReason reason, TokenEvent& event);
   Sequence* fork(Sequence& parent, int32_t index);
   /// Drops the snapshots of prefixes whose blocks left the prefix cache.
@@ -156,9 +182,11 @@ class EngineCore {
   std::unique_ptr<KvCache> kv_;
   StateSnapshots snapshots_;
   SessionPins sessions_;  // before scheduler_, after kv_ and snapshots_ (its destructor unpins)
+  std::shared_ptr<DraftSource> drafts_;  // before scheduler_, which borrows it; null: no speculation
   Scheduler scheduler_;
   Executor executor_;
   std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  std::vector<int32_t> drafted_;  // commit_drafts' scratch
   uint64_t next_sequence_id_ = 0;
   bool overlap_ = false;
   std::optional<InFlight> inflight_;

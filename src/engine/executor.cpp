@@ -37,8 +37,11 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
     std::span<const int32_t> tokens(row.seq->tokens.data() + row.start, size_t(row.num_tokens));
     if (k < fed) tokens = std::span<const int32_t>(&kFedPlaceholder, 1);
     const auto [lo, hi] = row.seq->scored_targets(row.start, row.num_tokens);
+    // A row that scores prompt tokens, or verifies drafts, needs the logits of all its positions.
     builder_.add_row(tokens, row.start, row.seq->table.blocks,
-                     lo < hi ? Logits::all : row.sample ? Logits::last : Logits::none);
+                     lo < hi || row.seq->num_drafts > 0 ? Logits::all
+                     : row.sample                       ? Logits::last
+                                                        : Logits::none);
     if (stateful_) builder_.state_slot(row.seq->slot);
   }
   Tensor fed_ids;  // the fed rows' ids: their sequences' pending draws
@@ -63,6 +66,7 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
   Tensor logits = model_.forward(batch, kv_.layers());
 
   sample_rows_.clear();
+  spec_adjust_.clear();
   result.first.assign(plan.rows.size(), -1);
   result.scores.assign(plan.rows.size(), StepResult::Scores{});
   result.tokens.clear();
@@ -87,6 +91,29 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
     }
     if (!row.sample) continue;
     result.first[i] = int32_t(sample_rows_.size());
+    if (seq.num_drafts > 0) {
+      // A draw at every position, each as the decode step of that position would make it: the
+      // output index it draws (the noise key), and the penalties' counts with the drafts before it
+      // taken as the sequence's tokens (the only case in which that draw is kept).
+      const int32_t drafts = seq.num_drafts, base = seq.num_output() - drafts;
+      const auto* adjust = req.uses_adjust ? &seq.adjust : nullptr;
+      for (int32_t j = 0; j <= drafts; ++j) {
+        if (j > 0 && adjust) {
+          auto& next = spec_adjust_.emplace_back(*adjust);
+          count_output(next, seq.tokens[size_t(seq.length() - drafts + j - 1)]);
+          adjust = &next;
+        }
+        SampleRow s;
+        s.params = &req.request.sampling;
+        s.seed = seq.seed;
+        s.step = uint64_t(base + j);
+        s.logit_row = logit_row + j;
+        s.adjust = adjust;
+        sample_rows_.push_back(s);
+      }
+      logit_row += drafts + 1;
+      continue;
+    }
     const int32_t draws = seq.awaiting_fork ? req.request.sampling.n : 1;
     for (int32_t d = 0; d < draws; ++d) {
       SampleRow s;

@@ -1,7 +1,8 @@
 // engine/executor.h — Executor: runs one planned step on the model. Copies the planned
 // copy-on-write blocks, lays the rows out as a StepBatch, runs the forward, and draws the next
 // token of every sampling row (n of them for a request that forks its prompt into n sequences,
-// all reading the same logits row), and scores the prompt tokens of rows that want prompt logprobs
+// all reading the same logits row), draws a token at every position of a row that verifies drafts
+// (speculative decoding: the draws the one-token steps of those positions would make), and scores the prompt tokens of rows that want prompt logprobs
 // (a row that scores gets the logits of all its tokens). It changes no sequence state: EngineCore
 // commits the results.
 //
@@ -12,6 +13,8 @@
 // so the next step is queued before the host has read the previous one's ids.
 #pragma once
 
+#include <deque>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/kv/kv_cache.h"
@@ -52,6 +55,9 @@ class Executor {
   Sampler sampler_;
   StepBatchBuilder builder_;
   std::vector<SampleRow> sample_rows_;
+  // Per draft position of a verifying row: the penalties' counts with the drafts before it (the
+  // sampler reads them in launch(); a deque keeps the rows' pointers valid while it grows).
+  std::deque<std::unordered_map<int32_t, SamplingAdjust>> spec_adjust_;
   std::vector<size_t> order_;        // plan rows in batch order: the rows fed on the device first
   std::vector<int32_t> feed_index_;  // per fed row: its sequence's draw in the previous launch
   Buffer feed_index_dev_, feed_ids_;

@@ -49,6 +49,10 @@ std::string activity_line(const EngineStats& before, const EngineStats& now, dou
   if (prompt > 0)
     line += fmt::format("; prefix cache hits {:.1f}% of prompt tokens",
                         pct(double(now.prefix_hit_tokens - before.prefix_hit_tokens), double(prompt)));
+  if (const int64_t d = now.spec_drafted_tokens - before.spec_drafted_tokens; d > 0)
+    line += fmt::format("; drafts accepted {:.1f}% ({} of {})",
+                        pct(double(now.spec_accepted_tokens - before.spec_accepted_tokens), double(d)),
+                        now.spec_accepted_tokens - before.spec_accepted_tokens, d);
   if (now.state_slots_total > 0) line += fmt::format("; state slots {}/{}", now.state_slots_used, now.state_slots_total);
   if (const int64_t p = now.num_preemptions - before.num_preemptions; p > 0) line += fmt::format("; {} preempted", p);
   return line;

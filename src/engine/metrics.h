@@ -43,6 +43,8 @@ struct EngineStats {
   int64_t requests_finished = 0, requests_cancelled = 0, requests_rejected = 0;
   int64_t num_preemptions = 0, num_steps = 0;
   int64_t steps_overlapped = 0;  ///< steps launched before the previous step's ids were read
+  // Speculative decoding: rows that verified drafts, the drafts they carried, and those kept.
+  int64_t spec_verify_rows = 0, spec_drafted_tokens = 0, spec_accepted_tokens = 0;
   // Hybrid models: recurrent-state slots and the prefix cache's state snapshots.
   int32_t state_slots_total = 0, state_slots_used = 0;
   int32_t state_snapshots = 0;              ///< stored now

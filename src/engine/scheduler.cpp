@@ -46,6 +46,8 @@ void Scheduler::remove(Sequence* seq) {
 void Scheduler::release_slots(Sequence* seq) {
   if (seq->slot >= 0) states_.release(seq->slot);
   seq->slot = -1;
+  if (seq->spec_slot >= 0) states_.release(seq->spec_slot);
+  seq->spec_slot = -1;
   for (SlotId s : seq->fork_slots) states_.release(s);
   seq->fork_slots.clear();
 }
@@ -88,6 +90,7 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
 // Gives `seq` (running) a row, preempting lower-priority sequences while blocks are short.
 // Returns false when `seq` itself had to be preempted.
 bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan) {
+  if (schedule_drafts(seq, budget, plan)) return true;
   const int32_t start = seq->num_computed;
   const int32_t n = cut_for_scores(*seq, cut_at_boundary(*seq, start, std::min(seq->num_uncomputed(), budget)));
   if (n <= 0) return true;
@@ -110,6 +113,43 @@ bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan)
   plan.num_tokens += n;
   budget -= n;
   if (seq->scoring()) score_budget_ -= n;
+  return true;
+}
+
+bool Scheduler::schedule_drafts(Sequence* seq, int32_t& budget, StepPlan& plan) {
+  const SchedulerOptions& o = options_;
+  if (!o.drafts || o.spec_tokens <= 0 || seq->num_uncomputed() != 1 || seq->pending_draw >= 0 || seq->awaiting_fork ||
+      seq->scoring() || int32_t(running_.size()) > o.spec_max_running || (states_.enabled() && states_.num_free() == 0))
+    return false;
+  // The drafts, and the draw after the last accepted one, stay within max_tokens and the context, and
+  // leave a token of the budget to every decode row still to be planned.
+  const Request& req = seq->request->request;
+  const int32_t start = seq->num_computed;
+  int32_t room = std::min({o.spec_tokens, budget - 1 - decode_left_, req.max_tokens - seq->num_output() - 1,
+                           o.max_model_len - seq->length() - 1});
+  if (states_.enabled()) room = std::min({room, kMaxRecurrentDrafts, cut_at_boundary(*seq, start, 1 + room) - 1});
+  if (room <= 0) return false;
+  drafts_.clear();
+  o.drafts->propose(seq->tokens, room, drafts_);
+  if (drafts_.empty()) return false;
+  if (int32_t(drafts_.size()) > room) drafts_.resize(size_t(room));
+  const int32_t n = 1 + int32_t(drafts_.size());
+  // Blocks for the drafts only where they are free: a guess never preempts a sequence.
+  if (kv_.blocks_for_tokens(start + n) - int32_t(seq->table.blocks.size()) > kv_.num_available() ||
+      !kv_.reserve(seq->table, start, start + n, plan.copies))
+    return false;
+  if (states_.enabled()) {
+    // No step is in flight while drafts are planned (they need the last step's tokens), so the copy
+    // is the state after the sequence's computed tokens, taken before this step's forward.
+    seq->spec_slot = *states_.allocate();
+    states_.copy(seq->slot, seq->spec_slot);
+  }
+  seq->tokens.insert(seq->tokens.end(), drafts_.begin(), drafts_.end());
+  seq->num_drafts = int32_t(drafts_.size());
+  seq->scheduled_step = step_;
+  plan.rows.push_back({seq, start, n, true});
+  plan.num_tokens += n;
+  budget -= n;
   return true;
 }
 
@@ -177,6 +217,8 @@ StepPlan Scheduler::schedule() {
   StepPlan plan;
   int32_t budget = options_.max_num_batched_tokens;
   score_budget_ = options_.max_scored_tokens;
+  decode_left_ = 0;
+  for (const Sequence* seq : running_) decode_left_ += seq->num_uncomputed() == 1 ? 1 : 0;
   // Decode rows first so that long prefills never stall generating sequences, then prefill chunks.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size() && budget > 0 && int32_t(plan.rows.size()) < options_.max_num_seqs;) {
@@ -186,6 +228,7 @@ StepPlan Scheduler::schedule() {
         ++i;
         continue;
       }
+      if (decode) --decode_left_;
       const size_t before = running_.size();
       const bool kept = schedule_running(seq, budget, plan);
       // Preemption removed sequences behind this one (or this one): re-find our place.

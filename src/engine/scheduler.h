@@ -13,6 +13,17 @@
 // blocks, and the prompt's last block boundary before its last token) so that the state at each
 // boundary exists after the step that reaches it; EngineCore saves it there.
 //
+// Speculative decoding (SchedulerOptions::drafts): a decode row of a sequence that may speculate
+// gets up to spec_tokens drafted tokens after its last one, when the step's token budget and the
+// free blocks allow them without preempting anything; the drafts go at the end of its tokens
+// (Sequence::num_drafts) and the row covers them. A sequence may speculate when it is not scoring
+// its prompt, forking or waiting for a pending draw, and at most spec_max_running sequences run (at
+// larger batches the step is no longer bound by the weights' bytes, and drafts cost their compute).
+// A hybrid model's row also needs a free state slot, where its state from before the row is copied
+// (EngineCore restores it when a draft is rejected), carries at most kMaxRecurrentDrafts drafts
+// (rows of up to 16 tokens run the recurrence token by token, as decode does), and ends at the next
+// snapshot boundary.
+//
 // Sessions (SessionPins, optional): pinned blocks are the first to go when blocks run short — the
 // least recently used session is unpinned before any running sequence is preempted or a waiting
 // one is held back; a sequence of a session drops its session's old pin once admitted.
@@ -25,6 +36,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/sequence.h"
 #include "engine/session.h"
+#include "engine/spec/draft_source.h"
 #include "engine/state_pool.h"
 
 namespace rill {
@@ -39,6 +51,11 @@ struct SchedulerOptions {
   /// Prompt tokens a step computes for sequences that score their prompt (prompt logprobs): each
   /// such token's logits are kept and scored ([tokens, vocab] of logits and of sampling workspace).
   int32_t max_scored_tokens = 256;
+  // ---- Speculative decoding (off while drafts is null or spec_tokens is 0).
+  DraftSource* drafts = nullptr;
+  int32_t spec_tokens = 0;         ///< drafted tokens a row at most
+  int32_t spec_max_running = 32;   ///< no drafts while more sequences run
+  int32_t max_model_len = INT32_MAX;  ///< a sequence's drafts and its next draw stay within it
 };
 
 /// One row of the next step: tokens [start, start + num_tokens) of `seq`.
@@ -60,6 +77,9 @@ struct StepPlan {
 
 class Scheduler {
  public:
+  /// Drafts a hybrid model's row carries at most (16-token rows run the recurrence token by token).
+  static constexpr int32_t kMaxRecurrentDrafts = 15;
+
   /// `states`/`snapshots` may be disabled (models without recurrent state, no snapshot budget).
   Scheduler(KvCache& kv, StatePool& states, StateSnapshots& snapshots, const SchedulerOptions& options,
             SessionPins* sessions = nullptr);
@@ -93,6 +113,9 @@ class Scheduler {
   int32_t cut_at_boundary(const Sequence& seq, int32_t start, int32_t n) const;
   /// Returns the sequence's state slots to the pool.
   void release_slots(Sequence* seq);
+  /// Speculative decoding: tries a row of `seq`'s last token and drafts (at most `budget` tokens);
+  /// false, with nothing changed, when there are no drafts or no blocks for them without preempting.
+  bool schedule_drafts(Sequence* seq, int32_t& budget, StepPlan& plan);
 
   KvCache& kv_;
   StatePool& states_;
@@ -104,6 +127,8 @@ class Scheduler {
   uint64_t step_ = 0;
   uint64_t num_preemptions_ = 0;
   int32_t score_budget_ = 0;  // scored tokens left in the step being planned
+  std::vector<int32_t> drafts_;  // scratch of schedule_drafts
+  int32_t decode_left_ = 0;      // decode rows of the step being planned not yet given a row
 };
 
 }  // namespace rill

@@ -51,6 +51,13 @@ struct Sequence {
   /// none). While it is >= 0 the last token is kPendingToken, unless that draw is the sequence's
   /// last by length (then nothing is appended and the sequence waits for it with no row).
   int32_t pending_draw = -1;
+  /// Speculative decoding: the last num_drafts tokens are drafts (engine/spec/) in the step being
+  /// planned or run, not yet the sequence's; the step's draws decide how many stay (EngineCore).
+  /// 0 outside such a step.
+  int32_t num_drafts = 0;
+  /// Hybrid models, while num_drafts > 0: a slot holding the state from before the row, restored
+  /// when a draft is rejected (-1: none).
+  int32_t spec_slot = -1;
   int32_t num_preemptions = 0;
   /// Logit adjustments (penalties, bias) by token, kept only when the request uses any.
   std::unordered_map<int32_t, SamplingAdjust> adjust;
@@ -91,6 +98,8 @@ struct RequestState {
   bool has_first_token = false;
 };
 
+/// Counts `token` as an output token in a penalties table (Sequence::append's bookkeeping).
+void count_output(std::unordered_map<int32_t, SamplingAdjust>& adjust, int32_t token);
 /// The random stream of sequence `index` of a request seeded `seed`.
 uint64_t sequence_seed(uint64_t request_seed, int32_t index);
 /// The adjust table a new sequence starts from: bias entries, and the prompt's tokens when the

@@ -72,6 +72,12 @@ std::string ServerMetrics::render(const EngineStats& s) const {
   gauge(out, "rill_engine_steps_total", "counter", "Engine steps run.", double(s.num_steps));
   gauge(out, "rill_engine_steps_overlapped_total", "counter",
         "Engine steps launched before the previous step's token ids were read.", double(s.steps_overlapped));
+  gauge(out, "rill_spec_verify_rows_total", "counter", "Rows that verified speculative drafts.",
+        double(s.spec_verify_rows));
+  gauge(out, "rill_spec_draft_tokens_total", "counter", "Speculative draft tokens verified.",
+        double(s.spec_drafted_tokens));
+  gauge(out, "rill_spec_accepted_tokens_total", "counter", "Speculative draft tokens accepted (kept as output).",
+        double(s.spec_accepted_tokens));
   gauge(out, "rill_sessions_pinned", "gauge", "Sessions whose last prompt boundary is pinned in the prefix cache.",
         s.sessions_pinned);
   gauge(out, "rill_session_pinned_blocks", "gauge", "KV cache blocks pinned by sessions (counted in blocks_used).",

@@ -1,0 +1,340 @@
+// Speculative decoding (engine/spec/, EngineCore): the n-gram draft source's lookup, and the
+// engine's promise that drafts change how many steps a generation takes, never what it generates —
+// tokens, logprobs and finish reasons equal decoding without drafts bit for bit, with drafts that
+// are all right, all wrong, wrong from a given position, or the n-gram lookup's; under KV pressure
+// with prefix caching (rolled-back drafts leave nothing in the cache), stop tokens inside the
+// drafts, max_tokens and the context's end, n > 1 and prompt logprobs.
+#include <map>
+
+#include "engine/spec/ngram.h"
+#include "engine_test_util.h"
+
+namespace rill {
+namespace {
+
+using namespace rill::test;
+
+std::vector<int32_t> propose(NgramOptions o, std::vector<int32_t> context, int32_t max_drafts) {
+  NgramDraftSource source(o);
+  std::vector<int32_t> out;
+  source.propose(context, max_drafts, out);
+  return out;
+}
+
+TEST(NgramDraftSource, TheLongestSuffixMatchAtItsLatestOccurrence) {
+  // [1 2 3] occurred twice before the end; the later occurrence's continuation is drafted.
+  EXPECT_EQ(propose({2, 4}, {1, 2, 3, 9, 1, 2, 3, 4, 5, 1, 2, 3}, 3), (std::vector<int32_t>{4, 5, 1}));
+  // A later match of one token loses to an earlier one of three.
+  EXPECT_EQ(propose({1, 4}, {7, 1, 2, 8, 2, 7, 1, 2}, 3), (std::vector<int32_t>{8, 2, 7}));
+  // The drafts stop at the context's end (the match may overlap the suffix itself).
+  EXPECT_EQ(propose({1, 4}, {5, 6, 5, 6, 5}, 4), (std::vector<int32_t>{6, 5}));
+  // max_n caps the match's length: both matches count as 2, the later one wins.
+  EXPECT_EQ(propose({1, 2}, {1, 2, 8, 1, 2, 9, 1, 2}, 2), (std::vector<int32_t>{9, 1}));
+}
+
+TEST(NgramDraftSource, NoDraftsWithoutAMatchOfMinTokens) {
+  EXPECT_TRUE(propose({1, 4}, {1, 2, 3, 4}, 4).empty());
+  EXPECT_TRUE(propose({2, 4}, {1, 2, 3, 1}, 4).empty());  // only the last token recurs
+  EXPECT_EQ(propose({1, 4}, {1, 2, 3, 1}, 4), (std::vector<int32_t>{2, 3, 1}));
+  EXPECT_TRUE(propose({1, 4}, {1, 2, 1}, 0).empty());
+  EXPECT_TRUE(propose({1, 4}, {1}, 4).empty());
+}
+
+TEST(NgramDraftSource, BadOptionsAreRefusedNamingTheField) {
+  auto message = [](NgramOptions o) {
+    try {
+      NgramDraftSource s(o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message({0, 4}).find("ngram min"), std::string::npos);
+  EXPECT_NE(message({3, 2}).find("ngram max"), std::string::npos);
+}
+
+/// Drafts from the known continuations of known prompts: right (bad < 0), or right but for the
+/// draft at index `bad` of every proposal, or always wrong (garbage).
+class OracleDrafts final : public DraftSource {
+ public:
+  OracleDrafts(std::vector<std::vector<int32_t>> full, int32_t vocab, int32_t bad = -1, bool garbage = false)
+      : full_(std::move(full)), vocab_(vocab), bad_(bad), garbage_(garbage) {}
+  void propose(std::span<const int32_t> context, int32_t max_drafts, std::vector<int32_t>& out) override {
+    ++calls;
+    for (const auto& f : full_) {
+      if (f.size() <= context.size() || !std::equal(context.begin(), context.end(), f.begin())) continue;
+      for (int32_t j = 0; j < max_drafts && context.size() + size_t(j) < f.size(); ++j) {
+        int32_t t = f[context.size() + size_t(j)];
+        if (garbage_ || j == bad_) t = (t + 1) % vocab_;
+        out.push_back(t);
+      }
+      return;
+    }
+  }
+  int64_t calls = 0;
+
+ private:
+  std::vector<std::vector<int32_t>> full_;
+  int32_t vocab_, bad_;
+  bool garbage_;
+};
+
+/// Prompts that repeat a random segment (so that an n-gram lookup finds matches), half greedy, half
+/// sampled with a seed, a quarter with penalties and a logit bias.
+std::vector<Request> repetitive_requests(int count, int32_t vocab, uint32_t seed, int32_t max_tokens) {
+  std::mt19937 rng(seed);
+  std::vector<Request> out;
+  for (int i = 0; i < count; ++i) {
+    const std::vector<int32_t> segment = random_tokens(rng, 3 + int32_t(rng() % 6u), vocab);
+    std::vector<int32_t> prompt;
+    for (int k = 0; k < 4; ++k) prompt.insert(prompt.end(), segment.begin(), segment.end());
+    Request r = make_request(prompt, max_tokens);
+    r.sampling.logprobs = true;
+    r.sampling.top_logprobs = 2;
+    if (i % 2) {
+      r.sampling.temperature = 0.7f;
+      r.sampling.top_k = 20;
+      r.sampling.seed = 500 + uint64_t(i);
+      if (i % 4 == 3) {
+        r.sampling.repetition_penalty = 1.1f;
+        r.sampling.frequency_penalty = 0.3f;
+        r.sampling.logit_bias = {{7, 1.5f}};
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void expect_identical(const std::vector<RequestResult>& got, const std::vector<RequestResult>& want,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << what << ": request " << i;
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << what << ": request " << i;
+    EXPECT_EQ(got[i].top_logprobs, want[i].top_logprobs) << what << ": request " << i;
+    EXPECT_EQ(got[i].finish, want[i].finish) << what << ": request " << i;
+  }
+}
+
+std::vector<std::vector<int32_t>> full_sequences(const std::vector<Request>& requests,
+                                                 const std::vector<RequestResult>& results) {
+  std::vector<std::vector<int32_t>> full;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    full.push_back(requests[i].prompt);
+    full.back().insert(full.back().end(), results[i].tokens[0].begin(), results[i].tokens[0].end());
+  }
+  return full;
+}
+
+EngineOptions spec_options(std::shared_ptr<DraftSource> source, int32_t tokens = 4) {
+  EngineOptions o = small_options();
+  o.speculative_tokens = tokens;
+  o.draft_source = std::move(source);
+  return o;
+}
+
+class SpecDecode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_ = load_fixture(kFixtures + "qwen3-tiny");
+    vocab_ = int32_t(m_.model->config().vocab_size);
+  }
+  std::vector<RequestResult> plain(const std::vector<Request>& requests) {
+    EngineCore core(*m_.model, small_options());
+    return run_core(core, requests);
+  }
+  Loaded m_;
+  int32_t vocab_ = 0;
+};
+
+TEST_F(SpecDecode, NgramDraftsGiveTheTokensOfPlainDecoding) {
+  const std::vector<Request> requests = repetitive_requests(12, vocab_, 11, 48);
+  const std::vector<RequestResult> want = plain(requests);
+  for (int32_t k : {1, 3, 8}) {
+    EngineOptions o = small_options();
+    o.speculative_tokens = k;
+    o.ngram = {1, 4};
+    EngineCore core(*m_.model, o);
+    EXPECT_FALSE(core.overlaps_steps());
+    expect_identical(run_core(core, requests), want, "n-gram drafts, k = " + std::to_string(k));
+    const EngineStats s = core.stats();
+    EXPECT_GT(s.spec_drafted_tokens, 0) << "k = " << k;
+    EXPECT_GT(s.spec_accepted_tokens, 0) << "k = " << k;
+    EXPECT_LE(s.spec_accepted_tokens, s.spec_drafted_tokens);
+  }
+}
+
+TEST_F(SpecDecode, OracleDraftsAreKeptAndWrongOnesRolledBack) {
+  std::vector<Request> requests = repetitive_requests(8, vocab_, 5, 40);
+  requests[2].max_tokens = 1;  // no room for a draft
+  requests[3].max_tokens = 2;
+  const std::vector<RequestResult> want = plain(requests);
+  const auto full = full_sequences(requests, want);
+  int64_t plain_steps = 0;
+  {
+    EngineCore core(*m_.model, small_options());
+    run_core(core, requests);
+    plain_steps = core.stats().num_steps;
+  }
+  {  // All right: every draft is kept, and a step makes up to 5 tokens a sequence.
+    auto oracle = std::make_shared<OracleDrafts>(full, vocab_);
+    EngineCore core(*m_.model, spec_options(oracle));
+    expect_identical(run_core(core, requests), want, "right drafts");
+    const EngineStats s = core.stats();
+    EXPECT_GT(s.spec_drafted_tokens, 100);
+    EXPECT_EQ(s.spec_accepted_tokens, s.spec_drafted_tokens);
+    EXPECT_LT(s.num_steps * 3, plain_steps) << "right drafts should save most steps";
+  }
+  for (int32_t bad : {0, 1, 3}) {  // wrong from draft `bad` on: exactly `bad` kept a row
+    auto oracle = std::make_shared<OracleDrafts>(full, vocab_, bad);
+    EngineCore core(*m_.model, spec_options(oracle));
+    expect_identical(run_core(core, requests), want, "drafts wrong at " + std::to_string(bad));
+    const EngineStats s = core.stats();
+    EXPECT_GT(s.spec_verify_rows, 0);
+    EXPECT_LE(s.spec_accepted_tokens, s.spec_verify_rows * bad);
+    if (bad == 0) EXPECT_EQ(s.spec_accepted_tokens, 0);
+  }
+}
+
+TEST_F(SpecDecode, RolledBackDraftsLeaveNothingInThePrefixCacheUnderKvPressure) {
+  // Long generations on a KV cache of 40 blocks: preemption and eviction happen, and every step's
+  // drafts are wrong. The same requests again in the same engine hit their cached prefixes (prompt
+  // and output blocks), which must hold what plain decoding computed.
+  std::vector<Request> requests = repetitive_requests(6, vocab_, 9, 60);
+  const std::vector<RequestResult> want = plain(requests);
+  auto garbage = std::make_shared<OracleDrafts>(full_sequences(requests, want), vocab_, -1, true);
+  EngineOptions o = spec_options(garbage, 6);
+  o.kv_memory_bytes = 40 * m_.model->kv_spec().bytes_per_block(16);
+  EngineCore core(*m_.model, o);
+  expect_identical(run_core(core, requests), want, "wrong drafts, first pass");
+  EXPECT_EQ(core.stats().spec_accepted_tokens, 0);
+  EXPECT_GT(core.stats().spec_drafted_tokens, 0);
+  // Second pass: each prompt extended by its first 30 generated tokens, served from the cache.
+  std::vector<Request> again = requests;
+  std::vector<RequestResult> want_again;
+  for (size_t i = 0; i < again.size(); ++i) {
+    again[i].prompt.insert(again[i].prompt.end(), want[i].tokens[0].begin(), want[i].tokens[0].begin() + 30);
+    again[i].max_tokens = 30;
+    again[i].sampling.seed.reset();  // greedy rows only below: the output index moved
+  }
+  std::vector<Request> greedy;
+  for (size_t i = 0; i < again.size(); i += 2) greedy.push_back(again[i]);
+  const std::vector<RequestResult> want_greedy = plain(greedy);
+  expect_identical(run_core(core, greedy), want_greedy, "after rolled-back drafts, from the prefix cache");
+  EXPECT_GT(core.stats().prefix_hit_tokens, 0);
+}
+
+TEST_F(SpecDecode, StopTokensInsideTheDraftsEndTheSequenceThere) {
+  std::vector<Request> requests = repetitive_requests(6, vocab_, 21, 40);
+  std::vector<RequestResult> free_run = plain(requests);
+  // Each request stops at the token it generated 6th (or earlier, where that token came before).
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].stop_token_ids = {free_run[i].tokens[0][5]};
+  const std::vector<RequestResult> want = plain(requests);
+  auto oracle = std::make_shared<OracleDrafts>(full_sequences(requests, free_run), vocab_);
+  EngineCore core(*m_.model, spec_options(oracle, 8));
+  expect_identical(run_core(core, requests), want, "stop inside drafts");
+  for (const RequestResult& r : want) EXPECT_EQ(r.finish[0], FinishReason::stop);
+}
+
+TEST_F(SpecDecode, TheContextsEndBoundsTheDrafts) {
+  std::vector<Request> requests = repetitive_requests(4, vocab_, 33, 200);
+  EngineOptions base = small_options();
+  base.max_model_len = 60;
+  for (Request& r : requests) r.max_tokens = 60 - int32_t(r.prompt.size());
+  std::vector<RequestResult> want;
+  {
+    EngineCore core(*m_.model, base);
+    want = run_core(core, requests);
+  }
+  EngineOptions o = base;
+  o.speculative_tokens = 8;
+  o.draft_source = std::make_shared<OracleDrafts>(full_sequences(requests, want), vocab_);
+  EngineCore core(*m_.model, o);
+  expect_identical(run_core(core, requests), want, "drafts near the context's end");
+  for (const RequestResult& r : want) EXPECT_EQ(r.finish[0], FinishReason::length);
+}
+
+TEST_F(SpecDecode, ForksAndPromptLogprobsSpeculateOnlyAfterTheirPrompt) {
+  std::vector<Request> requests = repetitive_requests(4, vocab_, 44, 30);
+  requests[1].sampling.n = 3;
+  requests[2].sampling.prompt_logprobs = 2;
+  const std::vector<RequestResult> want = plain(requests);
+  EngineOptions o = small_options();
+  o.speculative_tokens = 4;
+  o.ngram = {1, 3};
+  EngineCore core(*m_.model, o);
+  const std::vector<RequestResult> got = run_core(core, requests);
+  expect_identical(got, want, "n = 3 and prompt logprobs");
+  ASSERT_EQ(got[2].prompt_logprobs.size(), want[2].prompt_logprobs.size());
+  for (size_t t = 0; t < got[2].prompt_logprobs.size(); ++t)
+    EXPECT_EQ(got[2].prompt_logprobs[t].logprob, want[2].prompt_logprobs[t].logprob) << "prompt token " << t + 1;
+}
+
+// Qwen3.5 (Gated DeltaNet + attention): a rejected draft brings back the state copied before the
+// row, and the next row computes the kept tokens again. Snapshot boundaries every block, so that
+// drafts end at them and full acceptances save snapshots there; the second pass resumes from them.
+TEST(SpecDecodeHybrid, RejectedDraftsRestoreTheRecurrentState) {
+  Loaded m = load_fixture(kFixtures + "qwen35-tiny");
+  const int32_t vocab = int32_t(m.model->config().vocab_size);
+  std::vector<Request> requests = repetitive_requests(6, vocab, 3, 40);
+  EngineOptions base = small_options();
+  base.snapshot_interval_blocks = 1;
+  std::vector<RequestResult> want;
+  {
+    EngineCore core(*m.model, base);
+    want = run_core(core, requests);
+  }
+  const auto full = full_sequences(requests, want);
+  for (int32_t bad : {-1, 0, 2}) {
+    EngineOptions o = base;
+    o.speculative_tokens = 20;  // more than a hybrid row takes (15)
+    o.draft_source = std::make_shared<OracleDrafts>(full, vocab, bad);
+    EngineCore core(*m.model, o);
+    expect_identical(run_core(core, requests), want, "hybrid, drafts wrong at " + std::to_string(bad));
+    const EngineStats s = core.stats();
+    EXPECT_GT(s.spec_drafted_tokens, 0);
+    EXPECT_LE(s.spec_drafted_tokens, s.spec_verify_rows * Scheduler::kMaxRecurrentDrafts);
+    if (bad < 0) EXPECT_EQ(s.spec_accepted_tokens, s.spec_drafted_tokens);
+    if (bad >= 0) EXPECT_LE(s.spec_accepted_tokens, s.spec_verify_rows * bad);
+    EXPECT_GT(s.state_snapshots_saved, 0);
+    // Again, from the prefix cache and its snapshots (prompts and outputs), greedy requests only.
+    std::vector<Request> again;
+    for (size_t i = 0; i < requests.size(); i += 2) {
+      Request r = requests[i];
+      r.prompt.insert(r.prompt.end(), want[i].tokens[0].begin(), want[i].tokens[0].begin() + 20);
+      r.max_tokens = 20;
+      again.push_back(r);
+    }
+    std::vector<RequestResult> want_again;
+    {
+      EngineCore plain(*m.model, base);
+      want_again = run_core(plain, again);
+    }
+    const int64_t hits = core.stats().prefix_hit_tokens;
+    expect_identical(run_core(core, again), want_again, "hybrid, resumed, drafts wrong at " + std::to_string(bad));
+    EXPECT_GT(core.stats().prefix_hit_tokens, hits);
+  }
+  // The n-gram lookup on the hybrid model.
+  EngineOptions o = base;
+  o.speculative_tokens = 4;
+  o.ngram = {1, 4};
+  EngineCore core(*m.model, o);
+  expect_identical(run_core(core, requests), want, "hybrid, n-gram drafts");
+  EXPECT_GT(core.stats().spec_drafted_tokens, 0);
+}
+
+TEST(SpecDecodeOptions, OutOfRangeValuesAreRefusedNamingTheOption) {
+  Loaded m = load_fixture(kFixtures + "qwen3-tiny");
+  EngineOptions o = small_options();
+  o.speculative_tokens = 33;
+  try {
+    EngineCore core(*m.model, o);
+    FAIL() << "33 drafted tokens accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("speculative_tokens"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rill
