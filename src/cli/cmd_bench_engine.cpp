@@ -20,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/speculative_options.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -41,6 +42,7 @@ struct BenchServeArgs {
   int32_t snapshot_interval = 0;
   size_t state_snapshot_memory = 0;
   std::vector<std::string> cells;
+  SpeculativeArgs speculative;
 };
 
 // One throughput measurement.
@@ -236,6 +238,11 @@ void run_cell(const BenchServeArgs& a, const Cell& cell, uint64_t seed, Engine& 
   std::printf("preemptions %lld steps %lld (%lld overlapped) kv_blocks %d\n",
               (long long)(s.num_preemptions - before.num_preemptions), (long long)(s.num_steps - before.num_steps),
               (long long)(s.steps_overlapped - before.steps_overlapped), s.kv_blocks_total);
+  if (const int64_t drafted = s.spec_drafted_tokens - before.spec_drafted_tokens; drafted > 0)
+    std::printf("speculative_rows %lld drafted %lld accepted %lld (%.1f%%)\n",
+                (long long)(s.spec_verify_rows - before.spec_verify_rows), (long long)drafted,
+                (long long)(s.spec_accepted_tokens - before.spec_accepted_tokens),
+                100.0 * double(s.spec_accepted_tokens - before.spec_accepted_tokens) / double(drafted));
   std::fflush(stdout);
 }
 
@@ -265,6 +272,7 @@ void bench_serve(const BenchServeArgs& a) {
   if (a.sync_steps) o.overlap_steps = EngineOptions::Overlap::off;
   o.snapshot_interval_blocks = a.snapshot_interval;
   o.state_snapshot_bytes = a.state_snapshot_memory;
+  apply_speculative_options(a.speculative, o);
   Engine engine(std::move(kernels), std::move(model), o);
   if (a.scenario == "multiturn") return bench_multiturn(a, engine, vocab, cuda);
 
@@ -299,6 +307,7 @@ void add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--max-batched-tokens", args->max_batched_tokens, "New tokens per engine step")->capture_default_str();
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "Rows per step (default: --concurrency)");
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
+  add_speculative_options(*cmd, args->speculative);
   cmd->add_flag("--sync-steps", args->sync_steps,
                 "Read each step's token ids before scheduling the next (default on a GPU: launch the next decode "
                 "step first, its ids fed on the device)");

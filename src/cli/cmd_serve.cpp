@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/speculative_options.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -30,6 +31,7 @@ struct ServeArgs {
   size_t state_snapshot_memory = 0;
   bool no_prefix_cache = false, no_cuda_graphs = false, sync_steps = false;
   std::string batch_invariant;  // empty: the backend default (on; RILL_BATCH_INVARIANT=0 turns it off)
+  SpeculativeArgs speculative;
 };
 
 void serve(const ServeArgs& a) {
@@ -49,6 +51,8 @@ void serve(const ServeArgs& a) {
     fail("--log-stats-interval: must be a number of seconds >= 0 (0: off), got {}", a.log_stats_interval);
   if (!a.reasoning_parser.empty() && a.reasoning_parser != "qwen3" && a.reasoning_parser != "deepseek_r1")
     fail("--reasoning-parser: '{}' is not known (qwen3, deepseek_r1)", a.reasoning_parser);
+  EngineOptions eo;
+  apply_speculative_options(a.speculative, eo);  // checked before loading, as the flags above
   const auto t0 = std::chrono::steady_clock::now();
   // The address is taken before the model loads: a port in use is an error at once, not after a load of
   // minutes, and nothing else can take the port meanwhile. Connections made during the load wait in the
@@ -79,7 +83,6 @@ void serve(const ServeArgs& a) {
   std::vector<int32_t> stop_ids = model->config().eos_token_ids;
   if (tokenizer && tokenizer->eos_id() && std::find(stop_ids.begin(), stop_ids.end(), *tokenizer->eos_id()) == stop_ids.end())
     stop_ids.push_back(*tokenizer->eos_id());
-  EngineOptions eo;
   eo.kv_memory_bytes = a.kv_memory;
   eo.max_num_seqs = a.max_num_seqs;
   eo.max_waiting = a.max_waiting;
@@ -143,6 +146,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-batched-tokens", args->max_batched_tokens, "New tokens per engine step (prefill chunk budget)")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
+  add_speculative_options(*cmd, args->speculative);
   cmd->add_flag("--sync-steps", args->sync_steps,
                 "Read each step's token ids before scheduling the next (default on a GPU: launch the next decode "
                 "step first, its ids fed on the device; on the CPU steps are always read first)");

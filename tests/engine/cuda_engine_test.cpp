@@ -1,7 +1,8 @@
 // CUDA variants (skipped without a GPU; run them with --gtest_filter='Cuda*' on the GPU machine):
 // Kernels::sample() on the device against the same naive double reference as the CPU test
 // (frequencies over 40,000 seeded draws), greedy/logprobs equal to the CPU op, bitwise
-// alone-vs-batch-of-64 logits of the model, and 32 requests batched together equal to solo runs.
+// alone-vs-batch-of-64 logits of the model, 32 requests batched together equal to solo runs, and
+// speculative decoding equal to plain decoding.
 #include <cmath>
 #include <numeric>
 
@@ -416,6 +417,43 @@ TEST(CudaEngine, HybridMultiTurnReusesThePrefix) {
   EXPECT_EQ(r1.tokens, cold[0].tokens);
   EXPECT_EQ(r2.tokens, cold[1].tokens);
   EXPECT_EQ(core.state_pool().num_free(), core.state_pool().num_slots()) << "state slots leaked";
+}
+
+// Speculative decoding on the GPU: verifying rows run eagerly next to graph-replayed decode steps,
+// and their draws equal plain decoding's bit for bit (the kernels do not depend on a row's length),
+// with drafts right, wrong from the second on, all wrong, and from the n-gram lookup; the dense model
+// with step graphs, and the hybrid one with its state restored after a rejection.
+TEST(CudaEngine, SpeculativeDecodingEqualsPlainDecoding) {
+  SKIP_WITHOUT_GPU();
+  auto kernels = make_cuda_kernels(0);
+  for (const char* name : {"qwen3-tiny", "qwen35-tiny"}) {
+    auto model = load_model(kFixtures + name, *kernels, LoadOptions{std::nullopt, false});
+    const bool hybrid = model->state_bytes_per_sequence() > 0;
+    const int32_t vocab = int32_t(model->config().vocab_size);
+    const std::vector<Request> requests = repetitive_requests(8, vocab, 17, 40);
+    EngineOptions base = hybrid ? cuda_hybrid_options() : small_options();
+    std::vector<RequestResult> want;
+    {
+      EngineCore core(*model, base);
+      want = run_core(core, requests);
+    }
+    const auto full = full_sequences(requests, want);
+    for (int mode = 0; mode < 4; ++mode) {
+      EngineOptions o = base;
+      o.speculative_tokens = 6;
+      if (mode < 3)
+        o.draft_source = std::make_shared<OracleDrafts>(full, vocab, mode == 1 ? 1 : -1, mode == 2);
+      else
+        o.ngram = {1, 4};
+      EngineCore core(*model, o);
+      expect_identical(run_core(core, requests), want, std::string(name) + ", draft mode " + std::to_string(mode));
+      const EngineStats s = core.stats();
+      EXPECT_GT(s.spec_drafted_tokens, 0) << name << " mode " << mode;
+      if (mode == 0) EXPECT_EQ(s.spec_accepted_tokens, s.spec_drafted_tokens) << name;
+      if (mode == 2) EXPECT_EQ(s.spec_accepted_tokens, 0) << name;
+      if (hybrid) EXPECT_EQ(core.state_pool().num_free(), core.state_pool().num_slots()) << "state slots leaked";
+    }
+  }
 }
 
 }  // namespace

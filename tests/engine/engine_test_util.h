@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/engine_core.h"
+#include "engine/spec/draft_source.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/random_model.h"
@@ -166,6 +167,80 @@ inline void expect_same_tokens(const std::vector<RequestResult>& got, const std:
     EXPECT_EQ(got[i].tokens, want[i].tokens) << what << ": request " << i;
     EXPECT_EQ(got[i].finish, want[i].finish) << what << ": request " << i;
   }
+}
+
+/// Drafts from the known continuations of known prompts: right (bad < 0), or right but for the
+/// draft at index `bad` of every proposal, or always wrong (garbage).
+class OracleDrafts final : public DraftSource {
+ public:
+  OracleDrafts(std::vector<std::vector<int32_t>> full, int32_t vocab, int32_t bad = -1, bool garbage = false)
+      : full_(std::move(full)), vocab_(vocab), bad_(bad), garbage_(garbage) {}
+  void propose(std::span<const int32_t> context, int32_t max_drafts, std::vector<int32_t>& out) override {
+    ++calls;
+    for (const auto& f : full_) {
+      if (f.size() <= context.size() || !std::equal(context.begin(), context.end(), f.begin())) continue;
+      for (int32_t j = 0; j < max_drafts && context.size() + size_t(j) < f.size(); ++j) {
+        int32_t t = f[context.size() + size_t(j)];
+        if (garbage_ || j == bad_) t = (t + 1) % vocab_;
+        out.push_back(t);
+      }
+      return;
+    }
+  }
+  int64_t calls = 0;
+
+ private:
+  std::vector<std::vector<int32_t>> full_;
+  int32_t vocab_, bad_;
+  bool garbage_;
+};
+
+/// Prompts that repeat a random segment (so that an n-gram lookup finds matches), half greedy, half
+/// sampled with a seed, a quarter with penalties and a logit bias.
+inline std::vector<Request> repetitive_requests(int count, int32_t vocab, uint32_t seed, int32_t max_tokens) {
+  std::mt19937 rng(seed);
+  std::vector<Request> out;
+  for (int i = 0; i < count; ++i) {
+    const std::vector<int32_t> segment = random_tokens(rng, 3 + int32_t(rng() % 6u), vocab);
+    std::vector<int32_t> prompt;
+    for (int k = 0; k < 4; ++k) prompt.insert(prompt.end(), segment.begin(), segment.end());
+    Request r = make_request(prompt, max_tokens);
+    r.sampling.logprobs = true;
+    r.sampling.top_logprobs = 2;
+    if (i % 2) {
+      r.sampling.temperature = 0.7f;
+      r.sampling.top_k = 20;
+      r.sampling.seed = 500 + uint64_t(i);
+      if (i % 4 == 3) {
+        r.sampling.repetition_penalty = 1.1f;
+        r.sampling.frequency_penalty = 0.3f;
+        r.sampling.logit_bias = {{7, 1.5f}};
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+inline void expect_identical(const std::vector<RequestResult>& got, const std::vector<RequestResult>& want,
+                      const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << what << ": request " << i;
+    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << what << ": request " << i;
+    EXPECT_EQ(got[i].top_logprobs, want[i].top_logprobs) << what << ": request " << i;
+    EXPECT_EQ(got[i].finish, want[i].finish) << what << ": request " << i;
+  }
+}
+
+inline std::vector<std::vector<int32_t>> full_sequences(const std::vector<Request>& requests,
+                                                 const std::vector<RequestResult>& results) {
+  std::vector<std::vector<int32_t>> full;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    full.push_back(requests[i].prompt);
+    full.back().insert(full.back().end(), results[i].tokens[0].begin(), results[i].tokens[0].end());
+  }
+  return full;
 }
 
 }  // namespace rill::test

@@ -1,7 +1,7 @@
 // tests/server_node/openai.test.mjs — the official `openai` npm client against a live rill serve:
 // models, chat and completions (streaming and not), usage, n > 1, stop strings, logprobs (echo's prompt scores too), lists of prompts, error
 // types (400/401/404/413/429/503), the API key, tokenize/detokenize, tools (the prompt is exactly the
-// template's render), /metrics histograms and a graceful SIGTERM that answers new work with 503.
+// template's render), /metrics histograms, speculative decoding's identical text, and a graceful SIGTERM that answers new work with 503.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -256,8 +256,8 @@ test('a client abort mid-stream cancels the request, frees its KV, and the serve
   assert.equal(r.choices.length, 1);
 });
 
-async function metrics() {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
+async function metrics(url = server.url) {
+  const text = await (await fetch(`${url}/metrics`)).text();
   const out = {};
   for (const line of text.split('\n')) {
     const m = line.match(/^([a-z_]+(?:\{[^}]*\})?) (\S+)$/);
@@ -287,6 +287,30 @@ test('/metrics: Prometheus text with request counts, tokens and the TTFT histogr
   assert.equal(after.rill_inter_token_latency_seconds_count - m.rill_inter_token_latency_seconds_count, 5);
   assert.equal(after['rill_inter_token_latency_seconds_bucket{le="+Inf"}'], after.rill_inter_token_latency_seconds_count);
   assert.ok(after.rill_inter_token_latency_seconds_sum > m.rill_inter_token_latency_seconds_sum);
+});
+
+test('--speculative-tokens: the same text as without drafts (greedy, seeded, penalised), streamed and not', async () => {
+  const spec = await startServer(['--speculative-tokens', '4', '--speculative-ngram-min', '1']);
+  try {
+    assert.match(spec.logs(), /speculative decoding: up to 4 drafted tokens a row/);
+    const specClient = new OpenAI({ baseURL: `${spec.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const prompt = 'one two three four, one two three four, one two three four, one two';
+    for (const extra of [{}, { temperature: 0.8, seed: 7, top_p: 0.9 }, { frequency_penalty: 0.5 }]) {
+      const req = { ...greedy, max_tokens: 48, prompt, ...extra };
+      const want = await client.completions.create(req);
+      const got = await specClient.completions.create(req);
+      assert.equal(got.choices[0].text, want.choices[0].text, JSON.stringify(extra));
+      assert.equal(got.usage.completion_tokens, want.usage.completion_tokens);
+      let text = '';
+      for await (const c of await specClient.completions.create({ ...req, stream: true })) text += c.choices[0]?.text ?? '';
+      assert.equal(text, want.choices[0].text, `streamed, ${JSON.stringify(extra)}`);
+    }
+    const m = await metrics(spec.url);
+    assert.ok(m.rill_spec_draft_tokens_total > 0, 'drafts were verified');
+    assert.ok(m.rill_spec_accepted_tokens_total <= m.rill_spec_draft_tokens_total);
+  } finally {
+    await spec.stop();
+  }
 });
 
 test('--reasoning-parser: output before </think> is reasoning_content (the tiny model never closes it)', async () => {
