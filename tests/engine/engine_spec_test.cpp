@@ -117,7 +117,9 @@ TEST_F(SpecDecode, OracleDraftsAreKeptAndWrongOnesRolledBack) {
     const EngineStats s = core.stats();
     EXPECT_GT(s.spec_verify_rows, 0);
     EXPECT_LE(s.spec_accepted_tokens, s.spec_verify_rows * bad);
-    if (bad == 0) EXPECT_EQ(s.spec_accepted_tokens, 0);
+    if (bad == 0) {
+      EXPECT_EQ(s.spec_accepted_tokens, 0);
+    }
   }
 }
 
@@ -219,8 +221,12 @@ TEST(SpecDecodeHybrid, RejectedDraftsRestoreTheRecurrentState) {
     const EngineStats s = core.stats();
     EXPECT_GT(s.spec_drafted_tokens, 0);
     EXPECT_LE(s.spec_drafted_tokens, s.spec_verify_rows * Scheduler::kMaxRecurrentDrafts);
-    if (bad < 0) EXPECT_EQ(s.spec_accepted_tokens, s.spec_drafted_tokens);
-    if (bad >= 0) EXPECT_LE(s.spec_accepted_tokens, s.spec_verify_rows * bad);
+    if (bad < 0) {
+      EXPECT_EQ(s.spec_accepted_tokens, s.spec_drafted_tokens);
+    }
+    if (bad >= 0) {
+      EXPECT_LE(s.spec_accepted_tokens, s.spec_verify_rows * bad);
+    }
     EXPECT_GT(s.state_snapshots_saved, 0);
     // Again, from the prefix cache and its snapshots (prompts and outputs), greedy requests only.
     std::vector<Request> again;
