@@ -143,7 +143,7 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                                   options.speculative_max_running, model_len(model, options)},
                  &sessions_),
       executor_(model, *kv_, state_pool_.enabled()),
-      overlap_(!drafts_ && options.overlap_steps != EngineOptions::Overlap::off && model.accepts_token_source() &&
+      overlap_(options.overlap_steps != EngineOptions::Overlap::off && model.accepts_token_source() &&
                (options.overlap_steps == EngineOptions::Overlap::on ||
                 (model.kernels().device() != Device::cpu && !model.forward_waits_for_device()))) {
   const ModelConfig& c = model.config();
@@ -163,17 +163,16 @@ EngineCore::EngineCore(Model& model, const EngineOptions& options)
                 options.prefix_caching ? "on" : "off",
                 overlap_                  ? "overlapped (each launched before the previous one's ids are read)"
                 : options.overlap_steps == EngineOptions::Overlap::off ? "one at a time"
-                : drafts_ ? "one at a time (speculative decoding drafts from each step's tokens)"
                 : !model.accepts_token_source() ? "one at a time (this model reads its ids from the host)"
                 : model.forward_waits_for_device() ? "one at a time (this model's forward waits for the device)"
                                                    : "one at a time (the CPU computes a step as it is launched)");
   if (drafts_)
-    logger().info("engine: speculative decoding: up to {} drafted tokens a row ({}), while at most {} sequences run",
+    logger().info("engine: speculative decoding: up to {} drafted tokens a row ({}), while at most {} sequences run{}",
                   options.speculative_tokens,
                   options.draft_source ? "the embedder's draft source"
                                        : fmt::format("n-gram lookup in the context, {}-{} tokens", options.ngram.min_n,
                                                      options.ngram.max_n),
-                  options.speculative_max_running);
+                  options.speculative_max_running, overlap_ ? " (their steps are read one at a time)" : "");
   if (state_pool_.enabled())
     logger().info(
         "engine: hybrid model: {} state slots of {:.2f} MiB; prefix-cache state snapshots: {} of at most {} "
@@ -348,6 +347,8 @@ bool EngineCore::step() {
 }
 
 bool EngineCore::may_overlap(const InFlight& f) const {
+  // While sequences may speculate, the next step's drafts need this step's tokens on the host.
+  if (drafts_ && scheduler_.num_running() <= options_.speculative_max_running) return false;
   for (const ScheduledRow& row : f.plan.rows)
     if (row.sample && row.seq->status != SequenceStatus::finished && (row.seq->awaiting_fork || row.seq->num_drafts > 0))
       return false;

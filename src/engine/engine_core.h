@@ -28,8 +28,8 @@
 // later steps before anything reads it, and no block holding it is offered to the prefix cache), and
 // blocks past the sequence's length go back to the pool. So the tokens, logprobs and finish reasons
 // are those of decoding without drafts, bit for bit; a step makes 1 to 1 + drafts tokens a sequence.
-// A step with drafts is read right after its launch (the next drafts need its tokens), so while
-// speculation is on, steps do not overlap.
+// While sequences may speculate (at most speculative_max_running run), each step is read right after
+// its launch: the next step's drafts need its tokens. Above that, steps overlap as without drafts.
 #pragma once
 
 #include <cstdint>
@@ -151,7 +151,7 @@ class EngineCore {
     StepResult result;
   };
   /// Whether the next step may be scheduled before `f`'s draws are read: none feeds a fork, which
-  /// is made on the host (else f is read right after its launch).
+  /// is made on the host, and no sequence may draft from them (else f is read right after its launch).
   bool may_overlap(const InFlight& f) const;
   /// After a launch: the rows' computed tokens (KV commit, snapshots, counters) and each drawing
   /// row's pending token. Rows of sequences that ended meanwhile are skipped.

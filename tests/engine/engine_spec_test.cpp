@@ -80,13 +80,29 @@ TEST_F(SpecDecode, NgramDraftsGiveTheTokensOfPlainDecoding) {
     o.speculative_tokens = k;
     o.ngram = {1, 4};
     EngineCore core(*m_.model, o);
-    EXPECT_FALSE(core.overlaps_steps());
     expect_identical(run_core(core, requests), want, "n-gram drafts, k = " + std::to_string(k));
     const EngineStats s = core.stats();
     EXPECT_GT(s.spec_drafted_tokens, 0) << "k = " << k;
     EXPECT_GT(s.spec_accepted_tokens, 0) << "k = " << k;
     EXPECT_LE(s.spec_accepted_tokens, s.spec_drafted_tokens);
   }
+}
+
+TEST_F(SpecDecode, OverlappedStepsAboveTheRunningLimitDraftOnceFewerRun) {
+  // 12 requests of different lengths with drafts allowed from 3 running sequences down: the first
+  // steps overlap (pending tokens, no drafts), the last ones draft.
+  std::vector<Request> requests = repetitive_requests(12, vocab_, 13, 20);
+  for (size_t i = 0; i < requests.size(); ++i) requests[i].max_tokens = 10 + 6 * int32_t(i);
+  const std::vector<RequestResult> want = plain(requests);
+  EngineOptions o = spec_options(std::make_shared<OracleDrafts>(full_sequences(requests, want), vocab_), 4);
+  o.speculative_max_running = 3;
+  EngineCore core(*m_.model, o);
+  ASSERT_TRUE(core.overlaps_steps());
+  expect_identical(run_core(core, requests), want, "overlapped, then drafting");
+  const EngineStats s = core.stats();
+  EXPECT_GT(s.steps_overlapped, 0);
+  EXPECT_GT(s.spec_drafted_tokens, 0);
+  EXPECT_EQ(s.spec_accepted_tokens, s.spec_drafted_tokens);
 }
 
 TEST_F(SpecDecode, OracleDraftsAreKeptAndWrongOnesRolledBack) {
