@@ -447,15 +447,15 @@ void EngineCore::commit_draws(const StepPlan& plan, StepResult& result) {
       emit(seq, result.tokens[size_t(first)], now);
       for (int32_t d = 1; d < n; ++d) emit(*children[size_t(d - 1)], result.tokens[size_t(first + d)], now);
     } else if (seq.num_drafts > 0) {
-      commit_drafts(seq, result.tokens, first, now);
+      commit_drafts(seq, row.start, result.tokens, first, now);
     } else {
       emit(seq, result.tokens[size_t(first)], now);
     }
   }
 }
 
-void EngineCore::commit_drafts(Sequence& seq, const std::vector<SampledToken>& draws, int32_t first,
-                               Clock::time_point now) {
+void EngineCore::commit_drafts(Sequence& seq, int32_t row_start, const std::vector<SampledToken>& draws,
+                               int32_t first, Clock::time_point now) {
   const int32_t drafts = seq.num_drafts;
   const size_t base = seq.tokens.size() - size_t(drafts);
   RILL_CHECK(seq.num_computed == int32_t(base), "sequence {}: {} computed tokens before {} drafts at {}", seq.id,
@@ -479,11 +479,11 @@ void EngineCore::commit_drafts(Sequence& seq, const std::vector<SampledToken>& d
   }
   if (seq.spec_slot >= 0) {
     // A hybrid model's state has consumed every draft. Kept whole, it is the state after the
-    // computed tokens; otherwise the state from before the row comes back, and the last token and
+    // computed tokens; otherwise the state from before the row comes back, and the row's tokens and
     // the kept drafts are computed again by the next row (their K/V is rewritten with the same bits).
     if (accepted < drafts) {
       state_pool_.copy(seq.spec_slot, seq.slot);
-      seq.num_computed = int32_t(base) - 1;
+      seq.num_computed = row_start;
     }
     state_pool_.release(seq.spec_slot);
     seq.spec_slot = -1;

@@ -160,9 +160,10 @@ class EngineCore {
   void settle();
   void commit_draws(const StepPlan& plan, StepResult& result);
   void emit(Sequence& seq, const SampledToken& drawn, Clock::time_point now);
-  /// A verifying row's draws (draws[first, first + drafts]): keeps the drafts up to the first that
-  /// differs from its draw, emits the draws, rolls the rest back.
-  void commit_drafts(Sequence& seq, const std::vector<SampledToken>& draws, int32_t first, Clock::time_point now);
+  /// A verifying row's draws (draws[first, first + drafts]; the row began at token row_start): keeps
+  /// the drafts up to the first that differs from its draw, emits the draws, rolls the rest back.
+  void commit_drafts(Sequence& seq, int32_t row_start, const std::vector<SampledToken>& draws, int32_t first,
+                     Clock::time_point now);
   void finish_sequence(Sequence& seq, FinishReason reason, TokenEvent& event);
   Sequence* fork(Sequence& parent, int32_t index);
   /// Drops the snapshots of prefixes whose blocks left the prefix cache.

@@ -96,6 +96,7 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
       // output index it draws (the noise key), and the penalties' counts with the drafts before it
       // taken as the sequence's tokens (the only case in which that draw is kept).
       const int32_t drafts = seq.num_drafts, base = seq.num_output() - drafts;
+      const int32_t first_draw = logit_row + row.num_tokens - drafts - 1;  // at the last real token
       const auto* adjust = req.uses_adjust ? &seq.adjust : nullptr;
       for (int32_t j = 0; j <= drafts; ++j) {
         if (j > 0 && adjust) {
@@ -107,11 +108,11 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
         s.params = &req.request.sampling;
         s.seed = seq.seed;
         s.step = uint64_t(base + j);
-        s.logit_row = logit_row + j;
+        s.logit_row = first_draw + j;
         s.adjust = adjust;
         sample_rows_.push_back(s);
       }
-      logit_row += drafts + 1;
+      logit_row += row.num_tokens;
       continue;
     }
     const int32_t draws = seq.awaiting_fork ? req.request.sampling.n : 1;

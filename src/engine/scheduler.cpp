@@ -118,22 +118,26 @@ bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan)
 
 bool Scheduler::schedule_drafts(Sequence* seq, int32_t& budget, StepPlan& plan) {
   const SchedulerOptions& o = options_;
-  if (!o.drafts || o.spec_tokens <= 0 || seq->num_uncomputed() != 1 || seq->pending_draw >= 0 || seq->awaiting_fork ||
-      seq->scoring() || int32_t(running_.size()) > o.spec_max_running || (states_.enabled() && states_.num_free() == 0))
+  // The row covers the sequence's uncomputed tokens — its last one, or after a hybrid model's rollback
+  // the kept tokens too (EngineCore::commit_drafts), or a prompt's last chunk — and the drafts.
+  const int32_t start = seq->num_computed, u = seq->num_uncomputed();
+  if (!o.drafts || o.spec_tokens <= 0 || u < 1 || u > kMaxRecurrentDrafts || seq->pending_draw >= 0 ||
+      seq->awaiting_fork || seq->scoring() || int32_t(running_.size()) > o.spec_max_running ||
+      (states_.enabled() && states_.num_free() == 0))
     return false;
   // The drafts, and the draw after the last accepted one, stay within max_tokens and the context, and
   // leave a token of the budget to every decode row still to be planned.
   const Request& req = seq->request->request;
-  const int32_t start = seq->num_computed;
-  int32_t room = std::min({o.spec_tokens, budget - 1 - decode_left_, req.max_tokens - seq->num_output() - 1,
+  int32_t room = std::min({o.spec_tokens, budget - u - decode_left_, req.max_tokens - seq->num_output() - 1,
                            o.max_model_len - seq->length() - 1});
-  if (states_.enabled()) room = std::min({room, kMaxRecurrentDrafts, cut_at_boundary(*seq, start, 1 + room) - 1});
+  if (states_.enabled())
+    room = std::min({room, kMaxRecurrentDrafts + 1 - u, cut_at_boundary(*seq, start, u + room) - u});
   if (room <= 0) return false;
   drafts_.clear();
   o.drafts->propose(seq->tokens, room, drafts_);
   if (drafts_.empty()) return false;
   if (int32_t(drafts_.size()) > room) drafts_.resize(size_t(room));
-  const int32_t n = 1 + int32_t(drafts_.size());
+  const int32_t n = u + int32_t(drafts_.size());
   // Blocks for the drafts only where they are free: a guess never preempts a sequence.
   if (kv_.blocks_for_tokens(start + n) - int32_t(seq->table.blocks.size()) > kv_.num_available() ||
       !kv_.reserve(seq->table, start, start + n, plan.copies))

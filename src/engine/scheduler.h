@@ -13,14 +13,15 @@
 // blocks, and the prompt's last block boundary before its last token) so that the state at each
 // boundary exists after the step that reaches it; EngineCore saves it there.
 //
-// Speculative decoding (SchedulerOptions::drafts): a decode row of a sequence that may speculate
-// gets up to spec_tokens drafted tokens after its last one, when the step's token budget and the
+// Speculative decoding (SchedulerOptions::drafts): the row of a sequence that may speculate and has
+// at most kMaxRecurrentDrafts tokens to compute (its last token; the kept tokens after a hybrid
+// model's rollback; a prompt's last chunk) gets up to spec_tokens drafted tokens after them, when the step's token budget and the
 // free blocks allow them without preempting anything; the drafts go at the end of its tokens
 // (Sequence::num_drafts) and the row covers them. A sequence may speculate when it is not scoring
 // its prompt, forking or waiting for a pending draw, and at most spec_max_running sequences run (at
 // larger batches the step is no longer bound by the weights' bytes, and drafts cost their compute).
 // A hybrid model's row also needs a free state slot, where its state from before the row is copied
-// (EngineCore restores it when a draft is rejected), carries at most kMaxRecurrentDrafts drafts
+// (EngineCore restores it when a draft is rejected), holds at most kMaxRecurrentDrafts + 1 tokens
 // (rows of up to 16 tokens run the recurrence token by token, as decode does), and ends at the next
 // snapshot boundary.
 //
@@ -77,7 +78,8 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  /// Drafts a hybrid model's row carries at most (16-token rows run the recurrence token by token).
+  /// Drafts a hybrid model's row carries at most (16-token rows run the recurrence token by token),
+  /// and the most uncomputed tokens a row with drafts may hold.
   static constexpr int32_t kMaxRecurrentDrafts = 15;
 
   /// `states`/`snapshots` may be disabled (models without recurrent state, no snapshot budget).
@@ -113,7 +115,7 @@ class Scheduler {
   int32_t cut_at_boundary(const Sequence& seq, int32_t start, int32_t n) const;
   /// Returns the sequence's state slots to the pool.
   void release_slots(Sequence* seq);
-  /// Speculative decoding: tries a row of `seq`'s last token and drafts (at most `budget` tokens);
+  /// Speculative decoding: tries a row of `seq`'s uncomputed tokens and drafts (at most `budget` tokens);
   /// false, with nothing changed, when there are no drafts or no blocks for them without preempting.
   bool schedule_drafts(Sequence* seq, int32_t& budget, StepPlan& plan);
 
