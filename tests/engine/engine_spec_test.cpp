@@ -24,8 +24,10 @@ TEST(NgramDraftSource, TheLongestSuffixMatchAtItsLatestOccurrence) {
   EXPECT_EQ(propose({2, 4}, {1, 2, 3, 9, 1, 2, 3, 4, 5, 1, 2, 3}, 3), (std::vector<int32_t>{4, 5, 1}));
   // A later match of one token loses to an earlier one of three.
   EXPECT_EQ(propose({1, 4}, {7, 1, 2, 8, 2, 7, 1, 2}, 3), (std::vector<int32_t>{8, 2, 7}));
-  // The drafts stop at the context's end (the match may overlap the suffix itself).
-  EXPECT_EQ(propose({1, 4}, {5, 6, 5, 6, 5}, 4), (std::vector<int32_t>{6, 5}));
+  // Where the continuation reaches the context's end, the repeat goes on: a cycle of two, a run of one.
+  EXPECT_EQ(propose({1, 4}, {5, 6, 5, 6, 5}, 5), (std::vector<int32_t>{6, 5, 6, 5, 6}));
+  EXPECT_EQ(propose({2, 4}, {9, 7, 7, 7}, 3), (std::vector<int32_t>{7, 7, 7}));
+  EXPECT_EQ(propose({2, 4}, {1, 2, 3, 1, 2}, 4), (std::vector<int32_t>{3, 1, 2, 3}));
   // max_n caps the match's length: both matches count as 2, the later one wins.
   EXPECT_EQ(propose({1, 2}, {1, 2, 8, 1, 2, 9, 1, 2}, 2), (std::vector<int32_t>{9, 1}));
 }
@@ -33,7 +35,7 @@ TEST(NgramDraftSource, TheLongestSuffixMatchAtItsLatestOccurrence) {
 TEST(NgramDraftSource, NoDraftsWithoutAMatchOfMinTokens) {
   EXPECT_TRUE(propose({1, 4}, {1, 2, 3, 4}, 4).empty());
   EXPECT_TRUE(propose({2, 4}, {1, 2, 3, 1}, 4).empty());  // only the last token recurs
-  EXPECT_EQ(propose({1, 4}, {1, 2, 3, 1}, 4), (std::vector<int32_t>{2, 3, 1}));
+  EXPECT_EQ(propose({1, 4}, {1, 2, 3, 1}, 4), (std::vector<int32_t>{2, 3, 1, 2}));
   EXPECT_TRUE(propose({1, 4}, {1, 2, 1}, 0).empty());
   EXPECT_TRUE(propose({1, 4}, {1}, 4).empty());
 }

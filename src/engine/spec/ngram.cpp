@@ -33,9 +33,13 @@ void NgramDraftSource::propose(std::span<const int32_t> context, int32_t max_dra
     }
   }
   if (best_len < options_.min_n) return;
-  // The tokens that followed the match (at least one: best_end <= L - 2).
-  const int64_t from = best_end + 1, to = std::min(L, from + max_drafts);
-  out.insert(out.end(), context.begin() + from, context.begin() + to);
+  // The tokens that followed the match (at least one: best_end <= L - 2). Where they run into the
+  // context's end, the text repeats with period L - from, so the drafts go on from the drafts
+  // themselves: a run of one token, or a cycle the output has entered, is drafted in full.
+  const int64_t from = best_end + 1;
+  const size_t base = out.size();
+  for (int64_t pos = from; pos < from + max_drafts; ++pos)
+    out.push_back(pos < L ? context[size_t(pos)] : out[base + size_t(pos - L)]);
 }
 
 }  // namespace rill
