@@ -141,6 +141,57 @@ TEST_F(SpecDecode, OracleDraftsAreKeptAndWrongOnesRolledBack) {
   }
 }
 
+// Everything at once, with drafts of random lengths that go wrong at random places: 24 requests
+// (greedy, seeded, penalised, n = 2, stop tokens), prompt chunks of 40 tokens, a KV cache small
+// enough to preempt, prefix caching, overlapped steps above 6 running sequences.
+class SpecDecodeRandom : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpecDecodeRandom, RandomDraftsUnderChunksPreemptionAndForks) {
+  Loaded m = load_fixture(kFixtures + GetParam());
+  const int32_t vocab = int32_t(m.model->config().vocab_size);
+  std::vector<Request> requests = mixed_requests(16, vocab, 77, 90);
+  for (Request& r : repetitive_requests(8, vocab, 78, 36)) requests.push_back(r);
+  requests[3].sampling.n = 2;
+  requests[3].sampling.temperature = 0.9f;
+  requests[3].sampling.seed = 5;
+  requests[20].sampling.n = 2;
+  EngineOptions o = small_options(size_t(28) * m.model->kv_spec().bytes_per_block(16));
+  o.max_num_batched_tokens = 40;
+  o.snapshot_interval_blocks = 2;  // hybrid: snapshots every 32 tokens
+  std::vector<RequestResult> want;
+  {
+    EngineCore core(*m.model, o);
+    want = run_core(core, requests);
+  }
+  for (size_t i = 0; i < requests.size(); i += 5)  // stops at the token the free run made 4th
+    if (want[i].tokens[0].size() > 4) requests[i].stop_token_ids = {want[i].tokens[0][3]};
+  {
+    EngineCore core(*m.model, o);
+    want = run_core(core, requests);
+    EXPECT_GT(core.stats().num_preemptions, 0) << "the cache should be small enough to preempt";
+  }
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    EngineOptions s = o;
+    s.speculative_tokens = 6;
+    s.speculative_max_running = 6;
+    s.draft_source = std::make_shared<OracleDrafts>(full_sequences(requests, want), vocab, -1, false, seed);
+    EngineCore core(*m.model, s);
+    // The hybrid model's prompts are cut into other chunks than in the plain run (drafts take some of
+    // a step's token budget), and its Gated DeltaNet computes rows over 16 tokens in chunked form,
+    // which agrees with the token-by-token form to f32 rounding (up to 4e-5 seen): its logprobs are
+    // compared to 2e-4 (a wrong position or state would be off by ~1), its tokens exactly.
+    const bool hybrid = m.model->state_bytes_per_sequence() > 0;
+    expect_identical(run_core(core, requests), want, GetParam() + ", random drafts, seed " + std::to_string(seed),
+                     hybrid ? 2e-4 : 0);
+    const EngineStats st = core.stats();
+    EXPECT_GT(st.spec_accepted_tokens, 0);
+    EXPECT_LT(st.spec_accepted_tokens, st.spec_drafted_tokens);
+    EXPECT_GT(st.num_preemptions, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SpecDecodeRandom, ::testing::Values("qwen3-tiny", "qwen35-tiny"));
+
 TEST_F(SpecDecode, RolledBackDraftsLeaveNothingInThePrefixCacheUnderKvPressure) {
   // Long generations on a KV cache of 40 blocks: preemption and eviction happen, and every step's
   // drafts are wrong. The same requests again in the same engine hit their cached prefixes (prompt

@@ -169,19 +169,28 @@ inline void expect_same_tokens(const std::vector<RequestResult>& got, const std:
   }
 }
 
-/// Drafts from the known continuations of known prompts: right (bad < 0), or right but for the
-/// draft at index `bad` of every proposal, or always wrong (garbage).
+/// Drafts from the known continuations of known prompts: right (bad < 0), or wrong from the draft
+/// at index `bad` of every proposal on, or always wrong (garbage).
+/// `random_seed` set: each proposal is cut to a random length (possibly none) and wrong from a random
+/// position on (possibly none), instead of `bad` / `garbage`.
 class OracleDrafts final : public DraftSource {
  public:
-  OracleDrafts(std::vector<std::vector<int32_t>> full, int32_t vocab, int32_t bad = -1, bool garbage = false)
-      : full_(std::move(full)), vocab_(vocab), bad_(bad), garbage_(garbage) {}
+  OracleDrafts(std::vector<std::vector<int32_t>> full, int32_t vocab, int32_t bad = -1, bool garbage = false,
+               std::optional<uint32_t> random_seed = std::nullopt)
+      : full_(std::move(full)), vocab_(vocab), bad_(bad), garbage_(garbage), random_(random_seed.has_value()),
+        rng_(random_seed.value_or(0)) {}
   void propose(std::span<const int32_t> context, int32_t max_drafts, std::vector<int32_t>& out) override {
     ++calls;
+    int32_t bad = bad_;
+    if (random_) {
+      max_drafts = int32_t(rng_() % uint32_t(max_drafts + 1));
+      bad = int32_t(rng_() % uint32_t(max_drafts + 2)) - 1;  // -1: all right
+    }
     for (const auto& f : full_) {
       if (f.size() <= context.size() || !std::equal(context.begin(), context.end(), f.begin())) continue;
       for (int32_t j = 0; j < max_drafts && context.size() + size_t(j) < f.size(); ++j) {
         int32_t t = f[context.size() + size_t(j)];
-        if (garbage_ || j == bad_) t = (t + 1) % vocab_;
+        if (garbage_ || (bad >= 0 && j >= bad)) t = (t + 1 + int32_t(rng_() % 7u)) % vocab_;
         out.push_back(t);
       }
       return;
@@ -192,7 +201,8 @@ class OracleDrafts final : public DraftSource {
  private:
   std::vector<std::vector<int32_t>> full_;
   int32_t vocab_, bad_;
-  bool garbage_;
+  bool garbage_, random_;
+  std::mt19937 rng_;
 };
 
 /// Prompts that repeat a random segment (so that an n-gram lookup finds matches), half greedy, half
@@ -222,14 +232,24 @@ inline std::vector<Request> repetitive_requests(int count, int32_t vocab, uint32
   return out;
 }
 
+/// Same tokens, finish reasons and logprobs: bit for bit, or within `tolerance` where it is > 0.
 inline void expect_identical(const std::vector<RequestResult>& got, const std::vector<RequestResult>& want,
-                      const std::string& what) {
+                             const std::string& what, double tolerance = 0) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].tokens, want[i].tokens) << what << ": request " << i;
-    EXPECT_EQ(got[i].logprobs, want[i].logprobs) << what << ": request " << i;
-    EXPECT_EQ(got[i].top_logprobs, want[i].top_logprobs) << what << ": request " << i;
     EXPECT_EQ(got[i].finish, want[i].finish) << what << ": request " << i;
+    if (tolerance == 0) {
+      EXPECT_EQ(got[i].logprobs, want[i].logprobs) << what << ": request " << i;
+      EXPECT_EQ(got[i].top_logprobs, want[i].top_logprobs) << what << ": request " << i;
+      continue;
+    }
+    ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size()) << what << ": request " << i;
+    for (size_t q = 0; q < got[i].logprobs.size(); ++q) {
+      ASSERT_EQ(got[i].logprobs[q].size(), want[i].logprobs[q].size()) << what << ": request " << i;
+      for (size_t t = 0; t < got[i].logprobs[q].size(); ++t)
+        EXPECT_NEAR(got[i].logprobs[q][t], want[i].logprobs[q][t], tolerance) << what << ": request " << i;
+    }
   }
 }
 
