@@ -421,7 +421,7 @@ TEST(CudaEngine, HybridMultiTurnReusesThePrefix) {
 
 // Speculative decoding on the GPU: verifying rows run eagerly next to graph-replayed decode steps,
 // and their draws equal plain decoding's bit for bit (the kernels do not depend on a row's length),
-// with drafts right, wrong from the second on, all wrong, and from the n-gram lookup; the dense model
+// with drafts right, wrong from the second on, all wrong, random, and from the n-gram lookup; the dense model
 // with step graphs, and the hybrid one with its state restored after a rejection.
 TEST(CudaEngine, SpeculativeDecodingEqualsPlainDecoding) {
   SKIP_WITHOUT_GPU();
@@ -438,11 +438,12 @@ TEST(CudaEngine, SpeculativeDecodingEqualsPlainDecoding) {
       want = run_core(core, requests);
     }
     const auto full = full_sequences(requests, want);
-    for (int mode = 0; mode < 4; ++mode) {
+    for (int mode = 0; mode < 5; ++mode) {  // right, wrong from the second, all wrong, random, n-gram
       EngineOptions o = base;
       o.speculative_tokens = 6;
-      if (mode < 3)
-        o.draft_source = std::make_shared<OracleDrafts>(full, vocab, mode == 1 ? 1 : -1, mode == 2);
+      if (mode < 4)
+        o.draft_source = std::make_shared<OracleDrafts>(full, vocab, mode == 1 ? 1 : -1, mode == 2,
+                                                        mode == 3 ? std::optional<uint32_t>(9) : std::nullopt);
       else
         o.ngram = {1, 4};
       EngineCore core(*model, o);
