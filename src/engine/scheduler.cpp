@@ -116,14 +116,20 @@ bool Scheduler::schedule_running(Sequence* seq, int32_t& budget, StepPlan& plan)
   return true;
 }
 
+int32_t Scheduler::slots_to_admit(const Sequence& seq) const {
+  return !states_.enabled() ? 0 : seq.awaiting_fork ? seq.request->request.sampling.n : 1;
+}
+
 bool Scheduler::schedule_drafts(Sequence* seq, int32_t& budget, StepPlan& plan) {
   const SchedulerOptions& o = options_;
   // The row covers the sequence's uncomputed tokens — its last one, or after a hybrid model's rollback
   // the kept tokens too (EngineCore::commit_drafts), or a prompt's last chunk — and the drafts.
   const int32_t start = seq->num_computed, u = seq->num_uncomputed();
+  // A hybrid model's spare slot comes from slots that the next waiting sequence does not need: a guess
+  // never holds an admission back.
   if (!o.drafts || o.spec_tokens <= 0 || u < 1 || u > kMaxRecurrentDrafts || seq->pending_draw >= 0 ||
       seq->awaiting_fork || seq->scoring() || int32_t(running_.size()) > o.spec_max_running ||
-      (states_.enabled() && states_.num_free() == 0))
+      (states_.enabled() && states_.num_free() <= (waiting_.empty() ? 0 : slots_to_admit(*waiting_.front()))))
     return false;
   // The drafts, and the draw after the last accepted one, stay within max_tokens and the context, and
   // leave a token of the budget to every decode row still to be planned.
@@ -161,8 +167,7 @@ bool Scheduler::admit(Sequence* seq, int32_t& budget, StepPlan& plan) {
   RILL_CHECK(seq->table.empty() && seq->num_computed == 0 && seq->slot < 0, "waiting sequence {} holds KV or state",
              seq->id);
   // A hybrid model's sequence needs a state slot (and its n - 1 children's, forked after the prompt).
-  const int32_t slots_needed =
-      !states_.enabled() ? 0 : seq->awaiting_fork ? seq->request->request.sampling.n : 1;
+  const int32_t slots_needed = slots_to_admit(*seq);
   if (slots_needed > states_.num_free()) return false;
   if (seq->scoring() && score_budget_ <= 0) return false;
   // Reuse cached full blocks, but always compute at least the last token (its logits are needed),

@@ -20,10 +20,10 @@
 // (Sequence::num_drafts) and the row covers them. A sequence may speculate when it is not scoring
 // its prompt, forking or waiting for a pending draw, and at most spec_max_running sequences run (at
 // larger batches the step is no longer bound by the weights' bytes, and drafts cost their compute).
-// A hybrid model's row also needs a free state slot, where its state from before the row is copied
-// (EngineCore restores it when a draft is rejected), holds at most kMaxRecurrentDrafts + 1 tokens
-// (rows of up to 16 tokens run the recurrence token by token, as decode does), and ends at the next
-// snapshot boundary.
+// A hybrid model's row also needs a free state slot that the next waiting sequence does not need,
+// where its state from before the row is copied (EngineCore restores it when a draft is rejected),
+// holds at most kMaxRecurrentDrafts + 1 tokens (rows of up to 16 tokens run the recurrence token by
+// token, as decode does), and ends at the next snapshot boundary.
 //
 // Sessions (SessionPins, optional): pinned blocks are the first to go when blocks run short — the
 // least recently used session is unpinned before any running sequence is preempted or a waiting
@@ -115,6 +115,8 @@ class Scheduler {
   int32_t cut_at_boundary(const Sequence& seq, int32_t start, int32_t n) const;
   /// Returns the sequence's state slots to the pool.
   void release_slots(Sequence* seq);
+  /// State slots a waiting sequence needs to be admitted (n when it forks after its prompt).
+  int32_t slots_to_admit(const Sequence& seq) const;
   /// Speculative decoding: tries a row of `seq`'s uncomputed tokens and drafts (at most `budget` tokens);
   /// false, with nothing changed, when there are no drafts or no blocks for them without preempting.
   bool schedule_drafts(Sequence* seq, int32_t& budget, StepPlan& plan);

@@ -328,6 +328,41 @@ TEST(SpecDecodeHybrid, RejectedDraftsRestoreTheRecurrentState) {
   EXPECT_GT(core.stats().spec_drafted_tokens, 0);
 }
 
+// A hybrid row's spare state slot never takes the slot a waiting request needs: with 3 slots, two
+// running sequences that could draft and a third request arriving, the third is admitted at once.
+TEST(SpecDecodeHybrid, DraftsLeaveTheWaitingRequestItsStateSlot) {
+  Loaded m = load_fixture(kFixtures + "qwen35-tiny");
+  const int32_t vocab = int32_t(m.model->config().vocab_size);
+  const std::vector<Request> requests = repetitive_requests(3, vocab, 8, 30);
+  EngineOptions o = small_options();
+  o.max_state_slots = 3;
+  o.speculative_tokens = 4;
+  struct Garbage final : DraftSource {  // always four drafts
+    void propose(std::span<const int32_t>, int32_t max_drafts, std::vector<int32_t>& out) override {
+      for (int32_t j = 0; j < std::min(max_drafts, 4); ++j) out.push_back(1 + j);
+    }
+  };
+  o.draft_source = std::make_shared<Garbage>();
+  EngineCore core(*m.model, o);
+  std::vector<RequestHandle> handles;
+  auto add = [&](const Request& r) {
+    handles.push_back(std::make_shared<RequestStream>(900 + handles.size()));
+    core.add(r, handles.back(), Clock::now());
+  };
+  add(requests[0]);
+  add(requests[1]);
+  for (int i = 0; i < 3; ++i) core.step();  // both prefilled and decoding, drafting each step
+  ASSERT_EQ(core.scheduler().num_running(), 2);
+  EXPECT_GT(core.stats().spec_verify_rows, 0);
+  add(requests[2]);
+  core.step();
+  EXPECT_EQ(core.scheduler().num_running(), 3) << "a draft's spare slot held the new request back";
+  while (core.step()) {
+  }
+  for (auto& h : handles) EXPECT_EQ(collect(*h).tokens[0].size(), 30u);
+  EXPECT_EQ(core.state_pool().num_free(), 3);
+}
+
 TEST(SpecDecodeOptions, OutOfRangeValuesAreRefusedNamingTheOption) {
   Loaded m = load_fixture(kFixtures + "qwen3-tiny");
   EngineOptions o = small_options();
