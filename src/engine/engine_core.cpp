@@ -350,7 +350,8 @@ bool EngineCore::may_overlap(const InFlight& f) const {
   // While sequences may speculate, the next step's drafts need this step's tokens on the host.
   if (drafts_ && scheduler_.num_running() <= options_.speculative_max_running) return false;
   for (const ScheduledRow& row : f.plan.rows)
-    if (row.sample && row.seq->status != SequenceStatus::finished && (row.seq->awaiting_fork || row.seq->num_drafts > 0))
+    if (row.sample && row.seq->status != SequenceStatus::finished &&
+        (row.seq->awaiting_fork || row.seq->num_drafts > 0))
       return false;
   return true;
 }

@@ -19,15 +19,17 @@
 // either way: the same rows see the same ids and positions.
 //
 // Speculative decoding (EngineOptions::speculative_tokens): the scheduler puts a draft source's
-// guesses after a decode row's last token (Sequence::num_drafts), the row's forward computes every
+// guesses after a row's last token (Sequence::num_drafts), the row's forward computes every
 // position, and the sampler draws at each one exactly as the one-token step of that position would
 // (the same logits, since the kernels do not depend on a row's length or batch; the same noise key,
 // the output index; the penalties counting the drafts before it). The drafts are kept up to the first
 // that differs from its draw, that draw is kept too, and the rest is rolled back: their tokens are
 // dropped, num_computed stops after the last kept draft (the K/V written past it is overwritten by
 // later steps before anything reads it, and no block holding it is offered to the prefix cache), and
-// blocks past the sequence's length go back to the pool. So the tokens, logprobs and finish reasons
-// are those of decoding without drafts, bit for bit; a step makes 1 to 1 + drafts tokens a sequence.
+// blocks past the sequence's length go back to the pool; a hybrid model's state comes back from the
+// copy the scheduler made before the row, and the next row computes the kept tokens again. So the
+// tokens, logprobs and finish reasons are those of decoding without drafts, bit for bit; a step makes
+// 1 to 1 + drafts tokens a sequence.
 // While sequences may speculate (at most speculative_max_running run), each step is read right after
 // its launch: the next step's drafts need its tokens. Above that, steps overlap as without drafts.
 #pragma once
@@ -92,8 +94,8 @@ struct EngineOptions {
   int32_t max_sessions = 64;
   /// Share of the KV blocks that session pins may hold; the pool unpins before it preempts.
   double session_pinned_fraction = 0.5;
-  // ---- Speculative decoding (engine/spec/; see EngineCore). Models without recurrent state only.
-  /// Tokens drafted for a decode row at most; 0: off.
+  // ---- Speculative decoding (engine/spec/; see EngineCore).
+  /// Tokens drafted for a row at most (a hybrid model's row: at most 15); 0: off.
   int32_t speculative_tokens = 0;
   /// No drafts while more sequences than this run.
   int32_t speculative_max_running = 32;

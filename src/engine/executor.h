@@ -2,7 +2,8 @@
 // copy-on-write blocks, lays the rows out as a StepBatch, runs the forward, and draws the next
 // token of every sampling row (n of them for a request that forks its prompt into n sequences,
 // all reading the same logits row), draws a token at every position of a row that verifies drafts
-// (speculative decoding: the draws the one-token steps of those positions would make), and scores the prompt tokens of rows that want prompt logprobs
+// (speculative decoding: the draws the one-token steps of those positions would make), and scores
+// the prompt tokens of rows that want prompt logprobs
 // (a row that scores gets the logits of all its tokens). It changes no sequence state: EngineCore
 // commits the results.
 //

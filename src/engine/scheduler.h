@@ -15,11 +15,12 @@
 //
 // Speculative decoding (SchedulerOptions::drafts): the row of a sequence that may speculate and has
 // at most kMaxRecurrentDrafts tokens to compute (its last token; the kept tokens after a hybrid
-// model's rollback; a prompt's last chunk) gets up to spec_tokens drafted tokens after them, when the step's token budget and the
-// free blocks allow them without preempting anything; the drafts go at the end of its tokens
-// (Sequence::num_drafts) and the row covers them. A sequence may speculate when it is not scoring
-// its prompt, forking or waiting for a pending draw, and at most spec_max_running sequences run (at
-// larger batches the step is no longer bound by the weights' bytes, and drafts cost their compute).
+// model's rollback; a prompt's last chunk) gets up to spec_tokens drafted tokens after them, when
+// the step's token budget and the free blocks allow them without preempting anything; the drafts go
+// at the end of its tokens (Sequence::num_drafts) and the row covers them. A sequence may speculate
+// when it is not scoring its prompt, forking or waiting for a pending draw, and at most
+// spec_max_running sequences run (at larger batches the step is no longer bound by the weights'
+// bytes, and drafts cost their compute).
 // A hybrid model's row also needs a free state slot that the next waiting sequence does not need,
 // where its state from before the row is copied (EngineCore restores it when a draft is rejected),
 // holds at most kMaxRecurrentDrafts + 1 tokens (rows of up to 16 tokens run the recurrence token by

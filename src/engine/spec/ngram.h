@@ -1,8 +1,9 @@
 // engine/spec/ngram.h — NgramDraftSource: drafts by looking the context's own last tokens up in
 // the context (prompt lookup). The longest suffix of `max_n` down to `min_n` tokens that occurred
 // before is found at its latest earlier occurrence, and the tokens that followed it there are the
-// drafts (continued periodically where they reach the context's end). No second model, no device work: it pays where the output repeats its input (code edits,
-// quoting a document, structured output) and costs nothing where it finds no match.
+// drafts (continued periodically where they reach the context's end). No second model, no device
+// work: it pays where the output repeats its input (code edits, quoting a document, structured
+// output) and costs nothing where it finds no match.
 #pragma once
 
 #include "engine/spec/draft_source.h"
