@@ -258,12 +258,13 @@ void bench_serve(const BenchServeArgs& a) {
     check_cell(c);
     max_concurrency = std::max(max_concurrency, c.concurrency);
   }
+  EngineOptions o;
+  apply_speculative_options(a.speculative, o);  // checked before loading, as the cells above
   std::filesystem::path dir = resolve_model_dir(a.model);
   auto kernels = make_kernels(a.device);
   const bool cuda = kernels->device() == Device::cuda;
   auto model = load_model(dir, *kernels, LoadOptions{std::nullopt, true});
   const int64_t vocab = model->config().vocab_size;
-  EngineOptions o;
   o.kv_memory_bytes = a.kv_memory;
   o.max_num_batched_tokens = a.max_batched_tokens;
   o.max_num_seqs = a.max_num_seqs > 0 ? a.max_num_seqs : max_concurrency;
@@ -272,7 +273,6 @@ void bench_serve(const BenchServeArgs& a) {
   if (a.sync_steps) o.overlap_steps = EngineOptions::Overlap::off;
   o.snapshot_interval_blocks = a.snapshot_interval;
   o.state_snapshot_bytes = a.state_snapshot_memory;
-  apply_speculative_options(a.speculative, o);
   Engine engine(std::move(kernels), std::move(model), o);
   if (a.scenario == "multiturn") return bench_multiturn(a, engine, vocab, cuda);
 

@@ -127,6 +127,11 @@ TEST(Cli, BadServeEngineFlags) {
   expect_refused("serve", "--session-pinned-fraction 2", "--session-pinned-fraction");
   expect_refused("serve", "--log-stats-interval -1", "--log-stats-interval");
   expect_refused("serve", "--max-batched-tokens 0", "--max-batched-tokens");
+  expect_refused("serve", "--speculative-tokens 33", "--speculative-tokens");
+  expect_refused("serve", "--speculative-tokens -1", "--speculative-tokens");
+  expect_refused("serve", "--speculative-ngram-min 0", "--speculative-ngram-min");
+  expect_refused("serve", "--speculative-ngram-min 3 --speculative-ngram-max 2", "--speculative-ngram-max");
+  expect_refused("bench-serve", "--speculative-max-running 0", "--speculative-max-running");
 }
 
 TEST(Cli, BadBenchLists) {
