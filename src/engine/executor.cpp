@@ -66,7 +66,6 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
   Tensor logits = model_.forward(batch, kv_.layers());
 
   sample_rows_.clear();
-  spec_adjust_.clear();
   result.first.assign(plan.rows.size(), -1);
   result.scores.assign(plan.rows.size(), StepResult::Scores{});
   result.tokens.clear();
@@ -97,19 +96,15 @@ void Executor::launch(const StepPlan& plan, StepResult& result) {
       // taken as the sequence's tokens (the only case in which that draw is kept).
       const int32_t drafts = seq.num_drafts, base = seq.num_output() - drafts;
       const int32_t first_draw = logit_row + row.num_tokens - drafts - 1;  // at the last real token
-      const auto* adjust = req.uses_adjust ? &seq.adjust : nullptr;
+      const int32_t* draft = seq.tokens.data() + (seq.length() - drafts);
       for (int32_t j = 0; j <= drafts; ++j) {
-        if (j > 0 && adjust) {
-          auto& next = spec_adjust_.emplace_back(*adjust);
-          count_output(next, seq.tokens[size_t(seq.length() - drafts + j - 1)]);
-          adjust = &next;
-        }
         SampleRow s;
         s.params = &req.request.sampling;
         s.seed = seq.seed;
         s.step = uint64_t(base + j);
         s.logit_row = first_draw + j;
-        s.adjust = adjust;
+        s.adjust = req.uses_adjust ? &seq.adjust : nullptr;
+        s.counted = std::span<const int32_t>(draft, size_t(j));
         sample_rows_.push_back(s);
       }
       logit_row += row.num_tokens;

@@ -14,8 +14,6 @@
 // so the next step is queued before the host has read the previous one's ids.
 #pragma once
 
-#include <deque>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/kv/kv_cache.h"
@@ -56,9 +54,6 @@ class Executor {
   Sampler sampler_;
   StepBatchBuilder builder_;
   std::vector<SampleRow> sample_rows_;
-  // Per draft position of a verifying row: the penalties' counts with the drafts before it (the
-  // sampler reads them in launch(); a deque keeps the rows' pointers valid while it grows).
-  std::deque<std::unordered_map<int32_t, SamplingAdjust>> spec_adjust_;
   std::vector<size_t> order_;        // plan rows in batch order: the rows fed on the device first
   std::vector<int32_t> feed_index_;  // per fed row: its sequence's draw in the previous launch
   Buffer feed_index_dev_, feed_ids_;

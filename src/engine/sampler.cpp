@@ -37,6 +37,24 @@ Tensor Sampler::last_tokens() const {
   return Tensor(s.out.data(), DType::i32, {s.rows}, s.out.device());
 }
 
+void Sampler::pack_adjust(const std::unordered_map<int32_t, SamplingAdjust>& adjust, std::span<const int32_t> counted) {
+  const auto is_counted = [&](int32_t t) { return std::find(counted.begin(), counted.end(), t) != counted.end(); };
+  for (const auto& [token, a] : adjust)
+    if (counted.empty() || !is_counted(token)) host_adjust_.push_back(a);
+  // Each counted token once: its entry (or none) with its occurrences added as output tokens.
+  for (size_t k = 0; k < counted.size(); ++k) {
+    const int32_t t = counted[k];
+    if (std::find(counted.begin(), counted.begin() + std::ptrdiff_t(k), t) != counted.begin() + std::ptrdiff_t(k))
+      continue;
+    const auto it = adjust.find(t);
+    SamplingAdjust a = it != adjust.end() ? it->second : SamplingAdjust{};
+    a.token = t;
+    a.output_count += int32_t(std::count(counted.begin(), counted.end(), t));
+    a.in_context = 1;
+    host_adjust_.push_back(a);
+  }
+}
+
 void Sampler::launch(const Tensor& logits, std::span<const SampleRow> rows, const Tensor& pending_tokens) {
   RILL_CHECK(pending_ < 2, "Sampler::launch with two launches uncollected");
   const int64_t R = int64_t(rows.size()), V = logits.size(1);
@@ -60,8 +78,7 @@ void Sampler::launch(const Tensor& logits, std::span<const SampleRow> rows, cons
     p.seed = row.seed;
     p.step = row.step;
     p.adjust_begin = int32_t(host_adjust_.size());
-    if (row.adjust)
-      for (const auto& [token, a] : *row.adjust) host_adjust_.push_back(a);
+    if (row.adjust) pack_adjust(*row.adjust, row.counted);
     p.adjust_end = int32_t(host_adjust_.size());
     const bool logprobs = s.logprobs || row.score_token >= 0;
     p.num_top_logprobs = row.score_token >= 0 ? std::max(s.prompt_logprobs, 0) : s.logprobs ? s.top_logprobs : 0;

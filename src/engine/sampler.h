@@ -43,6 +43,9 @@ struct SampleRow {
   /// >= 0: the sequence's last draw is not in `adjust` yet; it is pending_tokens[pending] on the
   /// device (launch()'s argument) and counts as an output token (SamplingRowParams::pending).
   int32_t pending = -1;
+  /// Tokens counted as output tokens on top of `adjust` (a verifying row's drafts before this
+  /// position: the penalties of the draw that follows them); read only with `adjust`.
+  std::span<const int32_t> counted = {};
   /// >= 0: no draw — the row scores this prompt token (its logprob and params->prompt_logprobs
   /// alternatives: SamplingRowParams::score_token).
   int32_t score_token = -1;
@@ -84,6 +87,8 @@ class Sampler {
     std::vector<int32_t> num_top;  ///< per row: top logprobs asked (-1: no logprobs)
   };
   Tensor device_tensor(Buffer& buffer, DType dtype, std::initializer_list<int64_t> shape);
+  /// Appends a row's adjust entries to host_adjust_, with `counted`'s tokens counted (SampleRow).
+  void pack_adjust(const std::unordered_map<int32_t, SamplingAdjust>& adjust, std::span<const int32_t> counted);
 
   Kernels& kernels_;
   Buffer params_, adjust_, workspace_;

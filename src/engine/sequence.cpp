@@ -7,10 +7,7 @@ namespace rill {
 
 void Sequence::append(int32_t token) {
   tokens.push_back(token);
-  if (request->uses_adjust) count_output(adjust, token);
-}
-
-void count_output(std::unordered_map<int32_t, SamplingAdjust>& adjust, int32_t token) {
+  if (!request->uses_adjust) return;
   SamplingAdjust& a = adjust[token];
   a.token = token;
   a.output_count += 1;

@@ -98,8 +98,6 @@ struct RequestState {
   bool has_first_token = false;
 };
 
-/// Counts `token` as an output token in a penalties table (Sequence::append's bookkeeping).
-void count_output(std::unordered_map<int32_t, SamplingAdjust>& adjust, int32_t token);
 /// The random stream of sequence `index` of a request seeded `seed`.
 uint64_t sequence_seed(uint64_t request_seed, int32_t index);
 /// The adjust table a new sequence starts from: bias entries, and the prompt's tokens when the
