@@ -136,6 +136,29 @@ inline std::vector<int32_t> random_tokens(std::mt19937& rng, int32_t n, int32_t 
   return t;
 }
 
+/// The sampling controls a test's request i gets: greedy when i is even; odd ones sample with
+/// seed seed_base + i, and every fourth (i % 4 == 3) adds penalties and a logit bias.
+struct SamplingMix {
+  float temperature, top_p;
+  int32_t top_k;
+  uint64_t seed_base;
+  float repetition_penalty, frequency_penalty;
+  int32_t bias_token;
+  float bias;
+};
+inline void mix_sampling(Request& r, int i, const SamplingMix& m) {
+  if (i % 2 == 0) return;
+  r.sampling.temperature = m.temperature;
+  r.sampling.top_p = m.top_p;
+  r.sampling.top_k = m.top_k;
+  r.sampling.seed = m.seed_base + uint64_t(i);
+  if (i % 4 == 3) {
+    r.sampling.repetition_penalty = m.repetition_penalty;
+    r.sampling.frequency_penalty = m.frequency_penalty;
+    r.sampling.logit_bias = {{m.bias_token, m.bias}};
+  }
+}
+
 /// 32 requests of lengths 1..~120 and 4..40 new tokens; odd ones sample with a seed.
 inline std::vector<Request> mixed_requests(int count, int32_t vocab, uint32_t seed, int32_t max_prompt = 120) {
   std::mt19937 rng(seed);
@@ -144,17 +167,7 @@ inline std::vector<Request> mixed_requests(int count, int32_t vocab, uint32_t se
     const int32_t len = 1 + int32_t(rng() % uint32_t(max_prompt));
     const int32_t max_tokens = 4 + int32_t(rng() % 37u);
     Request r = make_request(random_tokens(rng, len, vocab), max_tokens);
-    if (i % 2) {
-      r.sampling.temperature = 0.8f;
-      r.sampling.top_p = 0.95f;
-      r.sampling.top_k = 40;
-      r.sampling.seed = 1000 + uint64_t(i);
-      if (i % 4 == 3) {
-        r.sampling.repetition_penalty = 1.2f;
-        r.sampling.frequency_penalty = 0.5f;
-        r.sampling.logit_bias = {{5, 2.f}};
-      }
-    }
+    mix_sampling(r, i, {0.8f, 0.95f, 40, 1000, 1.2f, 0.5f, 5, 2.f});
     out.push_back(std::move(r));
   }
   return out;
@@ -217,16 +230,7 @@ inline std::vector<Request> repetitive_requests(int count, int32_t vocab, uint32
     Request r = make_request(prompt, max_tokens);
     r.sampling.logprobs = true;
     r.sampling.top_logprobs = 2;
-    if (i % 2) {
-      r.sampling.temperature = 0.7f;
-      r.sampling.top_k = 20;
-      r.sampling.seed = 500 + uint64_t(i);
-      if (i % 4 == 3) {
-        r.sampling.repetition_penalty = 1.1f;
-        r.sampling.frequency_penalty = 0.3f;
-        r.sampling.logit_bias = {{7, 1.5f}};
-      }
-    }
+    mix_sampling(r, i, {0.7f, 1.f, 20, 500, 1.1f, 0.3f, 7, 1.5f});
     out.push_back(std::move(r));
   }
   return out;
